@@ -1,0 +1,70 @@
+"""Fixtures shared by every room's tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+TVIS = str(Path(sys.executable).with_name("tvis"))
+
+
+def run_tvis(*args: str, cwd: Path | None = None, timeout: float = 300, env=None):
+    """`tvis ARGS` in a subprocess, as a user runs it."""
+    return subprocess.run(
+        [TVIS, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="session")
+def recorded_run(tmp_path_factory) -> Path:
+    """A run recorded from the image-classifier example (2 steps, in-process workers)."""
+    out = tmp_path_factory.mktemp("runs")
+    script = EXAMPLES / "image_classifier" / "train.py"
+    result = run_tvis(
+        "run", "--steps", "2", "--out", str(out), str(script), "--workers", "0", cwd=out
+    )
+    assert result.returncode == 0, result.stderr
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    return run
+
+
+@pytest.fixture(autouse=True)
+def no_tvis_left_installed():
+    """Invariant 6: after every test, no hook, patch or mode of tvis is left in torch."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is None or "tvis.record.session" not in sys.modules:
+        return
+    from torch.nn.modules import module as nn_module
+    from torch.optim import optimizer as optim_module
+    from torch.utils.data import dataloader
+
+    leftovers = {
+        "module forward pre-hooks": nn_module._global_forward_pre_hooks,
+        "module forward hooks": nn_module._global_forward_hooks,
+        "optimizer pre-hooks": optim_module._global_optimizer_pre_hooks,
+        "optimizer post-hooks": optim_module._global_optimizer_post_hooks,
+    }
+    for what, hooks in leftovers.items():
+        assert not hooks, f"tvis left {what} installed"
+    patched = {
+        "torch.autograd.backward": torch.autograd.backward,
+        "DataLoader._get_iterator": dataloader.DataLoader._get_iterator,
+        "_BaseDataLoaderIter.__next__": dataloader._BaseDataLoaderIter.__next__,
+    }
+    for what, fn in patched.items():
+        assert getattr(fn, "__module__", None) or "", f"{what} is still patched"
+        assert not fn.__module__.startswith("tvis"), f"{what} is still patched by tvis"
+    assert torch._C._len_torch_function_stack() == 0, "a torch function mode is still active"
+    assert sys.gettrace() is None or "tvis" not in repr(sys.gettrace()), "tracer left installed"

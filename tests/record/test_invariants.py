@@ -1,0 +1,105 @@
+"""Observing never changes training, and what is recorded is exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from helpers import record_here
+from training import setup, train
+
+from tvis.store.reader import RunReader
+
+
+def _plain(steps: int, workers: int = 0):
+    model, opt, loader = setup(workers=workers)
+    log: list = []
+    train(model, opt, loader, steps, log)
+    return model, log, torch.get_rng_state()
+
+
+def _recorded(tmp_path, steps: int, workers: int = 0, **settings):
+    model, opt, loader = setup(workers=workers)
+    log: list = []
+    outcome = record_here(lambda: train(model, opt, loader, 100, log), tmp_path, steps=steps, **settings)
+    return model, log, torch.get_rng_state(), outcome
+
+
+def test_losses_and_parameters_bit_identical_in_process(tmp_path):
+    plain_model, plain_log, plain_rng = _plain(3)
+    model, log, rng, outcome = _recorded(tmp_path, 3)
+    assert outcome.steps == 3 and outcome.status == "complete"
+    assert len(log) == len(plain_log) == 3
+    for (a, ya), (b, yb) in zip(plain_log, log, strict=True):
+        assert torch.equal(a, b)
+        assert torch.equal(ya, yb)  # shuffled data order unchanged
+    for (name, p), q in zip(plain_model.state_dict().items(), model.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    assert torch.equal(plain_rng, rng)  # dropout and shuffling consumed the same randomness
+
+
+def test_data_order_unchanged_when_workers_move_in_process(tmp_path):
+    _, plain_log, _ = _plain(2, workers=2)
+    _, log, _, outcome = _recorded(tmp_path, 2, workers=2)
+    assert [y.tolist() for _, y in plain_log] == [y.tolist() for _, y in log]
+    assert any("workers run in the main process" in n for n in outcome.notices)
+
+
+def test_update_equals_parameter_difference_exactly(tmp_path):
+    model, opt, loader = setup()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    outcome = record_here(lambda: train(model, opt, loader, 100, []), tmp_path, steps=1)
+    run = RunReader(outcome.run_dir)
+    step = run.step(0)
+    by_name = {p["name"]: p for p in step.record["params"]}
+    assert set(by_name) == set(before)
+    for name, p in model.named_parameters():
+        record = by_name[name]
+        update = torch.from_numpy(np.array(step.array(record["update"])))
+        assert torch.equal(update, p.detach() - before[name]), name
+        weight = torch.from_numpy(np.array(step.array(record["weight"])))
+        assert torch.equal(weight, before[name]), name
+
+
+def test_activation_gradients_equal_autograds(tmp_path):
+    model, opt, loader = setup()
+    x, y = next(iter(loader))
+    reference = {}
+
+    def keep(module, args, out):
+        out.retain_grad()
+        reference[module] = out
+
+    handles = [m.register_forward_hook(keep) for m in (model.conv, model.bn, model.head)]
+    torch.manual_seed(5)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    for h in handles:
+        h.remove()
+    model.zero_grad()
+
+    def one_batch():
+        torch.manual_seed(5)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+
+    outcome = record_here(one_batch, tmp_path, steps=1, samples=16)
+    batch = RunReader(outcome.run_dir).batch(0)
+    calls = {c["name"]: c for c in batch.record["calls"]}
+    for name, module in (("conv", model.conv), ("bn", model.bn), ("head", model.head)):
+        out_id = calls[name]["outputs"][0]["tensor"]
+        grad_id = batch.tensor(out_id)["grad"]
+        assert grad_id is not None, name
+        recorded = torch.from_numpy(np.array(batch.array(grad_id)))
+        torch.testing.assert_close(recorded, reference[module].grad, rtol=0, atol=0)
+
+
+def test_instrumentation_failure_becomes_notice(tmp_path, monkeypatch):
+    from tvis.record import tensors
+
+    def broken(x):
+        raise RuntimeError("stats exploded")
+
+    monkeypatch.setattr(tensors, "stats", broken)
+    plain_model, plain_log, _ = _plain(2)
+    model, log, _, outcome = _recorded(tmp_path, 2)
+    assert outcome.status == "complete"
+    assert [float(a) for a, _ in plain_log] == [float(a) for a, _ in log]
+    assert any("stats exploded" in n and "training was not affected" in n for n in outcome.notices)

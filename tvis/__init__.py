@@ -1,0 +1,23 @@
+"""tvis: a step-through debugger for PyTorch training that lives in the terminal.
+
+Importing tvis is cheap and never imports torch: the live-catching functions load
+their machinery on first use.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_LIVE_API = ("catch", "serve", "get", "get_all", "ingest_all", "status", "summary", "help")
+
+
+def __getattr__(name: str):
+    # Lazy so that `import tvis` (done by the viewer and the agent) stays torch-free and fast.
+    if name in _LIVE_API:
+        from tvis import live
+
+        return getattr(live, name)
+    raise AttributeError(f"module 'tvis' has no attribute {name!r}")
+
+
+__all__ = ["__version__", *_LIVE_API]

@@ -1,0 +1,261 @@
+"""One batch being recorded: its calls, its tensor table and the values it keeps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from tvis.record import tensors
+
+# A call that returns more tensors than this (a list of 500 feature maps, a dict of every
+# hidden state) keeps the first ones: the inspector shows a card per tensor and nobody
+# reads 500 cards.
+MAX_ARGS = 16
+
+# Recorded calls per batch: a project helper called in a Python loop could otherwise
+# produce millions of records.
+CALL_CAP = 20000
+
+# A light group (evaluation forwards, extra LBFGS passes) keeps at most this many calls:
+# enough to show the shape of an eval loop, bounded however long it runs.
+LIGHT_CALL_CAP = 2000
+
+# Text kept of a non-tensor argument: enough for a shape tuple, a flag or a short string.
+REPR_CHARS = 80
+
+
+@dataclass
+class Settings:
+    """What the user asked `tvis run` to record."""
+
+    steps: int = 3
+    samples: int = 4
+    max_elems: int = 2_000_000
+    max_batches: int = 64
+    max_bytes: int = 512 * 2**20
+    functions: bool = True
+    ops: bool = True
+    gradcam: bool = True
+
+
+@dataclass
+class Call:
+    """An open or finished call inside a batch (serialised by ``record``)."""
+
+    id: int
+    parent: int
+    depth: int
+    kind: str
+    name: str
+    cls: str | None
+    phase: str
+    definition: list | None
+    site: list | None
+    t0: float
+    no_grad: bool
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    fwd_ms: float | None = None
+    bwd_ms: float | None = None
+    flags: list = field(default_factory=list)
+    frame: Any = None  # the project frame executing this call (per-line attribution)
+    project: bool = False
+    owner: int = -1  # index of the batch this call is recorded in
+
+    def record(self) -> dict:
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "depth": self.depth,
+            "kind": self.kind,
+            "name": self.name,
+            "cls": self.cls,
+            "phase": self.phase,
+            "def": self.definition,
+            "site": self.site,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "t0": self.t0,
+            "fwd_ms": self.fwd_ms,
+            "bwd_ms": self.bwd_ms,
+            "no_grad": self.no_grad,
+            "flags": self.flags,
+        }
+
+
+class BatchBuilder:
+    """Accumulates one batch (or one light group of no-grad forwards)."""
+
+    def __init__(self, index: int, settings: Settings, light: bool = False) -> None:
+        self.index = index
+        self.settings = settings
+        self.light = light
+        self.mode: str | None = "light" if light else None  # "train" | "light" once known
+        self.calls: list[Call] = []
+        self.entries: list[dict] = []
+        self.arrays: dict[int, np.ndarray] = {}
+        self.lines: dict[tuple, dict] = {}
+        self._by_identity: dict[tuple[int, int], int] = {}
+        self.objects: dict[int, torch.Tensor] = {}  # keeps ids unique while the batch is open
+        self.grad_handles: list = []
+        self.hooked: set[int] = set()
+        self.grad_arrivals: list[tuple[float, int]] = []
+        self.started = time.perf_counter()
+        self.phase_ms: dict[str, float] = {}
+        self.batch_size: int | None = None
+        self.had_data = False
+        self.had_forward = False
+        self.had_backward = False
+        self.stepped = False
+        self.loss: float | None = None
+        self.step: int | None = None
+        self.micro = 0
+        self.sections: dict[str, Any] = {}
+        self.dropped_calls = 0
+        self.kept_bytes = 0
+        self.bytes_left = settings.max_bytes  # set by the session from the run's budget
+
+    # -- tensors -----------------------------------------------------------------------
+
+    def tensor(self, t: torch.Tensor, keep_values: bool = True) -> int:
+        """The entry id of ``t`` in this batch, capturing it on first sight."""
+        key = (id(t), t._version)
+        found = self._by_identity.get(key)
+        if found is not None:
+            return found
+        entry_id = len(self.entries)
+        self._by_identity[key] = entry_id
+        self.objects[entry_id] = t
+        self.entries.append(self._summarize(t, entry_id, keep_values and not self.light))
+        return entry_id
+
+    def gradient(self, of: int, g: torch.Tensor) -> int:
+        entry_id = len(self.entries)
+        entry = self._summarize(g, entry_id, not self.light)
+        entry["of"] = of
+        self.entries.append(entry)
+        self.entries[of]["grad"] = entry_id
+        return entry_id
+
+    def _summarize(self, t: torch.Tensor, entry_id: int, keep_values: bool) -> dict:
+        entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
+        entry["stats"], entry["hist"] = tensors.stats(t)
+        dim, span, inferred = self.batch_dim(t)
+        entry["batch_dim"], entry["batch_dim_inferred"] = dim, inferred
+        if span > 1:
+            entry["batch_span"] = span
+        entry["value"] = None
+        if keep_values and self.kept_bytes < self.bytes_left:
+            # Nearing the run's byte budget, keep one sample instead of several.
+            samples = self.settings.samples if self.kept_bytes < self.bytes_left / 2 else 1
+            values, how = tensors.keep(t, dim, samples, self.settings.max_elems, span)
+            if values is not None:
+                self.arrays[entry_id] = values
+                entry["value"] = how
+                self.kept_bytes += values.nbytes
+        return entry
+
+    def batch_dim(self, t: torch.Tensor) -> tuple[int | None, int, bool]:
+        """Which dim of ``t`` indexes samples: (dim, rows per sample, inferred?)."""
+        b = self.batch_size
+        if not b or t.dim() == 0:
+            return None, 1, False
+        if t.shape[0] == b:
+            return 0, 1, False
+        if t.dim() >= 2 and t.shape[1] == b:
+            return 1, 1, True  # sequence-first [T, B, ...]
+        if b > 1 and t.shape[0] % b == 0 and t.dim() >= 2:
+            return 0, t.shape[0] // b, True  # merged [B*T, ...]
+        return None, 1, False
+
+    # -- calls -------------------------------------------------------------------------
+
+    @property
+    def full(self) -> bool:
+        return len(self.calls) >= (LIGHT_CALL_CAP if self.light else CALL_CAP)
+
+    def add_call(self, call: Call) -> Call:
+        self.calls.append(call)
+        return call
+
+    def args(self, named: list[tuple[str, Any]], keep_values: bool = True) -> list[dict]:
+        """Flatten named values into arg records (tensors captured, others as short text)."""
+        out: list[dict] = []
+        for name, value in named:
+            _flatten(name, value, out, self, keep_values)
+            if len(out) >= MAX_ARGS:
+                break
+        return out[:MAX_ARGS]
+
+    # -- serialisation -----------------------------------------------------------------
+
+    def release(self) -> None:
+        for handle in self.grad_handles:
+            handle.remove()
+        self.grad_handles.clear()
+        self.objects.clear()
+        self._by_identity.clear()
+        for call in self.calls:
+            call.frame = None
+
+    def record(self) -> dict:
+        return {
+            "batch": {
+                "index": self.index,
+                "step": self.step,
+                "micro": self.micro,
+                "loss": self.loss,
+                "no_grad": self.mode == "light" and not self.had_backward,
+                "light": self.light,
+                "batch_size": self.batch_size,
+                "phase_ms": self.phase_ms,
+                "n_calls": len(self.calls),
+                "dropped_calls": self.dropped_calls,
+            },
+            "calls": [c.record() for c in self.calls],
+            "tensors": self.entries,
+            "lines": list(self.lines.values()),
+            **self.sections,
+        }
+
+
+def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) -> None:
+    if len(out) >= MAX_ARGS:
+        return
+    if isinstance(value, torch.Tensor):
+        out.append({"name": name, "tensor": batch.tensor(value, keep)})
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        for i, v in enumerate(value):
+            _flatten(f"{name}[{i}]", v, out, batch, keep)
+    elif isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
+        for k, v in value.items():
+            _flatten(f"{name}.{k}", v, out, batch, keep)
+    elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        for k in value.__dataclass_fields__:
+            _flatten(f"{name}.{k}", getattr(value, k, None), out, batch, keep)
+    elif value is not None:
+        out.append({"name": name, "repr": short_repr(value)})
+
+
+def short_repr(value: Any) -> str:
+    """Bounded text for a non-tensor value; never calls a tensor's repr."""
+    try:
+        if isinstance(value, (int, float, bool, str, torch.dtype, torch.device, torch.Size)):
+            text = repr(value)
+        elif isinstance(value, (list, tuple)) and len(value) <= 8:
+            text = (
+                repr(value)
+                if all(isinstance(v, (int, float, bool, str)) for v in value)
+                else (f"{type(value).__name__}[{len(value)}]")
+            )
+        elif isinstance(value, np.ndarray):
+            text = f"ndarray{list(value.shape)} {value.dtype}"
+        else:
+            text = f"<{type(value).__name__}>"
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"

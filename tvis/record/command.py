@@ -1,0 +1,121 @@
+"""`tvis run`: record the first optimizer steps of an unmodified training script."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+from tvis.store.listing import human_bytes
+
+USAGE_ERROR = 2
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=3, help="optimizer steps to record (3)")
+    parser.add_argument("--out", type=Path, help="runs folder (default <project>/tvis_runs)")
+    parser.add_argument("--project", type=Path, help="traced code lives here (script's folder)")
+    parser.add_argument("--samples", type=int, default=4, help="samples kept with values (4)")
+    parser.add_argument(
+        "--max-elems",
+        type=int,
+        default=2_000_000,
+        help="values kept of a tensor without a batch dim",
+    )
+    parser.add_argument("--max-batches", type=int, default=64, help="stop after this many batches")
+    parser.add_argument(
+        "--max-bytes", type=_size, default=512 * 2**20, help="run size budget, e.g. 512M (512M)"
+    )
+    parser.add_argument(
+        "--no-functions", action="store_true", help="do not trace project functions"
+    )
+    parser.add_argument("--no-ops", action="store_true", help="do not record per-line op shapes")
+    parser.add_argument("--no-gradcam", action="store_true", help="skip the Grad-CAM pass")
+    parser.add_argument("script", help="the training script")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+
+
+def _size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B")
+    try:
+        if text and text[-1] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 512M") from None
+
+
+def _problem(args: argparse.Namespace) -> str | None:
+    """One sentence describing what is wrong with the command line, or None."""
+    script = Path(args.script)
+    if not script.exists():
+        return f"{script} does not exist; pass the path of your training script."
+    if script.is_dir():
+        return (
+            f"{script} is a directory; pass the training script inside it (e.g. {script}/train.py)."
+        )
+    for flag in ("steps", "samples", "max_elems", "max_batches", "max_bytes"):
+        if getattr(args, flag) < 1:
+            return f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})."
+    return None
+
+
+def main(args: argparse.Namespace) -> int:
+    problem = _problem(args)
+    if problem:
+        print(f"tvis: {problem}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(
+            "tvis: `tvis run` needs PyTorch in this environment (pip install torch); "
+            "the viewer does not.",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
+    from tvis.record.builder import Settings
+    from tvis.record.runner import record_script
+
+    script = Path(args.script).resolve()
+    project = (args.project or script.parent).resolve()
+    out = (args.out or project / "tvis_runs").resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".tvis-write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        print(f"tvis: cannot write runs to {out} ({e.strerror}); pass --out DIR.", file=sys.stderr)
+        return USAGE_ERROR
+    settings = Settings(
+        steps=args.steps,
+        samples=args.samples,
+        max_elems=args.max_elems,
+        max_batches=args.max_batches,
+        max_bytes=args.max_bytes,
+        functions=not args.no_functions,
+        ops=not args.no_ops,
+        gradcam=not args.no_gradcam,
+    )
+    outcome = record_script(script, list(args.args), settings, project, out)
+    _report(outcome)
+    return outcome.exit_code
+
+
+def _report(outcome) -> None:
+    err = sys.stderr
+    print(
+        f"\ntvis: recorded {outcome.steps} step(s), {outcome.batches} batch(es), "
+        f"{human_bytes(outcome.bytes)} — {outcome.status}",
+        file=err,
+    )
+    for text in outcome.notices:
+        print(f"tvis: note: {text}", file=err)
+    path = outcome.run_dir
+    print(f"tvis: run saved in {path}", file=err)
+    print(f"tvis: view it here:        tvis tui {path}", file=err)
+    print(f"tvis: or from your laptop: tvis tui {socket.gethostname()}:{path}", file=err)

@@ -1,0 +1,22 @@
+"""The interface a recorder extension implements (function tracing, data, loss, ...)."""
+
+from __future__ import annotations
+
+
+class Extension:
+    """A part of the recorder that installs its own hooks; every method is optional."""
+
+    def install(self, recorder) -> None:
+        pass
+
+    def uninstall(self, recorder) -> None:
+        pass
+
+    def on_module_exit(self, recorder, batch, call, module, output) -> None:
+        pass
+
+    def before_backward(self, recorder, batch, loss) -> None:
+        pass
+
+    def on_batch_close(self, recorder, batch) -> None:
+        pass

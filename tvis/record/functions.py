@@ -1,0 +1,118 @@
+"""Project functions as calls, through ``sys.settrace``.
+
+The global trace function runs on every Python call but decides from a per-code-object
+cache and returns ``None`` for library code, so only project frames get a local tracer
+(and that tracer ignores line events). A module's own ``forward`` is merged into the
+module's call instead of appearing twice.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from tvis.record.builder import Call
+from tvis.record.extension import Extension
+
+
+class FunctionTracer(Extension):
+    """Records calls of functions defined under the project directory."""
+
+    def __init__(self) -> None:
+        self.recorder = None
+        self.previous = None
+
+    def install(self, recorder) -> None:
+        self.recorder = recorder
+        self.previous = sys.gettrace()
+        if self.previous is not None:
+            recorder.notice(
+                "another tracer (a debugger or coverage) is active, so project functions "
+                "are not traced in this run; modules still are.",
+                level="info",
+            )
+            return
+        self.project = recorder.project
+        # Only the calling (training) thread is traced; worker threads stay untouched.
+        sys.settrace(self._global)
+
+    def uninstall(self, recorder) -> None:
+        if self.previous is None and sys.gettrace() == self._global:
+            sys.settrace(None)
+
+    def _global(self, frame, event, arg):
+        code = frame.f_code
+        if not self.project.is_traced(code):
+            return None
+        rec = self.recorder
+        if rec.batch is None or rec.paused or rec.stopped or rec.busy:
+            return None
+        with rec.work:
+            try:
+                return self._enter(rec, frame, code)
+            except Exception as e:
+                rec.guard(f"tracing {code.co_name}", e)
+                return None
+
+    def _enter(self, rec, frame, code):
+        top = rec.stack[-1] if rec.stack else None
+        if top is not None and top.kind in ("module", "loss") and top.frame is None:
+            if code.co_name == "forward" and top.project:
+                top.frame = frame  # the module's own forward: merged, not a new call
+                return None
+        batch = rec.batch
+        if batch is None or batch.full:
+            return None
+        back = frame.f_back
+        call = Call(
+            id=0,
+            parent=-1,
+            depth=0,
+            kind="function",
+            name=code.co_qualname if hasattr(code, "co_qualname") else code.co_name,
+            cls=None,
+            phase=rec._phase() if not rec.in_loss else "loss",
+            definition=[self.project.relpath(code.co_filename), code.co_firstlineno],
+            site=rec.project.where(back.f_code.co_filename, back.f_lineno) if back else None,
+            t0=0.0,
+            no_grad=not torch.is_grad_enabled(),
+            frame=frame,
+            project=True,
+        )
+        n_args = code.co_argcount + code.co_kwonlyargcount
+        local = frame.f_locals
+        named = [(n, local.get(n)) for n in code.co_varnames[:n_args] if n != "self"]
+        call.inputs = batch.args(named, keep_values=not batch.light)
+        rec.open_call(batch, call)
+        frame.f_trace_lines = False
+        call.t0 = (rec.work.started - rec.overhead - batch.started) * 1e3
+        return self._local_for(call)
+
+    def _local_for(self, call: Call):
+        def local(frame, event, arg):
+            if event == "return":
+                self._exit(call, arg)
+            return local
+
+        return local
+
+    def _exit(self, call: Call, value) -> None:
+        rec = self.recorder
+        if rec.busy:
+            return
+        with rec.work:
+            try:
+                if not rec.stack or rec.stack[-1] is not call:
+                    return  # carried into another batch or cut off by an exception
+                rec.stack.pop()
+                call.frame = None
+                batch = rec.batch
+                if batch is None or call.owner != batch.index:
+                    return
+                call.fwd_ms = (rec.work.started - rec.overhead - batch.started) * 1e3 - call.t0
+                call.outputs = batch.args([("return", value)], keep_values=not batch.light)
+                if not batch.light and torch.is_grad_enabled():
+                    rec.watch_gradients(batch, call)
+            except Exception as e:
+                rec.guard(f"tracing the return of {call.name}", e)

@@ -1,0 +1,125 @@
+"""Per-step parameter records: weight before the step, its gradient, and Δw exactly."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+from tvis.record import tensors
+
+# Optimizer hyper-parameters worth showing; anything else in a param group (tensors,
+# callables, per-group state) is summarised by type only.
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def snapshot_optimizer(optimizer: torch.optim.Optimizer) -> dict:
+    """Copies of every parameter the step may change, taken before it runs."""
+    before = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if isinstance(p, torch.Tensor) and id(p) not in before:
+                before[id(p)] = (p, p.detach().clone(), _grad_copy(p))
+    return {"params": before, "groups": _groups(optimizer)}
+
+
+def snapshot_modules(modules: Iterable[torch.nn.Module]) -> dict:
+    """The same, for scripts without an optimizer: every parameter that has a gradient."""
+    before = {}
+    for module in modules:
+        for p in module.parameters():
+            if p.grad is not None and id(p) not in before:
+                before[id(p)] = (p, p.detach().clone(), _grad_copy(p))
+    return {"params": before, "groups": []}
+
+
+def _grad_copy(p: torch.Tensor) -> torch.Tensor | None:
+    # A copy, not a reference: zero_grad(set_to_none=False) and the step itself may
+    # change the .grad tensor in place.
+    return None if p.grad is None else p.grad.detach().clone()
+
+
+def _groups(optimizer: torch.optim.Optimizer) -> list[dict]:
+    groups = []
+    for group in optimizer.param_groups:
+        groups.append(
+            {
+                k: (v if isinstance(v, _PLAIN) else _plain(v))
+                for k, v in group.items()
+                if k != "params"
+            }
+            | {"n_params": len(group["params"])}
+        )
+    return groups
+
+
+def _plain(value) -> object:
+    if isinstance(value, (tuple, list)) and all(isinstance(v, _PLAIN) for v in value):
+        return list(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    return f"<{type(value).__name__}>"
+
+
+def build_step(step, snapshot, optimizer, names, batch_ids, max_elems):
+    """The step record and the arrays it stores (weight, grad, update per parameter)."""
+    entries: list[dict] = []
+    arrays: dict = {}
+
+    def add(t: torch.Tensor) -> int:
+        entry_id = len(entries)
+        entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
+        entry["stats"], entry["hist"] = tensors.stats(t)
+        entry["batch_dim"], entry["batch_dim_inferred"] = None, False
+        values, how = tensors.keep(t, None, 0, max_elems)
+        entry["value"] = how
+        if values is not None:
+            arrays[entry_id] = values
+        entries.append(entry)
+        return entry_id
+
+    params = []
+    for i, (p, before, grad) in enumerate(snapshot["params"].values()):
+        after = p.detach()
+        update = after - before
+        name, module = names.get(id(p), (f"param{i}", ""))
+        w_id, u_id = add(before), add(update)
+        g_id = add(grad) if grad is not None else None
+        w_norm = entries[w_id]["stats"].get("norm", 0.0)
+        u_norm = entries[u_id]["stats"].get("norm", 0.0)
+        g_norm = entries[g_id]["stats"].get("norm") if g_id is not None else None
+        params.append(
+            {
+                "name": name,
+                "module": module,
+                "shape": list(p.shape),
+                "dtype": str(p.dtype).removeprefix("torch."),
+                "optimizer": optimizer[0] if optimizer else None,
+                "weight": w_id,
+                "grad": g_id,
+                "update": u_id,
+                "sparse_grad": bool(grad is not None and grad.is_sparse),
+                "norms": {
+                    "w": w_norm,
+                    "grad": g_norm,
+                    "update": u_norm,
+                    "ratio": (u_norm / w_norm) if w_norm and math.isfinite(w_norm) else None,
+                },
+            }
+        )
+    opt_info = []
+    if optimizer:
+        opt_info = [
+            {
+                "index": optimizer[0],
+                "cls": type(optimizer[1]).__name__,
+                "groups": snapshot["groups"],
+            }
+        ]
+    record = {
+        "step": {"index": step, "batches": batch_ids, "optimizers": opt_info, "loss": None},
+        "params": params,
+        "tensors": entries,
+    }
+    return record, arrays

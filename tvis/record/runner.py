@@ -1,0 +1,199 @@
+"""Runs a training script in this process, as ``python script.py args`` would, recording it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+import types
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tvis.record.builder import Settings
+from tvis.store.format import COMPLETE, FAILED, INTERRUPTED
+from tvis.store.writer import RunWriter
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the recorded script ended."""
+
+    run_dir: Path
+    status: str
+    exit_code: int
+    steps: int
+    batches: int
+    bytes: int
+    notices: tuple
+
+
+def run_dir_for(out: Path, script: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return out / f"{stamp}_{script.stem}_{uuid.uuid4().hex[:6]}"
+
+
+def record_script(
+    script: Path, argv: list[str], settings: Settings, project: Path, out: Path
+) -> Outcome:
+    """Run ``script`` with ``argv`` as ``__main__`` under the recorder."""
+    module = _main_module(script)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    try:
+        return record(
+            lambda: _run_main(script, module),
+            settings,
+            project,
+            run_dir_for(out, script),
+            {"script": str(script), "argv": argv},
+            module.__dict__,
+        )
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def record(
+    fn: Callable[[], object],
+    settings: Settings,
+    project: Path,
+    run_dir: Path,
+    meta: dict | None = None,
+    names: dict | None = None,
+) -> Outcome:
+    """Call ``fn`` under the recorder, writing the run to ``run_dir``.
+
+    ``names`` is a namespace whose variables name the models found (the script's
+    globals). Exceptions from ``fn`` are recorded, not raised.
+    """
+    import torch
+
+    from tvis.record.data import DataPipeline
+    from tvis.record.functions import FunctionTracer
+    from tvis.record.ops import LineOps
+    from tvis.record.project import Project
+    from tvis.record.session import Recorder, StopRecording
+    from tvis.record.writer_thread import BackgroundWriter
+
+    writer = RunWriter(
+        run_dir,
+        {
+            "script": None,
+            "argv": [],
+            "cwd": os.getcwd(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "settings": settings.__dict__,
+            "project": str(project),
+            **(meta or {}),
+        },
+    )
+    background = BackgroundWriter(writer)
+    recorder = Recorder(settings, background, Project(project), names)
+    recorder.extensions.append(DataPipeline())
+    if settings.functions:
+        recorder.extensions.append(FunctionTracer())
+    if settings.ops:
+        recorder.extensions.append(LineOps())
+
+    def hard_stop() -> None:
+        # The script swallowed StopRecording several times: save and end the process.
+        recorder.uninstall()
+        _finalize(recorder, background, writer, COMPLETE, 0, None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    recorder.on_hard_stop = hard_stop
+    status, exit_code, error = COMPLETE, 0, None
+    try:
+        recorder.install()
+        fn()
+    except StopRecording:
+        pass
+    except SystemExit as e:
+        exit_code = _exit_code(e.code)
+        if exit_code != 0:
+            status = FAILED
+            error = f"the script exited with code {exit_code}"
+    except KeyboardInterrupt:
+        status, exit_code, error = INTERRUPTED, 130, "interrupted (Ctrl-C)"
+    except BaseException:
+        status, exit_code = FAILED, 1
+        error = _user_traceback()
+        sys.stderr.write(error)
+    finally:
+        recorder.uninstall()
+    _finalize(recorder, background, writer, status, exit_code, error)
+    return Outcome(
+        run_dir=run_dir,
+        status=status,
+        exit_code=exit_code,
+        steps=recorder.step_index,
+        batches=sum(1 for b in recorder.batch_maps if not b["light"]),
+        bytes=writer.bytes_written,
+        notices=tuple(n["text"] for n in recorder.notices),
+    )
+
+
+def _main_module(script: Path) -> types.ModuleType:
+    """A fresh ``__main__`` module for the script (its globals also name the models)."""
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=str(script), __builtins__=__builtins__, __cached__=None)
+    return module
+
+
+def _run_main(script: Path, module: types.ModuleType) -> None:
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(script.read_bytes(), str(script), "exec"), module.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _finalize(recorder, background, writer, status, exit_code, error) -> None:
+    try:
+        recorder.finish()
+    except Exception as e:
+        recorder.notice(f"tvis could not close the last batch: {e}")
+        recorder.write_index()
+    background.close()
+    for problem in background.errors:
+        recorder.notice(f"tvis could not write part of the run: {problem}")
+    if background.errors:
+        writer.write_index(recorder.index())
+    writer.write_sources(recorder.project.sources)
+    writer.write_meta(status=status, exit_code=exit_code, error=error, ended=time.time())
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def _user_traceback() -> str:
+    """The traceback as Python would print it, without tvis's own frames on top."""
+    etype, value, tb = sys.exc_info()
+    frames = traceback.extract_tb(tb)
+    skip = 0
+    for i, frame in enumerate(frames):
+        if "tvis" + os.sep + "record" in frame.filename:
+            skip = i + 1
+        else:
+            break
+    lines = ["Traceback (most recent call last):\n"]
+    lines += traceback.format_list(frames[skip:])
+    lines += traceback.format_exception_only(etype, value)
+    return "".join(lines)

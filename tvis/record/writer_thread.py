@@ -1,0 +1,64 @@
+"""Writes batches on a background thread so the training loop does not wait on disk.
+
+The queue is bounded: if the disk is slower than training, the recorder waits rather than
+holding an unbounded number of batches in memory.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from tvis.store.writer import RunWriter
+
+# Batches in flight between the recorder and the disk; each holds its kept values.
+QUEUE_DEPTH = 4
+
+
+class BackgroundWriter:
+    """A RunWriter driven from a queue on its own thread."""
+
+    def __init__(self, writer: RunWriter) -> None:
+        self.writer = writer
+        self.bytes_queued = 0  # values handed over so far (for the run's byte budget)
+        self.errors: list[str] = []
+        self._queue: queue.Queue = queue.Queue(QUEUE_DEPTH)
+        self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
+        self._thread.start()
+
+    def put_batch(self, index: int, record: dict, arrays: dict) -> None:
+        self.bytes_queued += sum(a.nbytes for a in arrays.values())
+        self._queue.put((self.writer.write_batch, (index, record, arrays)))
+
+    def put_step(self, index: int, record: dict, arrays: dict) -> None:
+        self.bytes_queued += sum(a.nbytes for a in arrays.values())
+        self._queue.put((self.writer.write_step, (index, record, arrays)))
+
+    def put_index(self, index: dict) -> None:
+        # Packed now: the recorder keeps mutating its lists after handing them over.
+        import msgpack
+
+        data = msgpack.packb(index, use_bin_type=True)
+        self._queue.put((self._write_index_bytes, (data,)))
+
+    def _write_index_bytes(self, data: bytes) -> None:
+        from tvis.store import atomic
+        from tvis.store.format import RUN_INDEX
+
+        atomic.write_bytes(self.writer.path / RUN_INDEX, data)
+
+    def close(self) -> None:
+        """Write everything queued and stop the thread."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception as e:  # a full disk must not kill the training process
+                self.errors.append(f"{type(e).__name__}: {e}")

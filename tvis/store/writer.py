@@ -1,0 +1,104 @@
+"""Writes a run directory (see format.py). Used by the recorder; knows nothing of torch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tvis.store import atomic
+from tvis.store.format import (
+    ALIGN,
+    BATCHES,
+    BLOB,
+    FORMAT_VERSION,
+    INDEX,
+    META,
+    RUN_INDEX,
+    RUNNING,
+    SOURCES,
+    STEPS,
+    folder_name,
+)
+
+
+class RunWriter:
+    """Creates one run folder and writes its records atomically as they become ready."""
+
+    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+        self.path = Path(path)
+        (self.path / BATCHES).mkdir(parents=True, exist_ok=False)
+        (self.path / STEPS).mkdir()
+        self.meta = {"format": FORMAT_VERSION, "status": RUNNING, "started": time.time(), **meta}
+        self.bytes_written = 0
+        self.write_meta()
+
+    def write_meta(self, **updates: Any) -> None:
+        self.meta.update(updates)
+        atomic.write_json(self.path / META, self.meta)
+
+    def write_batch(self, index: int, record: dict, arrays: dict[int, np.ndarray]) -> int:
+        """Write batch ``index``: ``record["tensors"]`` entries get their ``value`` filled
+        from ``arrays`` (tensor id -> array). Returns the bytes written."""
+        return self._write_chunk(self.path / BATCHES / folder_name(index), record, arrays)
+
+    def write_step(self, index: int, record: dict, arrays: dict[int, np.ndarray]) -> int:
+        """Write optimizer step ``index`` (parameter records, same layout as a batch)."""
+        return self._write_chunk(self.path / STEPS / folder_name(index), record, arrays)
+
+    def write_index(self, index: dict[str, Any]) -> None:
+        atomic.write_msgpack(self.path / RUN_INDEX, index)
+
+    def write_sources(self, sources: dict[str, str]) -> None:
+        atomic.write_msgpack(self.path / SOURCES, sources)
+
+    def _write_chunk(self, final: Path, record: dict, arrays: dict[int, np.ndarray]) -> int:
+        # Build the folder under a hidden name, then rename it into place: a reader (or a
+        # kill -9) sees either the whole batch or none of it.
+        tmp = final.with_name(f".{final.name}.tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        size = _write_blob(tmp / BLOB, record.get("tensors", []), arrays)
+        index = atomic.msgpack.packb(record, use_bin_type=True)
+        with open(tmp / INDEX, "wb") as f:
+            f.write(index)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        written = size + len(index)
+        self.bytes_written += written
+        return written
+
+
+def _write_blob(path: Path, entries: list[dict], arrays: dict[int, np.ndarray]) -> int:
+    offset = 0
+    with open(path, "wb") as f:
+        for entry in entries:
+            array = arrays.get(entry["id"])
+            if array is None:
+                entry.setdefault("value", None)
+                continue
+            array = np.ascontiguousarray(array)
+            if array.dtype.byteorder == ">":
+                array = array.astype(array.dtype.newbyteorder("<"))
+            pad = -offset % ALIGN
+            if pad:
+                f.write(b"\0" * pad)
+                offset += pad
+            f.write(memoryview(array).cast("B") if array.size else b"")
+            value = entry.get("value") or {}
+            value.update(
+                offset=offset,
+                nbytes=array.nbytes,
+                dtype=array.dtype.str,
+                shape=list(array.shape),
+            )
+            value.setdefault("kept", "all")
+            entry["value"] = value
+            offset += array.nbytes
+    return offset
