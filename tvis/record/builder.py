@@ -27,6 +27,9 @@ LIGHT_CALL_CAP = 2000
 # Text kept of a non-tensor argument: enough for a shape tuple, a flag or a short string.
 REPR_CHARS = 80
 
+# A raw text sample (what a tokenizer was given) is kept whole up to this many characters.
+TEXT_CHARS = 4000
+
 
 @dataclass
 class Settings:
@@ -109,6 +112,7 @@ class BatchBuilder:
         self.batch_size: int | None = None
         self.had_data = False
         self.had_forward = False
+        self.root_forwards = 0
         self.had_backward = False
         self.stepped = False
         self.loss: float | None = None
@@ -116,6 +120,7 @@ class BatchBuilder:
         self.micro = 0
         self.sections: dict[str, Any] = {}
         self.dropped_calls = 0
+        self.raw_images = 0
         self.kept_bytes = 0
         self.bytes_left = settings.max_bytes  # set by the session from the run's budget
 
@@ -131,6 +136,48 @@ class BatchBuilder:
         self._by_identity[key] = entry_id
         self.objects[entry_id] = t
         self.entries.append(self._summarize(t, entry_id, keep_values and not self.light))
+        return entry_id
+
+    def derived(self, t: torch.Tensor) -> int:
+        """A small array tvis computed (per-sample loss, p(target), a Grad-CAM map): kept
+        whole up to --max-elems, whatever the sample limit."""
+        entry_id = len(self.entries)
+        entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None, "derived": True}
+        entry["stats"], entry["hist"] = tensors.stats(t)
+        entry["batch_dim"], entry["batch_dim_inferred"] = None, False
+        values, how = tensors.keep(t, None, 0, self.settings.max_elems)
+        entry["value"] = how
+        if values is not None:
+            self.arrays[entry_id] = values
+            self.kept_bytes += values.nbytes
+        self.entries.append(entry)
+        return entry_id
+
+    def image(self, picture) -> int | None:
+        """A raw PIL image from the data pipeline, kept for the first samples only."""
+        if self.raw_images >= self.settings.samples:
+            return None
+        self.raw_images += 1
+        array = np.asarray(picture.convert("RGB") if picture.mode not in ("L", "RGB") else picture)
+        entry_id = len(self.entries)
+        self.entries.append(
+            {
+                "id": entry_id,
+                "shape": list(array.shape),
+                "dtype": "uint8",
+                "device": "cpu",
+                "requires_grad": False,
+                "grad": None,
+                "of": None,
+                "raw_image": picture.mode,
+                "stats": {"numel": int(array.size)},
+                "hist": None,
+                "value": {"kept": "all"},
+                "batch_dim": None,
+                "batch_dim_inferred": False,
+            }
+        )
+        self.arrays[entry_id] = np.ascontiguousarray(array, dtype=np.uint8)
         return entry_id
 
     def gradient(self, of: int, g: torch.Tensor) -> int:
@@ -228,6 +275,15 @@ def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) 
         return
     if isinstance(value, torch.Tensor):
         out.append({"name": name, "tensor": batch.tensor(value, keep)})
+    elif isinstance(value, str):
+        out.append({"name": name, "text": value[:TEXT_CHARS]})
+    elif type(value).__module__.startswith("PIL.") and hasattr(value, "getbands"):
+        image = batch.image(value) if keep else None
+        out.append(
+            {"name": name, "image": image}
+            if image is not None
+            else {"name": name, "repr": short_repr(value)}
+        )
     elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
         for i, v in enumerate(value):
             _flatten(f"{name}[{i}]", v, out, batch, keep)

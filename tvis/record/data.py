@@ -69,9 +69,64 @@ class DataPipeline(Extension):
 
     def _remember_dataset(self, iterator) -> None:
         info = self.recorder.data_info
-        classes = getattr(iterator._dataset, "classes", None)
+        dataset = iterator._dataset
+        classes = getattr(dataset, "classes", None)
         if classes is not None and "classes" not in info:
             try:
-                info["classes"] = [str(c) for c in list(classes)[:100_000]]
+                info["classes"] = [str(c) for c in list(classes)[:MAX_LABELS]]
             except TypeError:
                 pass
+        if "vocab" not in info:
+            for holder in (dataset, getattr(dataset, "tokenizer", None)):
+                vocab = vocab_of(holder)
+                if vocab:
+                    info["vocab"] = vocab
+                    break
+
+
+# Class names or vocabulary entries kept: a large LM vocabulary fits; anything bigger is
+# not a label set a person reads.
+MAX_LABELS = 300_000
+
+
+def vocab_of(obj) -> list[str] | None:
+    """Token strings by id, from a tokenizer-like object (``itos``, ``get_vocab()``, ``vocab``)."""
+    if obj is None:
+        return None
+    try:
+        itos = getattr(obj, "itos", None) or getattr(obj, "idx_to_token", None)
+        if isinstance(itos, (list, tuple)) and itos and all(isinstance(t, str) for t in itos[:10]):
+            return [str(t) for t in itos[:MAX_LABELS]]
+        vocab = (
+            obj.get_vocab()
+            if callable(getattr(obj, "get_vocab", None))
+            else getattr(obj, "vocab", None)
+        )
+        if isinstance(vocab, dict) and vocab and isinstance(next(iter(vocab)), str):
+            size = min(max(vocab.values()) + 1, MAX_LABELS)
+            tokens = [""] * size
+            for token, i in vocab.items():
+                if isinstance(i, int) and 0 <= i < size:
+                    tokens[i] = token
+            return tokens
+    except Exception:
+        return None
+    return None
+
+
+def note_normalize(info: dict, transform) -> None:
+    """Remember a Normalize stage's mean and std, so images can be shown un-normalized."""
+    if "normalize" in info or "Normalize" not in type(transform).__name__:
+        return
+    try:
+        mean = [float(v) for v in _as_list(transform.mean)]
+        std = [float(v) for v in _as_list(transform.std)]
+    except (AttributeError, TypeError, ValueError):
+        return
+    info["normalize"] = {"mean": mean, "std": std}
+
+
+def _as_list(value) -> list:
+    if hasattr(value, "reshape"):
+        return value.reshape(-1).tolist()
+    return list(value) if isinstance(value, (list, tuple)) else [value]

@@ -13,6 +13,7 @@ import sys
 import torch
 
 from tvis.record.builder import Call
+from tvis.record.data import note_normalize
 from tvis.record.extension import Extension
 
 
@@ -82,6 +83,8 @@ class FunctionTracer(Extension):
         )
         n_args = code.co_argcount + code.co_kwonlyargcount
         local = frame.f_locals
+        if rec.in_data and code.co_name == "__call__":
+            note_normalize(rec.data_info, local.get("self"))
         named = [(n, local.get(n)) for n in code.co_varnames[:n_args] if n != "self"]
         call.inputs = batch.args(named, keep_values=not batch.light)
         rec.open_call(batch, call)

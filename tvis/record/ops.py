@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
+from tvis.record import attention
 from tvis.record.extension import Extension
 
 
@@ -44,6 +45,8 @@ class _LineMode(TorchFunctionMode):
         with rec.work:
             try:
                 _note(rec, top, func, out, (rec.work.started - rec.overhead - start) * 1e3)
+                if getattr(func, "__name__", None) == "softmax":
+                    attention.capture(rec, top, args, kwargs, out)
             except Exception as e:
                 rec.guard("attributing an op to its line", e)
         return out

@@ -74,8 +74,10 @@ def record(
 
     from tvis.record.data import DataPipeline
     from tvis.record.functions import FunctionTracer
+    from tvis.record.loss import LossCapture
     from tvis.record.ops import LineOps
     from tvis.record.project import Project
+    from tvis.record.representations import Representations
     from tvis.record.session import Recorder, StopRecording
     from tvis.record.writer_thread import BackgroundWriter
 
@@ -96,7 +98,7 @@ def record(
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project), names)
-    recorder.extensions.append(DataPipeline())
+    recorder.extensions += [DataPipeline(), LossCapture(), Representations()]
     if settings.functions:
         recorder.extensions.append(FunctionTracer())
     if settings.ops:

@@ -25,6 +25,7 @@ import torch
 
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call, Settings
+from tvis.record.data import note_normalize
 from tvis.record.patches import Patches
 from tvis.record.project import Project
 from tvis.record.writer_thread import BackgroundWriter
@@ -40,6 +41,12 @@ class StopRecording(BaseException):
 # How many times the script may swallow StopRecording (a bare ``except:``) before tvis
 # ends the process itself: the run is saved at the first stop, so nothing is lost.
 SWALLOW_LIMIT = 3
+
+
+# Root forwards that share a batch before a backward (siamese and contrastive setups run
+# two or three); a script with many more never calls backward, and each group of this
+# many becomes a batch so --max-batches can end it.
+FORWARDS_WITHOUT_BACKWARD = 16
 
 
 class _Work:
@@ -194,6 +201,14 @@ class Recorder:
     def _start_train_batch(self) -> BatchBuilder:
         """A grad-enabled root forward: the current batch, or a new one after a backward."""
         batch = self.batch
+        if batch is not None and batch.root_forwards >= FORWARDS_WITHOUT_BACKWARD:
+            self.notice(
+                f"the script ran {FORWARDS_WITHOUT_BACKWARD} forwards without a backward; "
+                "tvis groups them into batches of that many.",
+                level="info",
+            )
+            self._close_batch()
+            batch = None
         if batch is not None and (batch.had_backward or batch.mode == "light"):
             if self.in_step and batch.had_backward:
                 return self._to_light_group(batch)  # LBFGS: closure passes after the first
@@ -212,6 +227,7 @@ class Recorder:
             self.train_batches += 1
             self._flush_light()
             self._settle_manual_step()
+        batch.root_forwards += 1
         return batch
 
     def _start_light_forward(self) -> BatchBuilder:
@@ -369,8 +385,8 @@ class Recorder:
         t0 = self.work.started - self.overhead
         is_loss = isinstance(module, torch.nn.modules.loss._Loss)
         grad = torch.is_grad_enabled()
-        if self.stack:
-            batch = self.ensure_batch()
+        if self.stack or self.in_data:
+            batch = self.ensure_batch()  # a submodule, or a transform inside the data pipeline
         elif is_loss and self.batch is not None:
             batch = self.batch
         elif grad:
@@ -386,6 +402,8 @@ class Recorder:
             self.stack.append(None)  # keeps pre/post hooks paired
             return
         cls = type(module)
+        if self.in_data:
+            note_normalize(self.data_info, module)
         call = Call(
             id=0,
             parent=-1,
@@ -395,7 +413,7 @@ class Recorder:
             cls=cls.__name__,
             phase="loss" if (is_loss or self.in_loss) else self._phase(),
             definition=self._class_location(cls),
-            site=self._call_site(),
+            site=self.call_site(),
             t0=(t0 - batch.started) * 1e3,
             no_grad=not grad,
             project=self.project.is_project_class(cls),
@@ -464,9 +482,9 @@ class Recorder:
         code = getattr(getattr(cls, "forward", None), "__code__", None)
         return self.project.where(code.co_filename, code.co_firstlineno) if code else None
 
-    def _call_site(self) -> list | None:
+    def call_site(self, skip: int = 0) -> list | None:
         """The innermost project frame calling into torch (what the user wrote)."""
-        frame = sys._getframe(3)
+        frame = sys._getframe(3 + skip)
         while frame is not None:
             rel = self.project.relpath(frame.f_code.co_filename)
             if rel is not None:

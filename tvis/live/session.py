@@ -1,0 +1,111 @@
+"""The interactive side: `serve()` in a REPL or notebook, then read what arrives.
+
+One server per session, started by `serve()` and shared by every function here. Values come back
+as torch tensors when torch is installed (bfloat16 included), else as numpy arrays (bfloat16 as
+float32, which holds every bfloat16 value exactly); caught numpy arrays stay numpy arrays.
+"""
+
+from __future__ import annotations
+
+import keyword
+import sys
+from typing import Any
+
+from tvis.live import tensors
+from tvis.live.address import DEFAULT_HOST, DEFAULT_PORT
+from tvis.live.codec import Array
+from tvis.live.server import LiveServer
+from tvis.live.store import HISTORY, MAX_BYTES, Entry
+
+_server: LiveServer | None = None
+_requested: tuple[str, int] | None = None
+
+
+def serve(
+    port: int = DEFAULT_PORT,
+    host: str = DEFAULT_HOST,
+    token: str | None = None,
+    history: int = HISTORY,
+    max_bytes: int = MAX_BYTES,
+) -> None:
+    """Start receiving catches in the background (once; calling again is harmless).
+
+    ``history`` and ``max_bytes`` bound what is kept per name. Binding anything but loopback
+    needs ``token``; senders then use ``server="TOKEN@HOST:PORT"`` or ``TVIS_SERVER``.
+    """
+    global _server, _requested
+    if _server is not None:
+        if (host, port) != _requested:
+            raise ValueError(
+                f"Already serving on {_server.address}; restart Python to serve elsewhere."
+            )
+        return
+    server = LiveServer(host, port, token, history, max_bytes)
+    server.start()
+    _server, _requested = server, (host, port)
+    print(f"tvis: receiving catches on {server.address}", file=sys.stderr)
+
+
+def server() -> LiveServer:
+    """The session's running server; a one-sentence error if `serve()` was not called."""
+    if _server is None:
+        raise RuntimeError("Nothing is being received yet; call tvis.serve() first.")
+    return _server
+
+
+def get(name: str, index: int = -1) -> Any:
+    """The value caught under ``name``: the newest by default, older ones by negative index.
+
+    A tensor shares memory with the kept history; clone it before changing it in place.
+    """
+    entries = _entries(name)
+    try:
+        entry = entries[index]
+    except IndexError:
+        raise IndexError(
+            f"{name!r} has {len(entries)} kept values; use an index from {-len(entries)} to "
+            f"{len(entries) - 1}."
+        ) from None
+    return to_session(entry.value)
+
+
+def get_all(name: str) -> list[Any]:
+    """Every kept value caught under ``name``, oldest first."""
+    return [to_session(e.value) for e in _entries(name)]
+
+
+def ingest_all() -> list[str]:
+    """Bind the newest value of every name in the caller's global namespace; return the names.
+
+    Names that are not identifiers (given explicitly to catch) are skipped.
+    """
+    namespace = sys._getframe(1).f_globals
+    store = server().store
+    bound = []
+    for name in store.names():
+        if name.isidentifier() and not keyword.iskeyword(name):
+            namespace[name] = to_session(store.entries(name)[-1].value)
+            bound.append(name)
+    return bound
+
+
+def to_session(value: Any) -> Any:
+    """A received value as the session sees it: torch tensors, numpy arrays, plain Python."""
+    if isinstance(value, Array):
+        if value.kind == "tensor" and tensors.torch_available():
+            return tensors.to_torch(value.data, value.dtype)
+        return value.numeric()
+    if isinstance(value, list):
+        return [to_session(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(to_session(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_session(v) for k, v in value.items()}
+    return value
+
+
+def _entries(name: str) -> list[Entry]:
+    entries = server().store.entries(name)
+    if not entries:
+        raise KeyError(f"Nothing named {name!r} has arrived; tvis.summary() lists what has.")
+    return entries

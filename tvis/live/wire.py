@@ -1,0 +1,91 @@
+"""The live wire format: how one frame is laid out on a TCP stream, and how it is read back.
+
+A frame is::
+
+    >I      header length (big-endian uint32)
+    header  a msgpack map (plain data only; nothing is ever pickled or evaluated)
+    >Q      payload length (big-endian uint64)
+    payload the raw contiguous little-endian bytes of every array or string leaf, back to back
+
+A connection opens with a hello frame from the sender (protocol version, token, sender identity)
+and the server's reply frame (``{"ok": True}`` or ``{"ok": False, "error": ...}``); every later
+frame on it is one catch. What a catch's header holds is `codec`'s business.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import msgpack
+import numpy as np
+
+PROTOCOL = 1
+HEADER_LEN = struct.Struct(">I")
+PAYLOAD_LEN = struct.Struct(">Q")
+
+MAX_HEADER = 64 * 1024
+"""Default header bound: a header describes one catch (names, shapes, a tree of descriptors); 64 KiB
+holds trees of hundreds of leaves while keeping a hostile peer from making the server buffer more."""
+
+MAX_PAYLOAD = 2 * 1024**3
+"""Default payload bound: 2 GiB is a 1B-parameter bf16 weight, larger than anything worth
+inspecting interactively and small enough that one frame cannot exhaust a laptop's memory."""
+
+RECV_CHUNK = 16 * 1024 * 1024
+"""Bytes asked of one recv call: large enough that syscall overhead vanishes next to the copy."""
+
+
+class FrameError(Exception):
+    """A frame breaks the format or its bounds; the connection that sent it is dropped."""
+
+
+def pack(header: dict, payload_len: int = 0) -> bytes:
+    """The bytes that precede a payload of ``payload_len`` bytes: both lengths and the header."""
+    body = msgpack.packb(header, use_bin_type=True)
+    return HEADER_LEN.pack(len(body)) + body + PAYLOAD_LEN.pack(payload_len)
+
+
+def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
+    """Fill ``view`` from ``sock``; False if the peer closed before the first byte."""
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got : got + RECV_CHUNK])
+        if n == 0:
+            if got == 0:
+                return False
+            raise FrameError("the connection closed in the middle of a frame")
+        got += n
+    return True
+
+
+def read_frame(
+    sock: socket.socket, max_header: int = MAX_HEADER, max_payload: int = MAX_PAYLOAD
+) -> tuple[dict, np.ndarray] | None:
+    """Read one frame: its header and its payload as a uint8 array; None on a clean close.
+
+    Raises FrameError when a length exceeds its bound or the header is not a msgpack map.
+    """
+    prefix = bytearray(HEADER_LEN.size)
+    if not _recv_exact(sock, memoryview(prefix)):
+        return None
+    (header_len,) = HEADER_LEN.unpack(prefix)
+    if header_len > max_header:
+        raise FrameError(f"header of {header_len} bytes exceeds the {max_header}-byte bound")
+    body = bytearray(header_len + PAYLOAD_LEN.size)
+    if not _recv_exact(sock, memoryview(body)):
+        raise FrameError("the connection closed in the middle of a frame")
+    (payload_len,) = PAYLOAD_LEN.unpack_from(body, header_len)
+    if payload_len > max_payload:
+        raise FrameError(f"payload of {payload_len} bytes exceeds the {max_payload}-byte bound")
+    try:
+        header = msgpack.unpackb(memoryview(body)[:header_len], raw=False, strict_map_key=True)
+    except Exception as exc:
+        raise FrameError(f"header is not valid msgpack ({exc})") from None
+    if not isinstance(header, dict):
+        raise FrameError("header is not a msgpack map")
+    # np.empty, not bytearray: a zero-filled buffer would cost a full extra pass over the memory.
+    payload = np.empty(payload_len, dtype=np.uint8)
+    if payload_len and not _recv_exact(sock, memoryview(payload)):
+        raise FrameError("the connection closed in the middle of a frame")
+    return header, payload

@@ -1,0 +1,190 @@
+"""The loss call: how it reduces, the loss of every sample, and what the model predicted.
+
+``torch.nn.functional``'s losses are wrapped (the ``nn.*Loss`` modules call them too).
+The user's call runs untouched and its result is returned as is; tvis then recomputes
+the unreduced loss under ``no_grad`` and derives small per-sample arrays, kept for every
+sample even when the logits themselves are too big to store.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+import torch.nn.functional as F
+
+from tvis.record import gradcam
+from tvis.record.builder import Call
+from tvis.record.extension import Extension
+
+LOSSES = (
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+)
+
+# Top-k predictions kept per sample (or per token): what the Loss page lists.
+TOP_K = 5
+
+
+class LossCapture(Extension):
+    """Wraps the functional losses for the length of the recording."""
+
+    def install(self, recorder) -> None:
+        self.inside = False
+        for name in LOSSES:
+            original = getattr(F, name)
+            recorder.patches.set(F, name, self._wrap(recorder, name, original))
+
+    def _wrap(self, rec, name: str, original):
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def loss_fn(*args, **kwargs):
+            # Re-entry: __torch_function__ dispatch calls the (wrapped) function again.
+            if self.inside or rec.paused or rec.busy or rec.batch is None and not rec.stack:
+                return original(*args, **kwargs)
+            self.inside = True
+            try:
+                call = self._open(rec, name, args, kwargs)
+                out = original(*args, **kwargs)
+                with rec.work:
+                    try:
+                        self._analyse(rec, call, name, original, signature, args, kwargs, out)
+                    except Exception as e:
+                        rec.guard(f"analysing the {name} loss", e)
+                return out
+            finally:
+                self.inside = False
+
+        return loss_fn
+
+    def _open(self, rec, name: str, args, kwargs) -> Call | None:
+        """A call of its own for a functional loss; inside an ``nn.*Loss`` module, the
+        module's call is the loss call."""
+        if rec.in_loss and rec.stack and rec.stack[-1] is not None:
+            return rec.stack[-1]
+        with rec.work:
+            batch = rec.ensure_batch() if rec.stack else rec.batch
+            if batch is None or batch.full:
+                return None
+            call = Call(
+                id=0,
+                parent=-1,
+                depth=0,
+                kind="loss",
+                name=f"F.{name}",
+                cls=None,
+                phase="loss",
+                definition=None,
+                site=rec.call_site(1),
+                t0=(rec.work.started - rec.overhead - batch.started) * 1e3,
+                no_grad=not torch.is_grad_enabled(),
+            )
+            call.inputs = batch.args(
+                list(zip(("input", "target"), args, strict=False)), not batch.light
+            )
+            rec.open_call(batch, call)
+            call._opened_here = True
+            return call
+
+    def _analyse(self, rec, call, name, original, signature, args, kwargs, out) -> None:
+        batch = rec.batch
+        if call is None or batch is None or call.owner != batch.index:
+            return
+        if getattr(call, "_opened_here", False):
+            if rec.stack and rec.stack[-1] is call:
+                rec.stack.pop()
+            call.fwd_ms = (rec.work.started - rec.overhead - batch.started) * 1e3 - call.t0
+            call.outputs = batch.args([("out", out)], not batch.light)
+            if call.depth == 0:
+                batch.phase_ms["loss"] = batch.phase_ms.get("loss", 0) + call.fwd_ms
+            if not batch.light and torch.is_grad_enabled():
+                rec.watch_gradients(batch, call)
+        if isinstance(out, torch.Tensor) and out.numel() == 1 and call.depth == 0:
+            batch.loss = float(out.detach())
+        if batch.light or "loss" in batch.sections:
+            return  # the first loss of a training batch is the one analysed
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        params = dict(bound.arguments)
+        logits, target = params.get("input"), params.get("target")
+        if not isinstance(logits, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        with torch.no_grad():
+            per_element = original(**{**params, "reduction": "none"})
+        section = {
+            "call": call.id,
+            "fn": name,
+            "reduction": params.get("reduction", "mean"),
+            "ignore_index": params.get("ignore_index"),
+            "label_smoothing": params.get("label_smoothing"),
+            "value": float(out.detach()) if out.numel() == 1 else None,
+        }
+        section.update(_per_sample(batch, per_element, target, params.get("ignore_index")))
+        if name in ("cross_entropy", "nll_loss"):
+            section.update(_decode(batch, logits, target, name, params.get("ignore_index")))
+        batch.sections["loss"] = section
+        if rec.settings.gradcam and name == "cross_entropy" and logits.dim() == 2:
+            cams = gradcam.compute(rec, batch, logits, target)
+            if cams:
+                batch.sections["gradcam"] = cams
+
+
+def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_index) -> dict:
+    """Per-element loss and its mean per sample (ignored positions excluded)."""
+    b = batch.batch_size
+    valid = None
+    if (
+        ignore_index is not None
+        and target.dtype in (torch.int64, torch.int32)
+        and target.shape == per_element.shape
+    ):
+        valid = target != ignore_index
+    out = {"per_element": batch.derived(per_element.float())}
+    if valid is not None:
+        out["valid"] = batch.derived(valid)
+    if not b or per_element.dim() == 0 or per_element.numel() % b:
+        return out
+    rows = per_element.reshape(b, -1).float()
+    mask = valid.reshape(b, -1).float() if valid is not None else torch.ones_like(rows)
+    per_sample = (rows * mask).sum(1) / mask.sum(1).clamp(min=1)
+    out["per_sample"] = per_sample.tolist()
+    out["tokens_per_sample"] = rows.shape[1] if per_element.shape[0] != b else None
+    out["merged"] = per_element.shape[0] != b  # [B*T] flattened: sample split inferred
+    return out
+
+
+def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore_index) -> dict:
+    """Target, prediction, p(target) and top-k for every sample or token."""
+    if logits.dim() == 3 and target.dim() == 2:  # [B, C, T] as cross_entropy accepts it
+        logits = logits.transpose(1, 2)
+    if logits.dim() < 2 or target.shape != logits.shape[:-1]:
+        return {}
+    with torch.no_grad():
+        flat = logits.detach().reshape(-1, logits.shape[-1]).float()
+        probs = flat.softmax(-1) if name == "cross_entropy" else flat.exp()
+        t = target.reshape(-1).long()
+        safe = t.clamp(0, flat.shape[-1] - 1)
+        p_target = probs.gather(1, safe[:, None])[:, 0]
+        if ignore_index is not None:
+            p_target = torch.where(
+                t == ignore_index, torch.full_like(p_target, float("nan")), p_target
+            )
+        k = min(TOP_K, flat.shape[-1])
+        top_p, top_i = probs.topk(k, dim=-1)
+    return {
+        "classes": int(flat.shape[-1]),
+        "target": batch.derived(t),
+        "pred": batch.derived(top_i[:, 0]),
+        "p_target": batch.derived(p_target),
+        "top_i": batch.derived(top_i),
+        "top_p": batch.derived(top_p),
+        "shape": list(target.shape),
+    }
