@@ -184,16 +184,26 @@ def _add(args: argparse.Namespace) -> int:
     targets = load()
     replaced = args.name in targets
     targets[args.name] = Target(
-        path=args.path,
+        path=_remote_home(args.path),
         host=args.host,
         via=split_via(args.via),
-        remote_tvis=args.remote_tvis,
+        remote_tvis=_remote_home(args.remote_tvis) if args.remote_tvis else None,
         name=args.name,
     )
     path = save(targets)
     verb = "replaced" if replaced else "saved"
     print(f"{verb} target {args.name} ({targets[args.name].describe()}) in {path}")
     return 0
+
+
+def _remote_home(value: str) -> str:
+    """``value`` with this machine's home folder turned back into ``~``: an unquoted
+    ``--path ~/runs`` reaches tvis already expanded by the local shell, but on the remote
+    host ``~`` is a different folder."""
+    home = str(Path.home()).rstrip("/")
+    if home and (value == home or value.startswith(home + "/")):
+        return "~" + value[len(home) :]
+    return value
 
 
 def _list() -> int:

@@ -19,6 +19,7 @@ from tvis.live import codec
 from tvis.live.address import parse_address, resolve
 from tvis.live.naming import infer_name
 from tvis.live.sender import Sender
+from tvis.live.tensors import HostBuffers
 
 FLUSH_SECONDS = 1.0
 """How long interpreter exit waits for catches still queued to a connected server: enough for the
@@ -26,6 +27,7 @@ last few steps' values over loopback, short enough that nobody notices the wait.
 is not waited for at all."""
 
 _lock = threading.Lock()
+_buffers = HostBuffers()
 _senders: dict[str, Sender] = {}
 _counts: dict[str, int] = {}
 _complaints: set[tuple[str, str]] = set()
@@ -50,7 +52,7 @@ def catch(obj: Any, name: str | None = None, every: int = 1, server: str | None 
             return
         key = resolve(server)
         sender = _senders.get(key) or _sender_for(key)
-        snap, nbytes = codec.snapshot(obj)
+        snap, nbytes = codec.snapshot(obj, _buffers)
         sender.put(name, seq, snap, nbytes)
     except Exception as exc:
         _complain(name, exc)
@@ -61,7 +63,7 @@ def _sender_for(key: str) -> Sender:
         if key not in _senders:
             if not _senders:
                 atexit.register(_flush_all)
-            _senders[key] = Sender(parse_address(key))
+            _senders[key] = Sender(parse_address(key), _buffers)
         return _senders[key]
 
 
@@ -84,8 +86,9 @@ def _flush_all() -> None:
 def _forget_senders() -> None:
     # A forked child (a DataLoader worker, say) inherits the senders but not their threads;
     # it starts its own on its first catch.
-    global _lock
+    global _lock, _buffers
     _lock = threading.Lock()
+    _buffers = HostBuffers()
     _senders.clear()
 
 

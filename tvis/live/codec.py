@@ -66,16 +66,17 @@ class Array:
 # ---- training thread: take a private copy of the value, cheaply --------------------------------
 
 
-def snapshot(obj: Any, depth: int = 0) -> tuple[Any, int]:
+def snapshot(obj: Any, buffers: tensors.HostBuffers, depth: int = 0) -> tuple[Any, int]:
     """A private host copy of ``obj`` for the send queue, and the bytes it holds.
 
-    Tensors are detached and copied to contiguous CPU memory, arrays copied, containers rebuilt,
-    so later in-place changes by the training loop cannot reach what is sent.
+    Tensors are detached and copied to contiguous CPU memory taken from ``buffers``, arrays
+    copied, containers rebuilt, so later in-place changes by the training loop cannot reach
+    what is sent.
     """
     if tensors.is_tensor(obj):
         if tensors.dtype_name(obj) not in tensors.WIRE_DTYPES:
             return Unsent(f"{tensors.dtype_name(obj)} tensors are not supported"), 0
-        host = tensors.host_copy(obj)
+        host = tensors.host_copy(obj, buffers)
         return host, host.numel() * host.element_size()
     if isinstance(obj, np.ndarray):
         if obj.dtype.name not in tensors.WIRE_DTYPES or obj.dtype.name == "bfloat16":
@@ -94,12 +95,24 @@ def snapshot(obj: Any, depth: int = 0) -> tuple[Any, int]:
     if depth >= MAX_DEPTH:
         return Unsent(f"nested deeper than {MAX_DEPTH} levels"), 0
     if container is dict:
-        items = [snapshot(v, depth + 1) for v in obj.values()]
+        items = [snapshot(v, buffers, depth + 1) for v in obj.values()]
         values = dict(zip(obj.keys(), (v for v, _ in items), strict=True))
     else:
-        items = [snapshot(v, depth + 1) for v in obj]
+        items = [snapshot(v, buffers, depth + 1) for v in obj]
         values = container(v for v, _ in items)
     return values, sum(n for _, n in items)
+
+
+def release(snap: Any, buffers: tensors.HostBuffers) -> None:
+    """Hand the tensors of a snapshot that is sent or dropped back to ``buffers``."""
+    if tensors.is_tensor(snap):
+        buffers.give_back(snap)
+    elif isinstance(snap, (list, tuple)):
+        for value in snap:
+            release(value, buffers)
+    elif isinstance(snap, dict):
+        for value in snap.values():
+            release(value, buffers)
 
 
 # ---- sender thread: describe the snapshot and point at its bytes --------------------------------

@@ -16,16 +16,19 @@ from types import CodeType, FrameType
 FALLBACK = "value"
 """The name when there is no source to read (an interactive prompt, ``python -c``)."""
 
-_cache: dict[tuple[CodeType, int], str] = {}
+# Keyed by the code object's id, not the object: hashing a code object hashes its bytecode and
+# constants on every call. The entry keeps the code alive, so its id cannot be reused.
+_cache: dict[tuple[int, int], tuple[CodeType, str]] = {}
 
 
 def infer_name(frame: FrameType) -> str:
     """The identifier for the catch being called from ``frame``."""
-    key = (frame.f_code, frame.f_lasti)
-    name = _cache.get(key)
-    if name is None:
-        name = _cache[key] = _name_at(frame.f_code, frame.f_lasti, frame.f_lineno)
-    return name
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    cached = _cache.get(key)
+    if cached is None or cached[0] is not code:
+        cached = _cache[key] = (code, _name_at(code, frame.f_lasti, frame.f_lineno))
+    return cached[1]
 
 
 def identifier(text: str) -> str:

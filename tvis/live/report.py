@@ -8,6 +8,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
+from rich.text import Text
 
 from tvis.live.server import LiveServer
 from tvis.live.session import server
@@ -80,7 +81,8 @@ def _table(live_server: LiveServer) -> Table:
     for name in live_server.store.names():
         info = live_server.store.info(name)
         if info is not None:
-            table.add_row(*_row(info, now))
+            # Text, never markup: names and strings come from the wire and may hold "[...]".
+            table.add_row(*map(Text, _row(info, now)))
     return table
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from tvis import __version__
 from tvis.live import codec, wire
 from tvis.live.address import Address
+from tvis.live.tensors import HostBuffers
 
 MAX_ITEMS = 64
 """Queue length bound: a few steps' worth of catches; a stalled server should cost memory for
@@ -33,6 +34,10 @@ One item larger than this is still kept alone, so a big tensor is never refused 
 BACKOFF = (0.05, 1.0)
 """Reconnect delays, first and longest: retries double up to one second, so a server started late
 receives within a second of starting while an absent one costs one failed connect per second."""
+
+REFUSED_RETRY = 30.0
+"""Seconds before asking again a server that refused us (a wrong token): it will not change its
+mind soon, and each attempt is a warning in the session it is serving."""
 
 CONNECT_TIMEOUT = 3.0
 """Seconds to open a connection and hear the server's reply to the hello."""
@@ -84,9 +89,14 @@ class Sender:
     """A bounded, drop-oldest send queue to one server address, drained by a daemon thread."""
 
     def __init__(
-        self, address: Address, max_items: int = MAX_ITEMS, max_bytes: int = MAX_BYTES
+        self,
+        address: Address,
+        buffers: HostBuffers | None = None,
+        max_items: int = MAX_ITEMS,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         self.address = address
+        self.buffers = buffers or HostBuffers()
         self.max_items = max_items
         self.max_bytes = max_bytes
         self.stats = SenderStats()
@@ -97,6 +107,7 @@ class Sender:
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._info = sender_info()
+        self._refused = False  # the latest attempt to connect was refused
         self._refusal_reported = False
 
     def put(self, name: str, seq: int, snap: Any, nbytes: int) -> None:
@@ -134,6 +145,7 @@ class Sender:
             old = self._queue.popleft()
             self._bytes -= old.nbytes
             self.stats.dropped[old.name] = self.stats.dropped.get(old.name, 0) + 1
+            codec.release(old.snap, self.buffers)
 
     def _start(self) -> None:
         with self._cond:
@@ -149,7 +161,7 @@ class Sender:
                 while not self._queue:
                     self._cond.wait()
             if not self._alive() and not self._connect():
-                time.sleep(delay)
+                time.sleep(REFUSED_RETRY if self._refused else delay)
                 delay = min(delay * 2, BACKOFF[1])
                 continue
             delay = BACKOFF[0]
@@ -160,6 +172,7 @@ class Sender:
             try:
                 self._write(*self._frame(item))
                 self.stats.sent += 1
+                codec.release(item.snap, self.buffers)
             except OSError as exc:
                 self._disconnect(exc)
                 # Back at the head: it goes out first on the next connection, unless the bounds
@@ -172,6 +185,7 @@ class Sender:
                 # Not even a note about it could be encoded (say, a name that is not valid
                 # UTF-8): this item is lost, the thread and the connection carry on.
                 self.stats.last_error = str(exc)
+                codec.release(item.snap, self.buffers)
             finally:
                 with self._cond:
                     self._busy = False
@@ -221,6 +235,7 @@ class Sender:
         return True
 
     def _mark_unreachable(self, error: str) -> None:
+        self._refused = False
         with self._cond:
             self.stats.last_error = error
             self.stats.unreachable = True
@@ -228,6 +243,7 @@ class Sender:
 
     def _report_refusal(self, error: Any) -> None:
         self._mark_unreachable(f"refused: {error}")
+        self._refused = True
         if not self._refusal_reported:
             # Once per process: the training log gets one clear line, not one per retry.
             self._refusal_reported = True

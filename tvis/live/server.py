@@ -15,8 +15,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from tvis.live import codec, wire
 from tvis.live.address import DEFAULT_HOST, DEFAULT_PORT, is_loopback
+from tvis.live.memory import BufferPool
 from tvis.live.store import HISTORY, MAX_BYTES, Entry, Store
 
 log = logging.getLogger("tvis.live")
@@ -65,7 +68,10 @@ class LiveServer:
             )
         self.host, self.port, self.token = host, port, token
         self.max_header, self.max_payload = max_header, max_payload
-        self.store = Store(history, max_bytes)
+        # Payloads of evicted entries nobody holds are received into again: fresh memory costs
+        # more to fill than loopback costs to deliver (see memory.py).
+        self._buffers = BufferPool()
+        self.store = Store(history, max_bytes, recycle=self._buffers.give)
         self.stats = ServerStats()
         self._listener: socket.socket | None = None
         self._connections: set[socket.socket] = set()
@@ -133,7 +139,8 @@ class LiveServer:
             if not self._greet(conn, peer):
                 return
             conn.settimeout(None)
-            while (frame := wire.read_frame(conn, self.max_header, self.max_payload)) is not None:
+            limits = (self.max_header, self.max_payload, self._buffers.take)
+            while (frame := wire.read_frame(conn, *limits)) is not None:
                 header, payload = frame
                 self.store.add(self._entry(header, payload), header["dropped"])
         except wire.FrameError as exc:
@@ -164,7 +171,7 @@ class LiveServer:
             self._refuse(peer, error)
         return error is None
 
-    def _entry(self, header: dict, payload) -> Entry:
+    def _entry(self, header: dict, payload: np.ndarray) -> Entry:
         name, seq, sent = header.get("name"), header.get("seq"), header.get("time")
         sender, dropped = header.get("sender"), header.get("dropped")
         if not (isinstance(name, str) and 0 < len(name) <= MAX_NAME):
@@ -181,7 +188,7 @@ class LiveServer:
         ):
             raise wire.FrameError("sender is not {host, pid, rank}")
         value = codec.decode(header, payload)
-        return Entry(name, seq, sent, time.time(), sender, value, payload.size)
+        return Entry(name, seq, sent, time.time(), sender, value, payload.size, payload)
 
     def _refuse(self, peer: tuple, reason: str) -> None:
         self.stats.refused += 1

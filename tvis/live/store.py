@@ -9,15 +9,17 @@ tensor costs only its bytes.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tvis.live.codec import Array
+from tvis.live.codec import Array, decode
 
 HISTORY = 256
 """Default entries kept per name: a long enough sparkline of a loss, few enough to scan quickly."""
@@ -45,7 +47,8 @@ class Digest:
 
 @dataclass
 class Entry:
-    """One catch as received: the value, which catch of its name it was, when and from whom."""
+    """One catch as received: the value, which catch of its name it was, when and from whom, and
+    the frame payload its arrays view."""
 
     name: str
     seq: int
@@ -54,6 +57,7 @@ class Entry:
     sender: dict
     value: Any
     nbytes: int
+    payload: np.ndarray | None = field(default=None, repr=False)
     _digest: Digest | None = field(default=None, repr=False)
 
     @property
@@ -143,17 +147,29 @@ class NameInfo:
 
 
 class Store:
-    """Received catches, per name, bounded by ``history`` entries and ``max_bytes`` bytes."""
+    """Received catches, per name, bounded by ``history`` entries and ``max_bytes`` bytes.
 
-    def __init__(self, history: int = HISTORY, max_bytes: int = MAX_BYTES) -> None:
+    ``recycle`` is handed the payload of each evicted entry that nothing outside the store can
+    read any more, so the server can receive into it again (see `Recycler`).
+    """
+
+    def __init__(
+        self,
+        history: int = HISTORY,
+        max_bytes: int = MAX_BYTES,
+        recycle: Callable[[np.ndarray], None] | None = None,
+    ) -> None:
         self.history = max(1, history)
         self.max_bytes = max_bytes
         self.version = 0
+        self._recycler = Recycler() if recycle else None
+        self._recycle = recycle
         self._lock = threading.Lock()
         self._channels: dict[str, Channel] = {}
 
     def add(self, entry: Entry, dropped: int) -> None:
         """Keep ``entry``; ``dropped`` is its sender's running count of drops for this name."""
+        spare = []
         with self._lock:
             channel = self._channels.setdefault(entry.name, Channel())
             channel.entries.append(entry)
@@ -164,8 +180,14 @@ class Store:
             while len(channel.entries) > self.history or (
                 channel.bytes > self.max_bytes and len(channel.entries) > 1
             ):
-                channel.bytes -= channel.entries.popleft().nbytes
+                old = channel.entries.popleft()
+                channel.bytes -= old.nbytes
+                payload = self._recycler.spare(old) if self._recycler else None
+                if payload is not None:
+                    spare.append(payload)
             self.version += 1
+        for payload in spare:
+            self._recycle(payload)
 
     def names(self) -> list[str]:
         """Names in the order they first arrived."""
@@ -194,3 +216,42 @@ class Store:
                 dropped=sum(channel.dropped.values()),
                 latest=channel.entries[-1],
             )
+
+
+class Recycler:
+    """Tells whether an evicted entry's payload is still readable by anyone outside the store.
+
+    An entry holding one array can be reached only through references to the entry, its Array,
+    the array view or the payload (a session's tensor holds the view or a view of the payload; a
+    viewer mid-draw holds the entry or the view). `sys.getrefcount` counts them. The counts with
+    no outside holder are measured once, on a throwaway entry taken through the same decoding and
+    the same call, so they are right on any interpreter; anything above them means a holder, and
+    the payload is left alone. Other values (trees, scalars) are never recycled.
+    """
+
+    def __init__(self) -> None:
+        self._baseline: tuple[int, ...] | None = None
+        payload = np.zeros(4, dtype=np.uint8)
+        node = {"kind": "ndarray", "dtype": "uint8", "shape": [4]}
+        probe = Entry("probe", 0, 0.0, 0.0, {}, decode(node, payload), 4, payload)
+        del payload
+        self.spare(probe)
+
+    def spare(self, entry: Entry) -> np.ndarray | None:
+        """``entry``'s payload if only the caller's local variable reaches it, else None.
+
+        The first call (from __init__, on the throwaway entry) records the baseline counts.
+        """
+        value = entry.value
+        if not isinstance(value, Array) or entry.payload is None:
+            return None
+        counts = (
+            sys.getrefcount(entry),
+            sys.getrefcount(value),
+            sys.getrefcount(value.data),
+            sys.getrefcount(entry.payload),
+        )
+        if self._baseline is None:
+            self._baseline = counts
+            return None
+        return entry.payload if counts == self._baseline else None

@@ -8,10 +8,13 @@ values and torch is installed; the server and the Live page work on numpy alone.
 from __future__ import annotations
 
 import sys
+import weakref
 from functools import cache
 from typing import Any
 
 import numpy as np
+
+from tvis.live import memory
 
 # Wire dtype name -> numpy dtype of the bytes on the wire. bfloat16 has no numpy dtype, so its raw
 # 16-bit patterns travel as uint16 and are reinterpreted on arrival.
@@ -48,7 +51,37 @@ def dtype_name(tensor: Any) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
 
-def host_copy(tensor: Any) -> Any:
+class HostBuffers:
+    """Host memory for snapshots of large tensors, handed back after sending and reused.
+
+    A fresh 64 MB buffer costs the training loop its page faults, several times the copy itself;
+    a reused one costs only the copy.
+    """
+
+    def __init__(self, max_bytes: int = memory.POOL_BYTES) -> None:
+        self._pool = memory.BufferPool(max_bytes)
+        # Weak: a snapshot lost without being handed back (a catch that failed halfway) frees
+        # its buffer as usual instead of pinning it here.
+        self._lent: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+    def empty(self, shape: Any, dtype: Any) -> Any:
+        """An uninitialized contiguous CPU tensor of ``shape`` and ``dtype``."""
+        torch = sys.modules["torch"]
+        nbytes = shape.numel() * dtype.itemsize
+        if nbytes < memory.POOL_MIN:
+            return torch.empty(shape, dtype=dtype)
+        buffer = self._pool.take(nbytes)
+        self._lent[buffer.ctypes.data] = buffer
+        return torch.from_numpy(buffer).view(dtype).view(shape)
+
+    def give_back(self, host: Any) -> None:
+        """Return a tensor made by `empty` once nothing reads it any more (others are ignored)."""
+        buffer = self._lent.pop(host.data_ptr(), None)
+        if buffer is not None:
+            self._pool.give(buffer)
+
+
+def host_copy(tensor: Any, buffers: HostBuffers) -> Any:
     """A contiguous CPU copy of ``tensor``, detached from autograd, whatever its device or strides.
 
     Always a copy, even on the CPU: the training loop goes on to change weights in place while
@@ -59,7 +92,7 @@ def host_copy(tensor: Any) -> Any:
     if source.layout != torch.strided:
         source = source.to_dense()
     # copy_ into a fresh contiguous buffer reads any strides (and conj/neg views) in one pass.
-    out = torch.empty(source.shape, dtype=source.dtype, device="cpu")
+    out = buffers.empty(source.shape, source.dtype)
     out.copy_(source)
     return out
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
 
 import msgpack
 import numpy as np
+
+from tvis.live import memory
 
 PROTOCOL = 1
 HEADER_LEN = struct.Struct(">I")
@@ -60,9 +63,13 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
 
 
 def read_frame(
-    sock: socket.socket, max_header: int = MAX_HEADER, max_payload: int = MAX_PAYLOAD
+    sock: socket.socket,
+    max_header: int = MAX_HEADER,
+    max_payload: int = MAX_PAYLOAD,
+    alloc: Callable[[int], np.ndarray] = memory.empty,
 ) -> tuple[dict, np.ndarray] | None:
-    """Read one frame: its header and its payload as a uint8 array; None on a clean close.
+    """Read one frame: its header and its payload as a uint8 array from ``alloc``; None on a
+    clean close.
 
     Raises FrameError when a length exceeds its bound or the header is not a msgpack map.
     """
@@ -84,8 +91,7 @@ def read_frame(
         raise FrameError(f"header is not valid msgpack ({exc})") from None
     if not isinstance(header, dict):
         raise FrameError("header is not a msgpack map")
-    # np.empty, not bytearray: a zero-filled buffer would cost a full extra pass over the memory.
-    payload = np.empty(payload_len, dtype=np.uint8)
+    payload = alloc(payload_len)
     if payload_len and not _recv_exact(sock, memoryview(payload)):
         raise FrameError("the connection closed in the middle of a frame")
     return header, payload

@@ -123,6 +123,7 @@ class BatchBuilder:
         self.raw_images = 0
         self.kept_bytes = 0
         self.bytes_left = settings.max_bytes  # set by the session from the run's budget
+        self.samples = settings.samples  # lowered by the session as the budget runs out
 
     # -- tensors -----------------------------------------------------------------------
 
@@ -145,9 +146,11 @@ class BatchBuilder:
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None, "derived": True}
         entry["stats"], entry["hist"] = tensors.stats(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
-        values, how = tensors.keep(t, None, 0, self.settings.max_elems)
-        entry["value"] = how
+        entry["value"] = None
+        left = self.bytes_left - self.kept_bytes
+        values, how = tensors.keep(t, None, 0, self.settings.max_elems, max_bytes=left)
         if values is not None:
+            entry["value"] = how
             self.arrays[entry_id] = values
             self.kept_bytes += values.nbytes
         self.entries.append(entry)
@@ -196,10 +199,9 @@ class BatchBuilder:
         if span > 1:
             entry["batch_span"] = span
         entry["value"] = None
-        if keep_values and self.kept_bytes < self.bytes_left:
-            # Nearing the run's byte budget, keep one sample instead of several.
-            samples = self.settings.samples if self.kept_bytes < self.bytes_left / 2 else 1
-            values, how = tensors.keep(t, dim, samples, self.settings.max_elems, span)
+        if keep_values and self.samples:
+            left = self.bytes_left - self.kept_bytes
+            values, how = tensors.keep(t, dim, self.samples, self.settings.max_elems, span, left)
             if values is not None:
                 self.arrays[entry_id] = values
                 entry["value"] = how

@@ -113,6 +113,9 @@ def _report(outcome) -> None:
         f"{human_bytes(outcome.bytes)} — {outcome.status}",
         file=err,
     )
+    if outcome.contributors:
+        largest = ", ".join(f"{name} {human_bytes(n)}" for name, n in outcome.contributors)
+        print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
         print(f"tvis: note: {text}", file=err)
     path = outcome.run_dir

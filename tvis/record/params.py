@@ -62,20 +62,24 @@ def _plain(value) -> object:
     return f"<{type(value).__name__}>"
 
 
-def build_step(step, snapshot, optimizer, names, batch_ids, max_elems):
-    """The step record and the arrays it stores (weight, grad, update per parameter)."""
+def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes):
+    """The step record and the arrays it stores (weight, grad, update per parameter),
+    values within ``max_bytes`` in all."""
     entries: list[dict] = []
     arrays: dict = {}
+    left = [max_bytes]
 
     def add(t: torch.Tensor) -> int:
         entry_id = len(entries)
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
         entry["stats"], entry["hist"] = tensors.stats(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
-        values, how = tensors.keep(t, None, 0, max_elems)
-        entry["value"] = how
+        entry["value"] = None
+        values, how = tensors.keep(t, None, 0, max_elems, max_bytes=left[0])
         if values is not None:
+            entry["value"] = how
             arrays[entry_id] = values
+            left[0] -= values.nbytes
         entries.append(entry)
         return entry_id
 

@@ -29,6 +29,7 @@ class Outcome:
     batches: int
     bytes: int
     notices: tuple
+    contributors: tuple = ()  # (name, bytes) of the largest parts of the run
 
 
 def run_dir_for(out: Path, script: Path) -> Path:
@@ -141,6 +142,7 @@ def record(
         batches=sum(1 for b in recorder.batch_maps if not b["light"]),
         bytes=writer.bytes_written,
         notices=tuple(n["text"] for n in recorder.notices),
+        contributors=tuple(recorder.contributors.most_common(3)),
     )
 
 

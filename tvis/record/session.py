@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from functools import partial
 from typing import Any
 
@@ -47,6 +48,15 @@ SWALLOW_LIMIT = 3
 # two or three); a script with many more never calls backward, and each group of this
 # many becomes a batch so --max-batches can end it.
 FORWARDS_WITHOUT_BACKWARD = 16
+
+
+# Share of --max-bytes for tensor values; the rest is for the records (call trees,
+# statistics, histograms), which are a few percent of a run.
+VALUES_SHARE = 0.9
+
+# Fractions of --max-bytes left at which a new batch keeps one sample, then none.
+BUDGET_ONE_SAMPLE = 0.5
+BUDGET_STATS_ONLY = 0.1
 
 
 class _Work:
@@ -123,6 +133,7 @@ class Recorder:
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
         self.extensions: list = []
         self.carried: list[Call] = []
+        self.contributors: Counter[str] = Counter()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -189,9 +200,32 @@ class Recorder:
     def _new_batch(self, light: bool = False) -> BatchBuilder:
         batch = BatchBuilder(self.next_index, self.settings, light=light)
         self.next_index += 1
-        batch.bytes_left = self.settings.max_bytes - self.writer.bytes_queued
+        batch.bytes_left = self._bytes_left()
+        batch.samples = self._samples_within_budget(batch.bytes_left)
         self._reopen_carried(batch)
         return batch
+
+    def _bytes_left(self) -> int:
+        """What --max-bytes still allows (values written, queued, or held by open batches)."""
+        held = sum(b.kept_bytes for b in (self.batch, self.light_group) if b is not None)
+        return int(self.settings.max_bytes * VALUES_SHARE) - self.writer.bytes_queued - held
+
+    def _samples_within_budget(self, left: int) -> int:
+        """Samples kept with values, degrading as the run nears --max-bytes: all the
+        asked samples, then one, then statistics only."""
+        budget = self.settings.max_bytes
+        if left > budget * BUDGET_ONE_SAMPLE:
+            return self.settings.samples
+        if left > budget * BUDGET_STATS_ONLY:
+            self.notice(
+                "the run passed half of --max-bytes: later batches keep the values of one "
+                "sample (statistics still describe every tensor whole)."
+            )
+            return 1
+        self.notice(
+            "the run nearly reached --max-bytes: later batches keep statistics only, no values."
+        )
+        return 0
 
     def ensure_batch(self) -> BatchBuilder:
         if self.batch is None:
@@ -290,6 +324,7 @@ class Recorder:
             if batch.step is None and batch.mode == "train":
                 record["batch"]["step"] = None
             self.batch_maps.append(record["batch"])
+            self._account(record, batch.arrays)
             self.writer.put_batch(batch.index, record, batch.arrays)
             self.write_index()
         except Exception as e:
@@ -311,6 +346,20 @@ class Recorder:
             call.inputs = []  # their tensors were captured in the previous batch
             call.flags.append("carried")
             self.open_call(batch, call)
+
+    def _account(self, record: dict, arrays: dict) -> None:
+        """Attribute stored bytes to the call that produced them (for `tvis run`'s report)."""
+        owner: dict[int, str] = {}
+        for call in record["calls"]:
+            for arg in call["outputs"] + call["inputs"]:
+                if "tensor" in arg:
+                    owner.setdefault(arg["tensor"], call["name"])
+        for entry in record["tensors"]:
+            array = arrays.get(entry["id"])
+            if array is None:
+                continue
+            source = owner.get(entry["id"]) or owner.get(entry.get("of"), "derived views")
+            self.contributors[source] += array.nbytes
 
     # -- data ------------------------------------------------------------------------
 
@@ -669,7 +718,13 @@ class Recorder:
             if current.loss is not None:
                 losses.append(current.loss)
         record, arrays = param_records.build_step(
-            step, snapshot, optimizer, self._param_names(), batch_ids, self.settings.max_elems
+            step,
+            snapshot,
+            optimizer,
+            self._param_names(),
+            batch_ids,
+            self.settings.max_elems,
+            self._bytes_left(),
         )
         record["step"]["loss"] = sum(losses) / len(losses) if losses else None
         for p in record["params"]:
@@ -677,6 +732,7 @@ class Recorder:
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}
             )
         self.step_maps.append(record["step"])
+        self.contributors["parameters (weight, grad, Δw)"] += sum(a.nbytes for a in arrays.values())
         self.writer.put_step(step, record, arrays)
         self.write_index()
 

@@ -99,8 +99,15 @@ def to_numpy(x: torch.Tensor) -> np.ndarray:
     return x.to("cpu", copy=True).resolve_conj().resolve_neg().numpy()
 
 
-def keep(x: torch.Tensor, batch_dim: int | None, samples: int, max_elems: int, span: int = 1):
-    """The part of ``x`` worth storing and how it was cut.
+def keep(
+    x: torch.Tensor,
+    batch_dim: int | None,
+    samples: int,
+    max_elems: int,
+    span: int = 1,
+    max_bytes: float = float("inf"),
+):
+    """The part of ``x`` worth storing and how it was cut (nothing past ``max_bytes``).
 
     With a batch dimension: the first ``samples`` samples (``span`` rows each for merged
     ``[B*T, ...]`` tensors). Without one: the leading rows that fit in ``max_elems``.
@@ -113,11 +120,14 @@ def keep(x: torch.Tensor, batch_dim: int | None, samples: int, max_elems: int, s
         if part.numel() > max_elems:
             part = _leading_rows(part, max_elems)
         kept = {"kept": "samples", "count": samples if count < x.shape[batch_dim] else None}
-        return to_numpy(part), kept
-    if x.numel() <= max_elems:
-        return to_numpy(x), {"kept": "all"}
-    part = _leading_rows(x, max_elems)
-    return to_numpy(part), {"kept": "rows", "count": int(part.shape[0]) if part.dim() else 1}
+    elif x.numel() <= max_elems:
+        part, kept = x, {"kept": "all"}
+    else:
+        part = _leading_rows(x, max_elems)
+        kept = {"kept": "rows", "count": int(part.shape[0]) if part.dim() else 1}
+    if part.numel() * max(part.element_size(), 4) > max_bytes:
+        return None, None
+    return to_numpy(part), kept
 
 
 def _leading_rows(x: torch.Tensor, max_elems: int) -> torch.Tensor:

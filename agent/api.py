@@ -1,0 +1,407 @@
+"""The query API over a runs root: one method per protocol method (see PROTOCOL.md).
+
+Each method is registered with ``@rpc``; its type hints are its parameter schema. Results
+are plain maps, lists, scalars and numpy arrays; views are computed here, next to the
+data, so a reply holds what one screen shows rather than whole tensors.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tvis import __version__
+from tvis.agent import views
+from tvis.agent.calltree import LAYER_SORT_KEYS, CallTree
+from tvis.agent.dispatch import rpc
+from tvis.agent.protocol import (
+    BAD_REQUEST,
+    NOT_FOUND,
+    PROTOCOL_VERSION,
+    VERSION_MISMATCH,
+    AgentError,
+    mismatch_message,
+)
+from tvis.agent.samples import sample_rows
+from tvis.agent.store import RunStore
+from tvis.store.reader import Chunk, RunReader, StoreError
+
+# A raw array reply stays well under the 64 MiB frame limit with its record around it.
+MAX_ARRAY_BYTES = 48 << 20
+# Pages of calls: a screen shows tens of rows; a few thousand bound the reply for any model.
+MAX_PAGE = 5000
+
+
+def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
+    if offset < 0 or limit < 0:
+        raise AgentError("offset and limit must be 0 or more.", BAD_REQUEST)
+    return rows[offset : offset + min(limit, MAX_PAGE)]
+
+
+class AgentAPI:
+    """Answers the protocol's methods for the runs under ``root``; safe to share between threads."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.store = RunStore(root)
+
+    # -- shared lookups ------------------------------------------------------------------
+
+    def _chunk(self, run: str, batch: int | None, step: int | None) -> Chunk:
+        if (batch is None) == (step is None):
+            raise AgentError("give exactly one of 'batch' and 'step'.", BAD_REQUEST)
+        if batch is not None:
+            return self.store.chunk(run, "batch", batch)
+        return self.store.chunk(run, "step", step)  # type: ignore[arg-type]
+
+    def _tree(self, run: str, batch: int) -> CallTree:
+        chunk = self.store.chunk(run, "batch", batch)
+        return self.store.derived(chunk, "tree", lambda: CallTree(chunk.record))
+
+    def _call(self, tree: CallTree, call: int) -> dict[str, Any]:
+        if call not in tree.by_id:
+            raise AgentError(f"this batch has no call {call}.", NOT_FOUND)
+        return tree.by_id[call]
+
+    def _entry(self, chunk: Chunk, tensor: int, grad: bool) -> dict[str, Any]:
+        entry = chunk.tensor(tensor)
+        if not grad:
+            return entry
+        grad_id = entry.get("grad")
+        if grad_id is None:
+            raise AgentError(f"tensor {tensor} has no recorded gradient.", NOT_FOUND)
+        return chunk.tensor(grad_id)
+
+    def _values(self, chunk: Chunk, entry: dict[str, Any]) -> np.ndarray:
+        values = chunk.array(entry["id"])
+        if values is None:
+            raise AgentError(
+                f"tensor {entry['id']} of {chunk.what} has stats only; its values were not kept.",
+                NOT_FOUND,
+            )
+        return values
+
+    def _normalize(self, run: str) -> Any:
+        return (self.store.index(run).get("data") or {}).get("normalize")
+
+    # -- methods -------------------------------------------------------------------------
+
+    @rpc
+    def hello(self, protocol: int, version: str = "?", **_: Any) -> dict[str, Any]:
+        """The handshake: versions on both sides, and what this agent serves."""
+        host = socket.gethostname()
+        if protocol != PROTOCOL_VERSION:
+            raise AgentError(
+                mismatch_message(version, protocol, host, __version__, PROTOCOL_VERSION),
+                VERSION_MISMATCH,
+            )
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "version": __version__,
+            "root": str(self.store.root),
+            "host": host,
+            "pid": os.getpid(),
+            "runs": len(self.store.run_paths()),
+        }
+
+    @rpc
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run under the root, newest first; a broken run is listed with its problem."""
+        return [self._summary(path) for path in self.store.run_paths()]
+
+    def _summary(self, path: Path) -> dict[str, Any]:
+        name = self.store.name_of(path)
+        try:
+            reader = self.store.reader(name)
+            index = self.store.index(name)
+        except (StoreError, AgentError) as e:
+            return {"run": name, "run_id": path.name, "status": "unreadable", "error": str(e)}
+        batches = index.get("batches") or []
+        return {
+            "run": name,
+            "run_id": reader.run_id,
+            "script": reader.meta.get("script"),
+            "status": reader.status,
+            "started": reader.meta.get("started"),
+            "ended": reader.meta.get("ended"),
+            "steps": len(index.get("steps") or []),
+            "batches": len(batches),
+            "calls": sum(b.get("n_calls", 0) for b in batches if isinstance(b, dict)),
+            "bytes": reader.size_bytes(),
+            "host": reader.meta.get("host"),
+        }
+
+    @rpc
+    def run(self, run: str) -> dict[str, Any]:
+        """The run index plus its meta and status."""
+        reader: RunReader = self.store.reader(run)
+        index = self.store.index(run)
+        return {
+            **index,
+            "run": run,
+            "run_id": reader.run_id,
+            "meta": reader.meta,
+            "status": reader.status,
+            "batches": index.get("batches") or [],
+            "steps": index.get("steps") or [],
+            "params": index.get("params") or [],
+            "notices": index.get("notices") or [],
+            "data": index.get("data") or {},
+        }
+
+    @rpc
+    def calls(
+        self, run: str, batch: int, parent: int = -1, offset: int = 0, limit: int = 200
+    ) -> dict[str, Any]:
+        """One page of the children of ``parent`` (-1: the roots), in call order."""
+        tree = self._tree(run, batch)
+        if parent != -1:
+            self._call(tree, parent)
+        children = tree.children.get(parent, [])
+        return {
+            "total": len(children),
+            "calls": [tree.row(c) for c in _page(children, offset, limit)],
+        }
+
+    @rpc
+    def call(self, run: str, batch: int, call: int) -> dict[str, Any]:
+        """One call in full: each tensor argument's entry (and its gradient's) inlined."""
+        tree = self._tree(run, batch)
+        record = dict(self._call(tree, call))
+        for side in ("inputs", "outputs"):
+            record[side] = [self._inline(tree, arg) for arg in record.get(side) or []]
+        record["path"] = tree.path(call)
+        record["n_children"] = len(tree.children.get(call, []))
+        return record
+
+    def _inline(self, tree: CallTree, arg: Any) -> Any:
+        entry = tree.tensor(arg.get("tensor")) if isinstance(arg, dict) else None
+        if entry is None:
+            return arg
+        entry = dict(entry)
+        grad = tree.grad_of(entry)
+        if grad is not None:
+            entry["grad_entry"] = grad
+        return {**arg, "entry": entry}
+
+    @rpc
+    def find(self, run: str, batch: int, query: str, limit: int = 50) -> list[dict[str, Any]]:
+        """Calls whose name or class contains ``query`` (any case), in call order."""
+        tree = self._tree(run, batch)
+        needle = query.lower()
+        found = []
+        for cid in tree.order:
+            call = tree.by_id[cid]
+            text = f"{call.get('name') or ''}\n{call.get('cls') or ''}".lower()
+            if needle in text:
+                found.append({**tree.row(cid), "path": tree.path(cid)})
+                if len(found) >= min(limit, MAX_PAGE):
+                    break
+        return found
+
+    @rpc
+    def layers(
+        self,
+        run: str,
+        batch: int,
+        sort: str = "order",
+        desc: bool = False,
+        offset: int = 0,
+        limit: int = 500,
+    ) -> dict[str, Any]:
+        """Every module, function and loss call as one table row, sorted by ``sort``."""
+        if sort not in LAYER_SORT_KEYS:
+            raise AgentError(
+                f"cannot sort layers by {sort!r}; use one of {', '.join(LAYER_SORT_KEYS)}.",
+                BAD_REQUEST,
+            )
+        tree = self._tree(run, batch)
+        rows = tree.layer_rows()
+        present = [r for r in rows if isinstance(r.get(sort), (int, float, str))]
+        absent = [r for r in rows if not isinstance(r.get(sort), (int, float, str))]
+        present.sort(key=lambda r: r[sort], reverse=desc)
+        return {"total": len(rows), "rows": _page(present + absent, offset, limit)}
+
+    @rpc
+    def timeline(self, run: str, batch: int, limit: int = 5000) -> dict[str, Any]:
+        """Phase bands and per-call bars (forward lane exact, backward lane approximate)."""
+        chunk = self.store.chunk(run, "batch", batch)
+        tree = self._tree(run, batch)
+        phase_ms = (chunk.record.get("batch") or {}).get("phase_ms") or {}
+        result = self.store.derived(chunk, "timeline", lambda: tree.timeline(phase_ms))
+        bars = result["bars"]
+        return {**result, "total": len(bars), "bars": _page(bars, 0, limit)}
+
+    @rpc
+    def tensor(
+        self, run: str, tensor: int, batch: int | None = None, step: int | None = None
+    ) -> dict[str, Any]:
+        """A tensor entry (stats, histogram, value layout), its gradient's entry inlined."""
+        chunk = self._chunk(run, batch, step)
+        entry = dict(chunk.tensor(tensor))
+        if entry.get("grad") is not None:
+            entry["grad_entry"] = chunk.tensors.get(entry["grad"])
+        return entry
+
+    @rpc
+    def view(
+        self,
+        run: str,
+        tensor: int,
+        batch: int | None = None,
+        step: int | None = None,
+        grad: bool = False,
+        sample: int | None = None,
+        index: list[int] | None = None,
+        window: list[int] | None = None,
+        width: int = 64,
+        height: int = 32,
+    ) -> dict[str, Any]:
+        """A 2-D window of a tensor (or its gradient) for one sample, block-mean downsampled."""
+        chunk = self._chunk(run, batch, step)
+        entry = self._entry(chunk, tensor, grad)
+        values = self._values(chunk, entry)
+        result = views.heatmap(
+            values,
+            batch_dim=entry.get("batch_dim"),
+            sample=sample,
+            index=index or [],
+            window=window,
+            width=width,
+            height=height,
+        )
+        result.update(tensor=entry["id"], kept=(entry.get("value") or {}).get("kept", "all"))
+        return result
+
+    @rpc
+    def image(
+        self,
+        run: str,
+        batch: int,
+        tensor: int,
+        sample: int = 0,
+        width: int = 64,
+        height: int = 32,
+    ) -> dict[str, Any]:
+        """One sample of an image tensor as uint8 pixels, un-normalized with the recorded
+        mean/std and shrunk to fit ``width`` × ``height``."""
+        chunk = self.store.chunk(run, "batch", batch)
+        entry = chunk.tensor(tensor)
+        values = self._values(chunk, entry)
+        batch_dim = entry.get("batch_dim")
+        if batch_dim is None and values.ndim == 4:
+            batch_dim = 0  # an NCHW batch whose batch dim the recorder could not name
+        one = views.take_sample(values, batch_dim, sample)
+        return views.picture(one, self._normalize(run), width, height)
+
+    @rpc
+    def array(
+        self,
+        run: str,
+        tensor: int,
+        batch: int | None = None,
+        step: int | None = None,
+        grad: bool = False,
+        max_elems: int = 65536,
+        start: int = 0,
+    ) -> dict[str, Any]:
+        """A tensor's stored values from row ``start``, at most ``max_elems`` of them (and
+        at most 48 MiB); page through a big tensor with ``next``."""
+        chunk = self._chunk(run, batch, step)
+        entry = self._entry(chunk, tensor, grad)
+        values = self._values(chunk, entry)
+        cap = max(MAX_ARRAY_BYTES // max(values.itemsize, 1), 1)
+        result = views.bounded(values, min(max_elems, cap), start)
+        result.update(shape=list(values.shape), kept=(entry.get("value") or {}).get("kept", "all"))
+        return result
+
+    @rpc
+    def sources(self, run: str) -> list[str]:
+        """The files in the run's source snapshot."""
+        return sorted(self.store.sources(run))
+
+    @rpc
+    def source(self, run: str, file: str, batch: int | None = None) -> dict[str, Any]:
+        """A file's snapshot and what each executed line produced, merged over the batches
+        (or for one ``batch``)."""
+        sources = self.store.sources(run)
+        if file not in sources:
+            raise AgentError(f"{file} is not in the run's source snapshot.", NOT_FOUND)
+        batches = [batch] if batch is not None else self.store.reader(run).batch_ids()
+        lines: dict[int, dict[tuple, dict[str, Any]]] = {}
+        for b in batches:
+            record = self.store.chunk(run, "batch", b).record
+            for entry in record.get("lines") or []:
+                if isinstance(entry, dict) and entry.get("file") == file:
+                    self._merge_line(lines, entry, b)
+        return {
+            "file": file,
+            "text": sources[file],
+            "lines": {n: list(by_key.values()) for n, by_key in sorted(lines.items())},
+        }
+
+    @staticmethod
+    def _merge_line(lines: dict[int, dict[tuple, dict[str, Any]]], entry: dict, batch: int) -> None:
+        line = entry.get("line")
+        if not isinstance(line, int):
+            return
+        shape = entry.get("shape")
+        key = (
+            entry.get("op"),
+            tuple(shape) if isinstance(shape, list) else shape,
+            entry.get("dtype"),
+        )
+        merged = lines.setdefault(line, {}).get(key)
+        if merged is None:
+            lines[line][key] = {**entry, "batches": [batch]}
+            return
+        merged["count"] = (merged.get("count") or 0) + (entry.get("count") or 0)
+        merged["ms"] = (merged.get("ms") or 0.0) + (entry.get("ms") or 0.0)
+        if batch not in merged["batches"]:
+            merged["batches"].append(batch)
+
+    @rpc
+    def step(self, run: str, step: int) -> dict[str, Any]:
+        """An optimizer step: its record and every parameter's record with norms."""
+        record = self.store.chunk(run, "step", step).record
+        return {"step": record.get("step") or {}, "params": record.get("params") or []}
+
+    @rpc
+    def param(
+        self,
+        run: str,
+        step: int,
+        name: str,
+        which: str = "weight",
+        index: list[int] | None = None,
+        window: list[int] | None = None,
+        width: int = 64,
+        height: int = 32,
+    ) -> dict[str, Any]:
+        """Like ``view``, for a parameter's weight, gradient or update at a step."""
+        if which not in ("weight", "grad", "update"):
+            raise AgentError("which must be 'weight', 'grad' or 'update'.", BAD_REQUEST)
+        chunk = self.store.chunk(run, "step", step)
+        record = next((p for p in chunk.record.get("params") or [] if p.get("name") == name), None)
+        if record is None:
+            raise AgentError(f"step {step} has no parameter {name!r}.", NOT_FOUND)
+        tensor = record.get(which)
+        if not isinstance(tensor, int):
+            raise AgentError(
+                f"parameter {name!r} has no recorded {which} at step {step}.", NOT_FOUND
+            )
+        result = self.view(
+            run, tensor, step=step, index=index, window=window, width=width, height=height
+        )
+        result.update(name=name, which=which)
+        return result
+
+    @rpc
+    def samples(self, run: str, batch: int) -> dict[str, Any]:
+        """The batch's samples with their input, target, prediction and loss when recorded."""
+        chunk = self.store.chunk(run, "batch", batch)
+        classes = (self.store.index(run).get("data") or {}).get("classes")
+        return sample_rows(chunk, self._tree(run, batch), classes)

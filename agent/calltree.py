@@ -1,0 +1,173 @@
+"""The call tree of one batch, indexed for paging: calls by id, children, ancestors, rows.
+
+A row is what a list shows of a call: the call without its arguments, plus its first
+output's shape and stats and the norm of that output's gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Kinds that are a model's own work (shown in the layers table); data and optimizer calls
+# belong to other pages.
+LAYER_KINDS = ("module", "function", "loss")
+
+LAYER_SORT_KEYS = (
+    "order",
+    "name",
+    "cls",
+    "kind",
+    "depth",
+    "out_numel",
+    "std",
+    "absmean",
+    "zeros",
+    "grad_norm",
+    "fwd_ms",
+    "bwd_ms",
+)
+
+
+class CallTree:
+    """Calls of one batch record with their tensors, looked up by id."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        calls = record.get("calls") or []
+        self.order: list[int] = []
+        self.by_id: dict[int, dict[str, Any]] = {}
+        self.children: dict[int, list[int]] = {-1: []}
+        self.parent: dict[int, int] = {}
+        for call in calls:
+            if not isinstance(call, dict) or not isinstance(call.get("id"), int):
+                continue
+            cid = call["id"]
+            self.order.append(cid)
+            self.by_id[cid] = call
+            self.children.setdefault(cid, [])
+        for cid in self.order:
+            parent = self.by_id[cid].get("parent", -1)
+            if not isinstance(parent, int) or parent == cid or parent not in self.by_id:
+                parent = -1
+            self.parent[cid] = parent
+            self.children[parent].append(cid)
+        self.tensors: dict[int, dict[str, Any]] = {
+            t["id"]: t
+            for t in record.get("tensors") or []
+            if isinstance(t, dict) and isinstance(t.get("id"), int)
+        }
+
+    def path(self, call_id: int) -> list[int]:
+        """Ancestor ids of a call, the root first."""
+        path: list[int] = []
+        parent = self.parent[call_id]
+        while parent != -1 and parent not in path:
+            path.append(parent)
+            parent = self.parent[parent]
+        return path[::-1]
+
+    def first_output(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        for arg in call.get("outputs") or []:
+            entry = self.tensor(arg.get("tensor")) if isinstance(arg, dict) else None
+            if entry is not None:
+                return entry
+        return None
+
+    def tensor(self, tensor_id: Any) -> dict[str, Any] | None:
+        return self.tensors.get(tensor_id) if isinstance(tensor_id, int) else None
+
+    def grad_of(self, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+        return self.tensor(entry.get("grad")) if entry else None
+
+    def row(self, call_id: int) -> dict[str, Any]:
+        call = self.by_id[call_id]
+        out = self.first_output(call)
+        grad = self.grad_of(out)
+        row = {k: v for k, v in call.items() if k not in ("inputs", "outputs")}
+        row.update(
+            n_children=len(self.children.get(call_id, [])),
+            out_shape=out.get("shape") if out else None,
+            out_stats=out.get("stats") if out else None,
+            grad_norm=(grad.get("stats") or {}).get("norm") if grad else None,
+            flags=call.get("flags") or [],
+        )
+        return row
+
+    def layer_row(self, position: int, call_id: int) -> dict[str, Any]:
+        call = self.by_id[call_id]
+        out = self.first_output(call)
+        stats = (out or {}).get("stats") or {}
+        grad = self.grad_of(out)
+        return {
+            "id": call_id,
+            "order": position,
+            "name": call.get("name"),
+            "cls": call.get("cls"),
+            "kind": call.get("kind"),
+            "depth": call.get("depth"),
+            "phase": call.get("phase"),
+            "out_shape": out.get("shape") if out else None,
+            "out_numel": stats.get("numel"),
+            "std": stats.get("std"),
+            "absmean": stats.get("absmean"),
+            "zeros": stats.get("zeros"),
+            "nan": stats.get("nan"),
+            "inf": stats.get("inf"),
+            "grad_norm": (grad.get("stats") or {}).get("norm") if grad else None,
+            "fwd_ms": call.get("fwd_ms"),
+            "bwd_ms": call.get("bwd_ms"),
+            "flags": call.get("flags") or [],
+        }
+
+    def layer_rows(self) -> list[dict[str, Any]]:
+        return [
+            self.layer_row(i, cid)
+            for i, cid in enumerate(self.order)
+            if self.by_id[cid].get("kind") in LAYER_KINDS
+        ]
+
+    def timeline(self, phase_ms: dict[str, Any]) -> dict[str, Any]:
+        """Phase bands and one bar per call per lane, in ms since the batch began.
+
+        Backward bars are laid out from the order gradients flow (last call first) and
+        each call's inferred backward time, so they are marked approximate.
+        """
+        phases, t = [], 0.0
+        for name in ("data", "forward", "loss", "backward", "optimizer"):
+            ms = phase_ms.get(name)
+            if isinstance(ms, (int, float)) and ms > 0:
+                phases.append({"phase": name, "t0": t, "t1": t + ms})
+                t += ms
+        bars: list[dict[str, Any]] = []
+        for cid in self.order:
+            call = self.by_id[cid]
+            t0, ms = call.get("t0"), call.get("fwd_ms")
+            if isinstance(t0, (int, float)) and isinstance(ms, (int, float)):
+                bars.append(self._bar(cid, "forward", t0, t0 + ms, approx=False))
+        backward = next((p["t0"] for p in phases if p["phase"] == "backward"), None)
+        if backward is not None:
+            self._place_backward(self.children[-1], backward, bars)
+        end = max([t] + [b["t1"] for b in bars])
+        return {"total_ms": end, "phases": phases, "bars": bars}
+
+    def _bar(self, cid: int, lane: str, t0: float, t1: float, approx: bool) -> dict[str, Any]:
+        call = self.by_id[cid]
+        return {
+            "call": cid,
+            "name": call.get("name"),
+            "depth": call.get("depth"),
+            "lane": lane,
+            "t0": t0,
+            "t1": t1,
+            "phase": call.get("phase"),
+            "approx": approx,
+        }
+
+    def _place_backward(self, ids: list[int], cursor: float, bars: list[dict[str, Any]]) -> float:
+        for cid in reversed(ids):
+            start = cursor
+            cursor = self._place_backward(self.children.get(cid, []), cursor, bars)
+            ms = self.by_id[cid].get("bwd_ms")
+            if isinstance(ms, (int, float)):
+                cursor = max(cursor, start + ms)
+                bars.append(self._bar(cid, "backward", start, cursor, approx=True))
+        return cursor

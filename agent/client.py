@@ -1,0 +1,364 @@
+"""Clients of the agent: the same ``call(method, **params)`` in-process or over ssh.
+
+``connect(target)`` returns a ``LocalClient`` for a folder on this machine (the API in
+this process) or an ``SshClient`` (``ssh host tvis agent --stdio``; a ``PipeClient``,
+which talks to any agent subprocess with replies matched to requests by id). All are
+thread-safe and return the same Python types; errors raise ``AgentError`` and a lost
+connection ``ConnectionLost``, each with one sentence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import subprocess
+import sys
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from tvis import __version__
+from tvis.agent import ssh
+from tvis.agent.api import AgentAPI
+from tvis.agent.dispatch import handle
+from tvis.agent.protocol import (
+    BAD_REQUEST,
+    MAX_REPLY_FRAME,
+    MAX_REQUEST_FRAME,
+    NOT_FOUND,
+    PROTOCOL_VERSION,
+    VERSION_MISMATCH,
+    AgentError,
+    ConnectionLost,
+    FrameTooLarge,
+    Truncated,
+    decode,
+    encode,
+    frame,
+    mismatch_message,
+    read_frame,
+    reply_body,
+    result_of,
+)
+from tvis.agent.target import Target
+
+__all__ = [
+    "AgentError",
+    "Client",
+    "ConnectionLost",
+    "LocalClient",
+    "PipeClient",
+    "SshClient",
+    "connect",
+]
+
+log = logging.getLogger("tvis.agent.client")
+
+# How much of ssh's stderr is kept to explain a failure: the last few lines are enough.
+STDERR_TAIL = 4096
+# After stdout ends, how long to wait for ssh to exit and say why.
+EXIT_GRACE_S = 5.0
+
+
+class Client(ABC):
+    """What the viewer talks to. ``info`` is the agent's ``hello`` reply."""
+
+    info: dict[str, Any]
+
+    @abstractmethod
+    def call(self, method: str, **params: Any) -> Any:
+        """Run ``method`` on the agent and return its result (blocking, thread-safe)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the runs are, for a status line."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the session; later calls raise ``ConnectionLost`` where there is one."""
+
+    def handshake(self) -> dict[str, Any]:
+        """Exchange versions; a mismatch raises one sentence naming both."""
+        info = self.call("hello", protocol=PROTOCOL_VERSION, version=__version__)
+        if not isinstance(info, dict) or info.get("protocol") != PROTOCOL_VERSION:
+            theirs = info if isinstance(info, dict) else {}
+            raise AgentError(
+                mismatch_message(
+                    __version__,
+                    PROTOCOL_VERSION,
+                    str(theirs.get("host", "the agent")),
+                    str(theirs.get("version", "?")),
+                    theirs.get("protocol", -1),
+                ),
+                VERSION_MISMATCH,
+            )
+        self.info = info
+        return info
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalClient(Client):
+    """The API in this process. Replies take a trip through the wire encoding, so a page
+    sees exactly the types an ssh client would give it."""
+
+    def __init__(self, root: Path | str) -> None:
+        if not Path(root).is_dir():
+            raise AgentError(f"{root} is not a folder.", NOT_FOUND)
+        self.root = str(root)
+        self.api = AgentAPI(root)
+
+    def call(self, method: str, **params: Any) -> Any:
+        reply = handle(self.api, {"id": 0, "method": method, "params": params})
+        return result_of(decode(reply_body(reply)))
+
+    def describe(self) -> str:
+        return f"local {self.root}"
+
+    def close(self) -> None:
+        """Nothing to release: the API holds only caches."""
+
+
+class PipeClient(Client):
+    """An agent in a subprocess, spoken to over its stdin/stdout. Requests are written
+    under a lock; a reader thread hands each reply to the caller waiting on its id."""
+
+    def __init__(self, argv: Sequence[str], *, name: str, echo_stderr: bool = True) -> None:
+        self.argv = list(argv)
+        self.name = name
+        self._echo = echo_stderr
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._lost: str | None = None
+        self._answered = False
+        self._tail: deque[bytes] = deque()
+        self._tail_size = 0
+        log.debug("starting %s", self.argv)
+        try:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+            )
+        except OSError as e:
+            raise ConnectionLost(f"cannot run {self.argv[0]} ({e.strerror}).") from None
+        self._stderr_thread = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._stderr_thread.start()
+        threading.Thread(target=self._read_replies, daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        """The process id of the subprocess (ssh, for an ssh client)."""
+        return self._proc.pid
+
+    def describe(self) -> str:
+        return self.name
+
+    def call(self, method: str, **params: Any) -> Any:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._lost is not None:
+                raise ConnectionLost(self._lost)
+            rid = next(self._ids)
+            self._pending[rid] = future
+        body = encode({"id": rid, "method": method, "params": params})
+        if len(body) > MAX_REQUEST_FRAME:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise AgentError(f"the {method} request is too large to send.", BAD_REQUEST)
+        try:
+            with self._write_lock:
+                self._proc.stdin.write(frame(body))  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            pass  # the reader sees the end of the stream and fails every waiting call
+        return result_of(future.result())
+
+    def close(self) -> None:
+        """End the session: the agent exits when its stdin closes."""
+        with self._lock:
+            if self._lost is None:
+                self._lost = f"the connection to {self.name} was closed."
+        try:
+            self._proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def explain_exit(self, code: int | None, stderr: str, reason: str) -> str:
+        """One sentence for a subprocess that ended before the agent ever answered."""
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else reason
+        return f"the agent ({self.name}) stopped with exit status {code} ({last})."
+
+    def explain_drop(self, code: int | None, reason: str) -> str:
+        """One sentence for a connection that ended after the agent had answered."""
+        status = f"exit status {code}" if code is not None else reason
+        return f"the connection to {self.name} dropped ({status}); reconnect to continue."
+
+    # -- threads -------------------------------------------------------------------------
+
+    def _pump_stderr(self) -> None:
+        # The subprocess's messages (ssh's, the remote agent's) still reach the user, as if
+        # stderr were inherited; the tail is kept to explain a failure in one sentence.
+        fd = self._proc.stderr.fileno()  # type: ignore[union-attr]
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                self._tail.append(data)
+                self._tail_size += len(data)
+                while self._tail_size - len(self._tail[0]) >= STDERR_TAIL:
+                    self._tail_size -= len(self._tail.popleft())
+            if self._echo:
+                sys.stderr.write(data.decode("utf-8", "replace"))
+                sys.stderr.flush()
+
+    def _read_replies(self) -> None:
+        stream = self._proc.stdout
+        reason = "its output ended"
+        while True:
+            try:
+                body = read_frame(stream, MAX_REPLY_FRAME)  # type: ignore[arg-type]
+                if body is None:
+                    break
+                reply = decode(body)
+            except FrameTooLarge as e:
+                reason = self._garbage(e)
+                break
+            except (Truncated, OSError) as e:
+                reason = str(e)
+                break
+            except Exception:
+                reason = "the agent sent a frame that is not valid msgpack"
+                break
+            rid = reply.get("id") if isinstance(reply, dict) else None
+            with self._lock:
+                self._answered = True
+                future = self._pending.pop(rid, None) if isinstance(rid, int) else None
+            if future is None:
+                log.warning("the agent sent a reply nobody waits for: %.200r", reply)
+            else:
+                future.set_result(reply)
+        self._fail(reason)
+
+    def _garbage(self, e: FrameTooLarge) -> str:
+        text = e.size.to_bytes(4, "big")
+        if all(32 <= b < 127 or b in (9, 10, 13) for b in text):
+            return (
+                f"text was printed before the agent started ({text.decode()!r}...); "
+                "make the shell's startup files quiet for non-interactive sessions"
+            )
+        return f"the agent sent {e}"
+
+    def _fail(self, reason: str) -> None:
+        # Closing stdin ends an agent that is still running (say, after garbage on stdout).
+        with self._write_lock:
+            try:
+                self._proc.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        try:
+            code = self._proc.wait(timeout=EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+            self._proc.kill()
+        self._stderr_thread.join(timeout=1.0)
+        with self._lock:
+            stderr = b"".join(self._tail).decode("utf-8", "replace")
+            if self._lost is None:
+                if self._answered:
+                    self._lost = self.explain_drop(code, reason)
+                elif code is None or code == 0:
+                    self._lost = f"the agent ({self.name}) did not answer ({reason})."
+                else:
+                    self._lost = self.explain_exit(code, stderr, reason)
+            pending, self._pending = self._pending, {}
+            message = self._lost
+        for future in pending.values():
+            future.set_exception(ConnectionLost(message))
+
+
+class SshClient(PipeClient):
+    """``ssh [-J hops] host tvis agent --stdio --root PATH``, sharing the ssh connection
+    (ControlMaster) unless the user's config already chose how."""
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        ssh_command: Sequence[str] | None = None,
+        control_dir: Path | None = None,
+        share_connection: bool = True,
+        echo_stderr: bool = True,
+    ) -> None:
+        self.target = target
+        program = list(ssh_command) if ssh_command else ssh.ssh_program()
+        config = ssh.effective_config(program, target.host or "")
+        control = (control_dir or ssh.control_dir()) if share_connection else None
+        if config.get("controlpath", "none") != "none":
+            control = None  # the user's own ControlPath applies
+        self.control_dir = control
+        super().__init__(
+            ssh.ssh_argv(target, program, config, control),
+            name=target.host or "",
+            echo_stderr=echo_stderr,
+        )
+
+    def describe(self) -> str:
+        return self.target.describe()
+
+    def explain_exit(self, code: int | None, stderr: str, reason: str) -> str:
+        return ssh.explain_exit(self.target, code, stderr)
+
+
+def connect(
+    target: Target,
+    *,
+    allow_empty: bool = False,
+    ssh_command: Sequence[str] | None = None,
+    control_dir: Path | None = None,
+    echo_stderr: bool = True,
+) -> Client:
+    """A client for ``target`` that has shaken hands with its agent.
+
+    Raises ``AgentError`` (one sentence) when the agent cannot be reached, speaks another
+    protocol version, or (unless ``allow_empty``) has no runs under its root.
+    """
+    if target.is_local:
+        client: Client = LocalClient(target.path)
+    else:
+        client = SshClient(
+            target, ssh_command=ssh_command, control_dir=control_dir, echo_stderr=echo_stderr
+        )
+    try:
+        info = client.handshake()
+        if not allow_empty and not info.get("runs"):
+            where = target.path if target.is_local else f"{target.host}:{target.path}"
+            raise AgentError(
+                f"no tvis runs under {where}; point at a folder that holds tvis_runs or a run.",
+                NOT_FOUND,
+            )
+    except BaseException:
+        client.close()
+        raise
+    return client

@@ -1,0 +1,238 @@
+"""The agent's wire format: length-prefixed msgpack frames, arrays as ``bin``, and errors.
+
+A frame is a 4-byte big-endian length followed by one msgpack map of that many bytes.
+Numpy arrays travel as ``{"__nd__": 1, "dtype", "shape", "data": bin}`` and come back as
+read-only numpy arrays; nothing here unpickles or evaluates anything.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, BinaryIO
+
+import msgpack
+import numpy as np
+
+PROTOCOL_VERSION = 1
+
+# A request is a method name and a few scalars; 1 MiB leaves room for long query strings
+# while stopping a garbage length prefix from making the agent allocate gigabytes.
+MAX_REQUEST_FRAME = 1 << 20
+# A reply holds at most one bounded array (see api.MAX_ARRAY_BYTES) plus its record.
+MAX_REPLY_FRAME = 64 << 20
+# Arrays at least this large are written from where they lie instead of being packed.
+STREAM_MIN = 64 << 10
+
+HEADER = struct.Struct(">I")
+ND_KEY = "__nd__"
+
+BAD_REQUEST, NOT_FOUND, VERSION_MISMATCH, AGENT_FAULT = 400, 404, 409, 500
+
+
+class AgentError(Exception):
+    """A request the agent answered with an error; ``status`` says what kind (400/404/409/500)."""
+
+    def __init__(self, message: str, status: int = AGENT_FAULT) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class ConnectionLost(AgentError):
+    """The connection to the agent ended; no further calls will be answered."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, AGENT_FAULT)
+
+
+class FrameTooLarge(Exception):
+    """A length prefix above the receiver's limit; ``size`` bytes follow it on the stream."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a frame of {size} bytes exceeds the {limit}-byte limit")
+        self.size = size
+        self.limit = limit
+
+
+class Truncated(Exception):
+    """The stream ended in the middle of a frame."""
+
+
+def _wire_array(array: np.ndarray) -> tuple[dict[str, Any], memoryview | bytes]:
+    """The ``__nd__`` fields of an array without its data, and the data itself."""
+    if array.dtype.hasobject:
+        raise TypeError("object arrays cannot travel")
+    # (not ascontiguousarray: it turns 0-d arrays into 1-d ones)
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    fields = {ND_KEY: 1, "dtype": array.dtype.str, "shape": list(array.shape)}
+    return fields, memoryview(array).cast("B") if array.size else b""
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        fields, data = _wire_array(obj)
+        return {**fields, "data": data}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (tuple, set, frozenset)):
+        return list(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _array_hook(obj: dict) -> Any:
+    if obj.get(ND_KEY) != 1:
+        return obj
+    try:
+        dtype = np.dtype(obj["dtype"])
+        shape = tuple(int(s) for s in obj["shape"])
+        data = obj["data"]
+        if dtype.hasobject or not isinstance(data, bytes):
+            raise ValueError
+        return np.frombuffer(data, dtype=dtype).reshape(shape)
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("a malformed array in a frame") from None
+
+
+def encode(obj: Any) -> bytes:
+    """The msgpack body of ``obj`` (numpy arrays and scalars included)."""
+    return msgpack.packb(obj, default=_default, use_bin_type=True)
+
+
+def decode(body: bytes, *, arrays: bool = True) -> Any:
+    """The object in a msgpack body; with ``arrays`` the ``__nd__`` maps become arrays."""
+    return msgpack.unpackb(
+        body,
+        raw=False,
+        strict_map_key=False,
+        object_hook=_array_hook if arrays else None,
+    )
+
+
+def frame(body: bytes) -> bytes:
+    """``body`` with its length prefix."""
+    return HEADER.pack(len(body)) + body
+
+
+def read_exact(stream: BinaryIO, n: int) -> bytes | bytearray:
+    """Exactly ``n`` bytes, ``b""`` at a clean end of stream, or ``Truncated``."""
+    # One buffer filled in place: a 48 MiB reply is copied once here, not chunk by chunk.
+    buffer = bytearray(n)
+    view, got = memoryview(buffer), 0
+    while got < n:
+        count = stream.readinto(view[got:])  # type: ignore[attr-defined]
+        if not count:
+            if got == 0:
+                return b""
+            raise Truncated(f"the stream ended {n - got} bytes short of a frame")
+        got += count
+    return buffer
+
+
+def read_frame(stream: BinaryIO, limit: int) -> bytes | bytearray | None:
+    """The next frame's body, or None at a clean end of stream.
+
+    Raises ``FrameTooLarge`` (leaving the oversized body unread) or ``Truncated``.
+    """
+    header = read_exact(stream, HEADER.size)
+    if not header:
+        return None
+    (size,) = HEADER.unpack(header)
+    if size > limit:
+        raise FrameTooLarge(size, limit)
+    body = read_exact(stream, size)
+    if len(body) != size:
+        raise Truncated("the stream ended right after a frame header")
+    return body
+
+
+def skip(stream: BinaryIO, size: int, chunk: int = 1 << 20) -> bool:
+    """Discard ``size`` bytes without holding them; False if the stream ended first."""
+    while size > 0:
+        data = stream.read(min(chunk, size))
+        if not data:
+            return False
+        size -= len(data)
+    return True
+
+
+def mismatch_message(
+    local_version: str, local_protocol: int, host: str, remote_version: str, remote_protocol: int
+) -> str:
+    """The sentence for a viewer and an agent that speak different protocol versions."""
+    return (
+        f"this machine has tvis {local_version} (protocol {local_protocol}), {host} has tvis "
+        f"{remote_version} (protocol {remote_protocol}); upgrade one of them."
+    )
+
+
+def _bin_header(size: int) -> bytes:
+    if size < 1 << 8:
+        return struct.pack(">BB", 0xC4, size)
+    if size < 1 << 16:
+        return struct.pack(">BH", 0xC5, size)
+    return struct.pack(">BI", 0xC6, size)
+
+
+def _parts(reply: dict[str, Any]) -> list[bytes | memoryview]:
+    packer = msgpack.Packer(default=_default, use_bin_type=True)
+    result = reply.get("result")
+    if set(reply) != {"id", "result"} or not isinstance(result, dict):
+        return [packer.pack(reply)]
+    parts: list[bytes | memoryview] = [
+        packer.pack_map_header(2) + packer.pack("id") + packer.pack(reply["id"]),
+        packer.pack("result") + packer.pack_map_header(len(result)),
+    ]
+    for key, value in result.items():
+        parts.append(packer.pack(key))
+        if isinstance(value, np.ndarray) and value.nbytes >= STREAM_MIN:
+            fields, data = _wire_array(value)
+            head = b"".join(packer.pack(k) + packer.pack(v) for k, v in fields.items())
+            parts += [
+                packer.pack_map_header(len(fields) + 1) + head,
+                packer.pack("data") + _bin_header(len(data)),
+                data,
+            ]
+        else:
+            parts.append(packer.pack(value))
+    return parts
+
+
+def reply_parts(reply: dict[str, Any]) -> list[bytes | memoryview]:
+    """The msgpack body of a reply map, in pieces that add up to one msgpack map.
+
+    Large arrays at the top level of a result are referenced, not copied: a 48 MiB page
+    of a memory-mapped tensor goes from the page cache to the pipe without a buffer in
+    between. A reply that cannot be encoded or exceeds the frame limit becomes an error
+    reply with the same id.
+    """
+    try:
+        parts = _parts(reply)
+    except Exception as e:
+        return [encode(_fault(reply, f"the agent could not encode its reply ({e})."))]
+    size = sum(len(p) for p in parts)
+    if size > MAX_REPLY_FRAME:
+        message = f"the reply of {size} bytes exceeds the frame limit; ask for less."
+        return [encode(_fault(reply, message))]
+    return parts
+
+
+def reply_body(reply: dict[str, Any]) -> bytes:
+    """The msgpack body of a reply map in one piece (see ``reply_parts``)."""
+    return b"".join(reply_parts(reply))
+
+
+def _fault(reply: dict[str, Any], message: str) -> dict[str, Any]:
+    return {"id": reply.get("id"), "error": message, "status": AGENT_FAULT}
+
+
+def result_of(reply: Any) -> Any:
+    """The result of a reply map, or the ``AgentError`` it carries raised."""
+    if not isinstance(reply, dict):
+        raise AgentError("the agent sent a reply that is not a map.", AGENT_FAULT)
+    if "error" in reply:
+        status = reply.get("status")
+        raise AgentError(str(reply["error"]), status if isinstance(status, int) else AGENT_FAULT)
+    return reply.get("result")

@@ -1,0 +1,156 @@
+"""The runs under one root folder, opened through small caches and never outside the root.
+
+Every path a client names is checked twice: lexically (relative, no ``..``) and after
+resolving symlinks (the real path must stay under the real root). Files are re-read when
+they change on disk, so a run that is still being recorded shows its new batches.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.store.format import BATCHES, BLOB, INDEX, META, RUN_INDEX, SOURCES, STEPS, folder_name
+from tvis.store.reader import Chunk, RunReader, StoreError, find_runs, is_run
+
+T = TypeVar("T")
+
+# Parsed batch indexes of a big model run to tens of MB each; a handful covers what one
+# viewer looks at (a batch, its step, the neighbours it prefetches) without growing.
+CHUNK_CACHE = 12
+# Run-level records (meta, run index, sources) are small; one per run a viewer has open.
+RUN_CACHE = 32
+
+
+class _LRU:
+    """A thread-safe least-recently-used map of bounded length."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, build: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = build()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+def _stat_key(path: Path) -> tuple[int, int, int]:
+    # Writers replace files by rename, so inode + mtime + size tells a new version apart.
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise StoreError(
+            f"{path.name} is gone from {path.parent}; the run may have been deleted."
+        ) from None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class RunStore:
+    """Safe, cached access to the runs under ``root``."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(os.path.realpath(root))
+        self._runs = _LRU(RUN_CACHE)
+        self._chunks = _LRU(CHUNK_CACHE)
+        self._derived: weakref.WeakKeyDictionary[Chunk, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._derived_lock = threading.Lock()
+
+    def inside(self, path: Path | str) -> bool:
+        """Whether ``path``, symlinks resolved, lies under the root."""
+        real = os.path.realpath(path)
+        return real == str(self.root) or real.startswith(str(self.root).rstrip(os.sep) + os.sep)
+
+    def run_paths(self) -> list[Path]:
+        """Run folders under the root, newest first (links leading outside are left out)."""
+        return [p for p in find_runs(self.root) if self.inside(p)]
+
+    def name_of(self, path: Path) -> str:
+        """The name a client uses for the run at ``path``: its path relative to the root."""
+        return PurePosixPath(Path(os.path.relpath(path, self.root))).as_posix()
+
+    def run_path(self, run: str) -> Path:
+        """The real folder of run ``run``; refuses names that lead outside the root."""
+        parts = PurePosixPath(run).parts
+        if not run or "\0" in run or PurePosixPath(run).is_absolute() or ".." in parts:
+            raise AgentError(
+                f"run {run!r} must be a path relative to the agent's root, without '..'.",
+                BAD_REQUEST,
+            )
+        path = self.root / run
+        if not self.inside(path):
+            raise AgentError(f"run {run!r} leads outside the agent's root.", BAD_REQUEST)
+        real = Path(os.path.realpath(path))
+        if not is_run(real):
+            raise AgentError(f"there is no run {run!r} under {self.root}.", NOT_FOUND)
+        return real
+
+    def _checked(self, path: Path) -> Path:
+        if path.exists() and not self.inside(path):
+            raise AgentError(
+                f"{path.name} of this run leads outside the agent's root.", BAD_REQUEST
+            )
+        return path
+
+    def reader(self, run: str) -> RunReader:
+        path = self.run_path(run)
+        meta = self._checked(path / META)
+        return self._runs.get((path, META, _stat_key(meta)), lambda: RunReader(path))
+
+    def index(self, run: str) -> dict[str, Any]:
+        """The run index (``{}`` before the first batch is written)."""
+        reader = self.reader(run)
+        path = self._checked(reader.path / RUN_INDEX)
+        if not path.exists():
+            return {}
+        return self._runs.get((reader.path, RUN_INDEX, _stat_key(path)), reader.index)
+
+    def sources(self, run: str) -> dict[str, str]:
+        reader = self.reader(run)
+        path = self._checked(reader.path / SOURCES)
+        if not path.exists():
+            return {}
+        sources = self._runs.get((reader.path, SOURCES, _stat_key(path)), reader.sources)
+        return sources if isinstance(sources, dict) else {}
+
+    def chunk(self, run: str, kind: str, index: int) -> Chunk:
+        """Batch (``kind="batch"``) or step ``index`` of ``run``, with its parsed index."""
+        folder = BATCHES if kind == "batch" else STEPS
+        if index < 0:
+            raise AgentError(f"{kind} must be 0 or more, not {index}.", BAD_REQUEST)
+        path = self.run_path(run) / folder / folder_name(index)
+        if not path.is_dir():
+            raise AgentError(f"run {run!r} has no {kind} {index} (yet).", NOT_FOUND)
+        for part in (path, path / INDEX, path / BLOB):
+            self._checked(part)
+        real = Path(os.path.realpath(path))
+        return self._chunks.get(
+            (real, _stat_key(real / INDEX)), lambda: Chunk(real, f"{kind} {index}")
+        )
+
+    def derived(self, chunk: Chunk, name: str, build: Callable[[], T]) -> T:
+        """A value computed from ``chunk`` once, dropped with it when the cache lets it go."""
+        with self._derived_lock:
+            cached = self._derived.setdefault(chunk, {})
+            if name in cached:
+                return cached[name]
+        value = build()
+        with self._derived_lock:
+            cached[name] = value
+        return value

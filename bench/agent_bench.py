@@ -1,0 +1,209 @@
+"""The agent over a real loopback sshd: call latency, bytes per screenful, array throughput.
+
+    .venv/bin/python bench/agent_bench.py [--repeat 50]
+
+Starts the test suite's sshd lab (tests/sshd.py) in a temporary folder, writes a run with
+a large activation (64×256×56×56 float32, 196 MiB) and a 4096×4096 matrix, and measures
+through ``tvis agent --stdio`` over ssh (one shared ControlMaster connection):
+
+- latency of ``hello`` and of a typical ``view`` (120×40 heatmap of one channel);
+- bytes on the wire for a 120×40 view versus the raw tensor;
+- array throughput (``array`` pages of 48 MiB) versus ``ssh host cat blob`` on the same
+  shared connection.
+
+Prints a Markdown table (the figures in bench/README_agent.md come from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from sshd import SshLab, start_lab  # noqa: E402
+from tvis.agent.client import LocalClient, connect  # noqa: E402
+from tvis.agent.protocol import PROTOCOL_VERSION, reply_body  # noqa: E402
+from tvis.agent.target import Target  # noqa: E402
+
+from tvis.store.format import COMPLETE  # noqa: E402
+from tvis.store.writer import RunWriter  # noqa: E402
+
+RUN = "tvis_runs/20260101-000000_bench_000000"
+ACTIVATION, MATRIX = 0, 1
+SCREEN = {"width": 120, "height": 40}
+MiB = 1 << 20
+
+
+def build_run(root: Path) -> Path:
+    """A run whose batch 0 holds the large activation and a large matrix."""
+    rng = np.random.default_rng(0)
+    arrays = {
+        ACTIVATION: rng.random((64, 256, 56, 56), dtype=np.float32),
+        MATRIX: rng.random((4096, 4096), dtype=np.float32),
+    }
+    tensors = [
+        {
+            "id": tid,
+            "shape": list(a.shape),
+            "dtype": "float32",
+            "device": "cpu",
+            "stats": {"numel": int(a.size)},
+            "batch_dim": 0 if tid == ACTIVATION else None,
+            "batch_dim_inferred": False,
+            "grad": None,
+            "of": None,
+        }
+        for tid, a in arrays.items()
+    ]
+    call = {
+        "id": 0,
+        "parent": -1,
+        "depth": 0,
+        "kind": "module",
+        "name": "features.4",
+        "cls": "Conv2d",
+        "phase": "forward",
+        "inputs": [],
+        "outputs": [{"name": "out", "tensor": ACTIVATION}],
+        "t0": 0.0,
+        "fwd_ms": 1.0,
+        "flags": [],
+    }
+    batch = {"index": 0, "step": 0, "micro": 0, "batch_size": 64, "n_calls": 1, "phase_ms": {}}
+    writer = RunWriter(root / RUN, {"script": "bench.py"})
+    writer.write_batch(0, {"batch": batch, "calls": [call], "tensors": tensors}, arrays)
+    writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": [], "data": {}})
+    writer.write_meta(status=COMPLETE)
+    return root / RUN
+
+
+def timed(fn: Callable[[int], object], repeat: int) -> tuple[float, float]:
+    """Median and 90th percentile of ``fn(i)`` in milliseconds."""
+    times = []
+    for i in range(repeat):
+        t = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+
+
+def wire_bytes(result: object) -> int:
+    """The size of the reply frame that carries ``result``."""
+    return 4 + len(reply_body({"id": 1, "result": result}))
+
+
+def array_throughput(client, total_bytes: int) -> float:
+    """MiB/s fetching the whole activation in ``array`` pages."""
+    start, got, t = 0, 0, time.perf_counter()
+    while start is not None:
+        page = client.call(
+            "array", run=RUN, batch=0, tensor=ACTIVATION, max_elems=1 << 30, start=start
+        )
+        got += page["array"].nbytes
+        start = page["next"]
+    assert got == total_bytes, (got, total_bytes)
+    return got / MiB / (time.perf_counter() - t)
+
+
+def cat_throughput(lab: SshLab, control: Path, blob: Path) -> float:
+    """MiB/s of `ssh tvis-test cat blob` over the same shared connection."""
+    argv = [*lab.ssh_command, "-o", "ControlMaster=auto", "-o", f"ControlPath={control}/%C"]
+    t = time.perf_counter()
+    proc = subprocess.Popen([*argv, "tvis-test", "cat", str(blob)], stdout=subprocess.PIPE)
+    got = 0
+    while chunk := proc.stdout.read(1 << 20):
+        got += len(chunk)
+    proc.wait()
+    return got / MiB / (time.perf_counter() - t)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=50, help="calls per latency figure")
+    parser.add_argument("--rounds", type=int, default=3, help="transfers per throughput figure")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tvis-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "lab").mkdir()
+        run_path = build_run(folder / "root")
+        lab = start_lab(folder / "lab")
+        control = lab.control_dir()
+        try:
+            target = Target(
+                path=str(folder / "root"), host="tvis-test", remote_tvis=lab.remote_tvis
+            )
+            t = time.perf_counter()
+            first = connect(target, ssh_command=lab.ssh_command, control_dir=control)
+            cold_ms = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            client = connect(target, ssh_command=lab.ssh_command, control_dir=control)
+            warm_ms = (time.perf_counter() - t) * 1000
+            first.close()
+            local = LocalClient(folder / "root")
+            rows = measure(client, local, lab, control, run_path, args, cold_ms, warm_ms)
+            client.close()
+        finally:
+            lab.close()
+    print("| measure | figure |\n|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    return 0
+
+
+def measure(client, local, lab, control, run_path, args, cold_ms, warm_ms) -> list[tuple[str, str]]:
+    def view(c, tensor: int) -> Callable[[int], object]:
+        if tensor == ACTIVATION:
+            return lambda i: c.call(
+                "view", run=RUN, batch=0, tensor=tensor, sample=i % 64, index=[i % 256], **SCREEN
+            )
+        return lambda i: c.call("view", run=RUN, batch=0, tensor=tensor, **SCREEN)
+
+    hello = lambda i: client.call("hello", protocol=PROTOCOL_VERSION)  # noqa: E731
+    hello_ssh = timed(hello, args.repeat)
+    view_ssh = timed(view(client, ACTIVATION), args.repeat)
+    matrix_ssh = timed(view(client, MATRIX), max(args.repeat // 5, 3))
+    view_local = timed(view(local, ACTIVATION), args.repeat)
+    activation_bytes = 64 * 256 * 56 * 56 * 4
+    screen_bytes = wire_bytes(view(client, ACTIVATION)(0))
+    matrix_bytes = wire_bytes(view(client, MATRIX)(0))
+    blob = run_path / "batches" / "000000" / "blob.bin"
+    agent_mib_s = max(array_throughput(client, activation_bytes) for _ in range(args.rounds))
+    cat_mib_s = max(cat_throughput(lab, control, blob) for _ in range(args.rounds))
+    return [
+        ("connect, cold (new ssh connection + agent start)", f"{cold_ms:.0f} ms"),
+        ("connect, shared ControlMaster connection", f"{warm_ms:.0f} ms"),
+        ("`hello` over ssh, median / p90", "{:.2f} / {:.2f} ms".format(*hello_ssh)),
+        (
+            "`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90",
+            "{:.2f} / {:.2f} ms".format(*view_ssh),
+        ),
+        (
+            "same `view` in-process (LocalClient), median / p90",
+            "{:.2f} / {:.2f} ms".format(*view_local),
+        ),
+        (
+            "`view` 120×40 of a 4096×4096 matrix over ssh, median / p90",
+            "{:.2f} / {:.2f} ms".format(*matrix_ssh),
+        ),
+        ("raw activation 64×256×56×56 float32", f"{activation_bytes / MiB:.1f} MiB"),
+        ("reply frame for the 120×40 view of it", f"{screen_bytes / 1024:.1f} KiB"),
+        ("raw matrix 4096×4096 float32", f"{4096 * 4096 * 4 / MiB:.1f} MiB"),
+        ("reply frame for its 120×40 view", f"{matrix_bytes / 1024:.1f} KiB"),
+        ("`array` pages (48 MiB each) over ssh", f"{agent_mib_s:.0f} MiB/s"),
+        ("`ssh tvis-test cat blob.bin`, same connection", f"{cat_mib_s:.0f} MiB/s"),
+        ("agent / ssh cat", f"{100 * agent_mib_s / cat_mib_s:.0f} %"),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
