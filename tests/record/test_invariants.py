@@ -20,7 +20,9 @@ def _plain(steps: int, workers: int = 0):
 def _recorded(tmp_path, steps: int, workers: int = 0, **settings):
     model, opt, loader = setup(workers=workers)
     log: list = []
-    outcome = record_here(lambda: train(model, opt, loader, 100, log), tmp_path, steps=steps, **settings)
+    outcome = record_here(
+        lambda: train(model, opt, loader, 100, log), tmp_path, steps=steps, **settings
+    )
     return model, log, torch.get_rng_state(), outcome
 
 
@@ -32,7 +34,9 @@ def test_losses_and_parameters_bit_identical_in_process(tmp_path):
     for (a, ya), (b, yb) in zip(plain_log, log, strict=True):
         assert torch.equal(a, b)
         assert torch.equal(ya, yb)  # shuffled data order unchanged
-    for (name, p), q in zip(plain_model.state_dict().items(), model.state_dict().values(), strict=True):
+    for (name, p), q in zip(
+        plain_model.state_dict().items(), model.state_dict().values(), strict=True
+    ):
         assert torch.equal(p, q), name
     assert torch.equal(plain_rng, rng)  # dropout and shuffling consumed the same randomness
 

@@ -102,9 +102,12 @@ def test_sys_exit_code_passes_through(tmp_path):
 
 
 def test_bare_except_cannot_swallow_the_stop(tmp_path):
-    body = TRAIN.replace("    loss = ", "    try:\n        pass\n    except:\n        pass\n    loss = ")
+    body = TRAIN.replace(
+        "    loss = ", "    try:\n        pass\n    except:\n        pass\n    loss = "
+    )
     body = body.replace(
-        "    opt.step()\n", "    try:\n        opt.step()\n    except BaseException:\n        pass\n"
+        "    opt.step()\n",
+        "    try:\n        opt.step()\n    except BaseException:\n        pass\n",
     )
     script = _script(tmp_path, body=body)
     result = run_tvis("run", "--steps", "2", str(script), "1000", cwd=tmp_path, timeout=60)
@@ -123,7 +126,9 @@ def test_script_that_never_steps_stops_at_max_batches(tmp_path):
         model(torch.randn(2, 3)).sum().backward()
     """
     script = _script(tmp_path, body=body)
-    result = run_tvis("run", "--steps", "1000", "--max-batches", "5", str(script), cwd=tmp_path, timeout=60)
+    result = run_tvis(
+        "run", "--steps", "1000", "--max-batches", "5", str(script), cwd=tmp_path, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     run = _only_run(tmp_path)
     assert len([b for b in run.index()["batches"] if not b["light"]]) == 5

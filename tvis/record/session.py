@@ -126,6 +126,7 @@ class Recorder:
         self.roots: dict[int, torch.nn.Module] = {}
         self.signatures: dict[type, list[str]] = {}
         self.in_data = 0
+        self.open_modules = 0  # module calls in progress: 0 means the next one is a root
         self.data_info: dict[str, Any] = {}
         self.stopped = False
         self.swallowed = 0
@@ -434,7 +435,7 @@ class Recorder:
         t0 = self.work.started - self.overhead
         is_loss = isinstance(module, torch.nn.modules.loss._Loss)
         grad = torch.is_grad_enabled()
-        if self.stack or self.in_data:
+        if self.open_modules or self.in_data:
             batch = self.ensure_batch()  # a submodule, or a transform inside the data pipeline
         elif is_loss and self.batch is not None:
             batch = self.batch
@@ -446,6 +447,7 @@ class Recorder:
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
             if first is not None and first.dim() > 0:
                 batch.batch_size = int(first.shape[0])
+        self.open_modules += 1
         if batch.full:
             batch.dropped_calls += 1
             self.stack.append(None)  # keeps pre/post hooks paired
@@ -496,9 +498,12 @@ class Recorder:
 
     def _exit_module(self, module, kwargs, output) -> None:
         end = self.work.started - self.overhead
-        if not self.stack:
+        if not self.stack or not self.open_modules:
             return
+        self.open_modules -= 1
         call = self.stack.pop()
+        while call is not None and call.kind == "function" and self.stack:
+            call = self.stack.pop()  # a function that raised inside this module's forward
         if call is not None and call.kind == "loss":
             self.in_loss = max(0, self.in_loss - 1)
         batch = self.batch
@@ -523,7 +528,7 @@ class Recorder:
             return "data"
         if self.in_backward:
             return "backward"
-        if self.in_step and not self.stack:
+        if self.in_step and not self.open_modules:
             return "optimizer"
         return "forward"
 
