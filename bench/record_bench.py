@@ -1,0 +1,135 @@
+"""What recording costs: `tvis run` against plain `python`, side by side in one run.
+
+Two measurements:
+
+* examples — per-step time ratio with process start-up excluded: each side runs the same
+  script for N1 and N2 optimizer steps, and a step costs (T(N2) - T(N1)) / (N2 - N1);
+  plus the run's bytes per step.
+* scripts — the real-script set (bench/scripts/): whole-process wall time of
+  `tvis run --steps 3` over the plain script stopped at the same step, and the run's size.
+
+Runs alternate plain / recorded so drift on a shared machine hits both sides alike.
+
+    .venv/bin/python bench/record_bench.py [--set examples|scripts|all] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+TVIS = str(Path(sys.executable).with_name("tvis"))
+EXAMPLES = {
+    "image_classifier": ["--workers", "0"],
+    "text_lm": [],
+    "vit": ["--workers", "0"],
+}
+SCRIPTS = ["char_gpt.py", "lstm_lm.py", "lbfgs_fit.py", "recommender_sparse.py"]
+
+
+def _wall(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def _run_size(out: Path) -> int:
+    return sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+
+
+def bench_example(name: str, extra: list[str], rounds: int, n1: int, n2: int) -> dict:
+    folder = ROOT / "examples" / name
+    script = str(folder / "train.py")
+    plain = {n1: [], n2: []}
+    recorded = {n1: [], n2: []}
+    size = 0
+    for _ in range(rounds):
+        for n in (n1, n2):
+            plain[n].append(_wall([PYTHON, script, "--steps", str(n), *extra], folder))
+            out = Path(tempfile.mkdtemp())
+            recorded[n].append(
+                _wall(
+                    [
+                        TVIS,
+                        "run",
+                        "--steps",
+                        str(n),
+                        "--out",
+                        str(out),
+                        script,
+                        "--steps",
+                        "100000",
+                        *extra,
+                    ],
+                    folder,
+                )
+            )
+            if n == n2:
+                size = _run_size(out)
+            shutil.rmtree(out)
+    per_plain = (statistics.median(plain[n2]) - statistics.median(plain[n1])) / (n2 - n1)
+    per_tvis = (statistics.median(recorded[n2]) - statistics.median(recorded[n1])) / (n2 - n1)
+    return {
+        "name": name,
+        "plain_ms": per_plain * 1e3,
+        "tvis_ms": per_tvis * 1e3,
+        "ratio": per_tvis / per_plain,
+        "bytes_per_step": size / n2,
+    }
+
+
+def bench_script(name: str, rounds: int, steps: int = 3) -> dict:
+    folder = ROOT / "bench" / "scripts"
+    script = str(folder / name)
+    plain, recorded, size = [], [], 0
+    for _ in range(rounds):
+        plain.append(_wall([PYTHON, script, "--steps", str(steps)], folder))
+        out = Path(tempfile.mkdtemp())
+        recorded.append(
+            _wall([TVIS, "run", "--steps", str(steps), "--out", str(out), script], folder)
+        )
+        size = _run_size(out)
+        shutil.rmtree(out)
+    p, r = statistics.median(plain), statistics.median(recorded)
+    return {"name": name, "plain_s": p, "tvis_s": r, "ratio": r / p, "bytes": size}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=["examples", "scripts", "all"], default="all")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--n1", type=int, default=2)
+    parser.add_argument("--n2", type=int, default=8)
+    args = parser.parse_args()
+    if args.set in ("examples", "all"):
+        print(f"examples: per-step time, steps {args.n1}..{args.n2}, median of {args.rounds}")
+        print(f"{'example':18} {'plain ms':>9} {'tvis ms':>9} {'ratio':>6} {'MB/step':>8}")
+        for name, extra in EXAMPLES.items():
+            r = bench_example(name, extra, args.rounds, args.n1, args.n2)
+            print(
+                f"{r['name']:18} {r['plain_ms']:9.1f} {r['tvis_ms']:9.1f} {r['ratio']:6.2f} "
+                f"{r['bytes_per_step'] / 2**20:8.2f}"
+            )
+    if args.set in ("scripts", "all"):
+        print(f"\nreal scripts: whole process, --steps 3, median of {args.rounds}")
+        print(f"{'script':24} {'plain s':>8} {'tvis s':>8} {'ratio':>6} {'run MB':>7}")
+        rows = [bench_script(name, args.rounds) for name in SCRIPTS]
+        for r in rows:
+            print(
+                f"{r['name']:24} {r['plain_s']:8.2f} {r['tvis_s']:8.2f} {r['ratio']:6.2f} "
+                f"{r['bytes'] / 2**20:7.1f}"
+            )
+        ratios = sorted(r["ratio"] for r in rows)
+        print(f"median ratio {statistics.median(ratios):.2f}, worst {ratios[-1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
