@@ -16,7 +16,8 @@ def __getattr__(name: str):
     if name in _LIVE_API:
         from tvis import live
 
-        return getattr(live, name)
+        value = globals()[name] = getattr(live, name)  # later lookups skip this hook
+        return value
     raise AttributeError(f"module 'tvis' has no attribute {name!r}")
 
 

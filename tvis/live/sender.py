@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -42,11 +43,10 @@ mind soon, and each attempt is a warning in the session it is serving."""
 CONNECT_TIMEOUT = 3.0
 """Seconds to open a connection and hear the server's reply to the hello."""
 
-SEND_TIMEOUT = 30.0
-"""Seconds one chunk may take to leave: a server this stalled is treated as gone."""
-
-SEND_CHUNK = 16 * 1024**2
-"""Bytes handed to one sendall, so the send timeout bounds a stall rather than a whole tensor."""
+SEND_TIMEOUT = 30
+"""Seconds a send may make no progress at all before the server is treated as gone. Set as the
+kernel's SO_SNDTIMEO on a blocking socket: a Python-level timeout would turn every large send
+into many non-blocking writes and polls."""
 
 COALESCE = 64 * 1024
 """Payloads below this go out in one write with their header, saving a syscall per small catch."""
@@ -229,7 +229,8 @@ class Sender:
             sock.close()
             self._report_refusal(reply[0].get("error") if reply else "it closed the connection")
             return False
-        sock.settimeout(SEND_TIMEOUT)
+        sock.settimeout(None)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT, 0))
         self._sock = sock
         self.stats.connected, self.stats.unreachable = True, False
         return True
@@ -280,8 +281,7 @@ class Sender:
             return
         sock.sendall(head)
         for buffer in buffers:
-            for start in range(0, buffer.nbytes, SEND_CHUNK):
-                sock.sendall(buffer[start : start + SEND_CHUNK])
+            sock.sendall(buffer)
 
     def _disconnect(self, exc: Exception) -> None:
         self.stats.last_error = str(exc)

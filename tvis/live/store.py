@@ -25,7 +25,7 @@ HISTORY = 256
 """Default entries kept per name: a long enough sparkline of a loss, few enough to scan quickly."""
 
 MAX_BYTES = 1024**3
-"""Default bytes kept per name: a dozen steps of a 64 MB weight; older ones are dropped first.
+"""Default bytes kept per name: sixteen steps of a 64 MB weight; older ones are dropped first.
 The newest entry is always kept, however large."""
 
 RATE_WINDOW = 10.0

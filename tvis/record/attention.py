@@ -1,17 +1,40 @@
 """Attention weights: softmaxes computed in project code that really are attention.
 
 A softmax counts when it normalises the last dim of a ``[B, T, T]`` or ``[B, H, Tq, Tk]``
-tensor with a batch dim and its input came from a query·key product (a matmul a few
-autograd nodes up). A segmentation head's per-pixel softmax over classes does not.
+tensor with a batch dim and its input came from a query·key product: the nearest matrix
+product a few autograd nodes up multiplies two activations, not an activation by a
+layer's weight. A segmentation head's per-pixel softmax over classes (dim 1) and a
+language model's softmax over the vocabulary (a product with the output layer's weight)
+do not count.
 """
 
 from __future__ import annotations
 
 import torch
 
+from tvis.record import insights
+
 # How many autograd nodes above the softmax input a matmul may be: scale, mask, bias.
 SEARCH_DEPTH = 6
-_PRODUCTS = ("Bmm", "Mm", "Baddbmm", "Matmul", "Einsum", "UnsafeView")
+# Autograd nodes of matrix products (matmul of 3-D and 4-D tensors ends in Bmm).
+_PRODUCTS = ("Bmm", "Mm", "Baddbmm", "Addmm", "Matmul", "Einsum")
+# Nodes that only reshape, cast or select: a weight reached through them is still a weight.
+_SHAPE_ONLY = (
+    "View",
+    "UnsafeView",
+    "Reshape",
+    "Transpose",
+    "TBackward",
+    "Permute",
+    "Expand",
+    "Clone",
+    "Unsqueeze",
+    "Squeeze",
+    "ToCopy",
+    "AsStrided",
+    "Select",
+    "Slice",
+)
 
 
 def is_attention(x: torch.Tensor, dim, batch_size: int | None) -> bool:
@@ -25,16 +48,40 @@ def is_attention(x: torch.Tensor, dim, batch_size: int | None) -> bool:
 
 
 def _from_product(node) -> bool:
-    frontier = [node]
+    """Whether the nearest matrix products above ``node`` multiply two activations."""
+    frontier, seen = [node], set()
     for _ in range(SEARCH_DEPTH):
         following = []
         for n in frontier:
-            if n is None:
+            if n is None or n in seen:
                 continue
+            seen.add(n)
             if type(n).__name__.startswith(_PRODUCTS):
-                return True
+                if _of_activations(n):
+                    return True
+                continue  # a layer's own product (Linear): what lies above it is not q·k
             following += [f for f, _ in n.next_functions]
         frontier = following
+    return False
+
+
+def _of_activations(product) -> bool:
+    operands = [f for f, _ in product.next_functions if f is not None]
+    return len(operands) >= 2 and not any(_is_weight(f) for f in operands)
+
+
+def _is_weight(node) -> bool:
+    """Whether ``node`` is a parameter (a leaf), possibly transposed, viewed or cast."""
+    for _ in range(SEARCH_DEPTH):
+        name = type(node).__name__
+        if name == "AccumulateGrad":
+            return True
+        if not name.startswith(_SHAPE_ONLY):
+            return False
+        inputs = [f for f, _ in node.next_functions if f is not None]
+        if len(inputs) != 1:
+            return False
+        node = inputs[0]
     return False
 
 
@@ -48,6 +95,7 @@ def capture(rec, call, args, kwargs, out) -> None:
     if not isinstance(x, torch.Tensor) or not is_attention(x, dim, batch.batch_size):
         return
     owner = next((c for c in reversed(rec.stack) if c is not None and c.kind == "module"), call)
+    insights.note(rec.data_info, "attention", owner.name)
     batch.sections.setdefault("attention", []).append(
         {
             "call": owner.id if owner.owner == batch.index else call.id,

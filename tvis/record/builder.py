@@ -30,6 +30,10 @@ REPR_CHARS = 80
 # A raw text sample (what a tokenizer was given) is kept whole up to this many characters.
 TEXT_CHARS = 4000
 
+# Pictures kept per dataset item (raw image and each transform stage's output): a
+# multi-crop pipeline making dozens of views per item would otherwise fill the batch.
+IMAGES_PER_ITEM = 16
+
 
 @dataclass
 class Settings:
@@ -68,6 +72,7 @@ class Call:
     frame: Any = None  # the project frame executing this call (per-line attribution)
     project: bool = False
     owner: int = -1  # index of the batch this call is recorded in
+    cuda_events: Any = None  # (start, end) events for calls that run on a GPU
 
     def record(self) -> dict:
         return {
@@ -124,6 +129,9 @@ class BatchBuilder:
         self.kept_bytes = 0
         self.bytes_left = settings.max_bytes  # set by the session from the run's budget
         self.samples = settings.samples  # lowered by the session as the budget runs out
+        # Position within the batch of the dataset item being fetched (None outside a
+        # fetch): per-item values are kept for the first ``samples`` items only.
+        self.item: int | None = None
 
     # -- tensors -----------------------------------------------------------------------
 
@@ -136,19 +144,25 @@ class BatchBuilder:
         entry_id = len(self.entries)
         self._by_identity[key] = entry_id
         self.objects[entry_id] = t
-        self.entries.append(self._summarize(t, entry_id, keep_values and not self.light))
+        keep_values = keep_values and not self.light and self.keeps_item()
+        self.entries.append(self._summarize(t, entry_id, keep_values))
         return entry_id
 
-    def derived(self, t: torch.Tensor) -> int:
+    def keeps_item(self) -> bool:
+        """Whether values seen now belong to a kept sample (always, outside a fetch)."""
+        return self.item is None or self.item < self.samples
+
+    def derived(self, t: torch.Tensor, max_elems: int | None = None) -> int:
         """A small array tvis computed (per-sample loss, p(target), a Grad-CAM map): kept
-        whole up to --max-elems, whatever the sample limit."""
+        whole up to --max-elems (or ``max_elems``), whatever the sample limit."""
         entry_id = len(self.entries)
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None, "derived": True}
         entry["stats"], entry["hist"] = tensors.stats(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
         left = self.bytes_left - self.kept_bytes
-        values, how = tensors.keep(t, None, 0, self.settings.max_elems, max_bytes=left)
+        cap = self.settings.max_elems if max_elems is None else max_elems
+        values, how = tensors.keep(t, None, 0, cap, max_bytes=left)
         if values is not None:
             entry["value"] = how
             self.arrays[entry_id] = values
@@ -157,8 +171,12 @@ class BatchBuilder:
         return entry_id
 
     def image(self, picture) -> int | None:
-        """A raw PIL image from the data pipeline, kept for the first samples only."""
-        if self.raw_images >= self.settings.samples:
+        """A raw PIL image from the data pipeline, kept for the first samples only (inside
+        a fetch: every picture of the first items, up to IMAGES_PER_ITEM each)."""
+        if self.item is None:
+            if self.raw_images >= self.settings.samples:
+                return None
+        elif not self.keeps_item() or self.raw_images >= self.samples * IMAGES_PER_ITEM:
             return None
         self.raw_images += 1
         array = np.asarray(picture.convert("RGB") if picture.mode not in ("L", "RGB") else picture)

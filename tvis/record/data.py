@@ -1,10 +1,23 @@
-"""The data pipeline: DataLoader workers moved in-process, each batch's fetch recorded."""
+"""The data pipeline: DataLoader workers moved in-process, each batch's fetch recorded.
+
+Per batch, ``sections["data"]`` holds ``indices`` (the dataset index of each sample, as the
+sampler gave them) and ``items``: for each sample, its index and the range of call ids
+recorded while ``dataset[index]`` ran, so a sample's raw item, transform stages and
+tokenizer calls can be found from its position in the batch.
+"""
 
 from __future__ import annotations
 
+import operator
+
 from torch.utils.data import dataloader as dl
+from torch.utils.data._utils import fetch
 
 from tvis.record.extension import Extension
+
+# Dataset indices kept per batch: a batch of a few thousand samples keeps every index;
+# a sampler yielding more per batch is not one a person steps through.
+MAX_INDICES = 65536
 
 
 class DataPipeline(Extension):
@@ -15,11 +28,21 @@ class DataPipeline(Extension):
         self.moved: set[int] = set()
         original_iterator = dl.DataLoader._get_iterator
         original_next = dl._BaseDataLoaderIter.__next__
+        original_index = dl._BaseDataLoaderIter._next_index
+        original_fetch = fetch._MapDatasetFetcher.fetch
         recorder.patches.set(dl.DataLoader, "_get_iterator", self._iterator(original_iterator))
         recorder.patches.set(dl._BaseDataLoaderIter, "__next__", self._next(original_next))
+        recorder.patches.set(dl._BaseDataLoaderIter, "_next_index", self._index(original_index))
+        recorder.patches.set(fetch._MapDatasetFetcher, "fetch", self._fetch(original_fetch))
 
     def _iterator(self, original):
         def get_iterator(loader):
+            # Libraries the script imported after tvis started (torchvision, tokenizers)
+            # are wrapped by now: the script builds its datasets before iterating them.
+            for extension in self.recorder.extensions:
+                refresh = getattr(extension, "refresh", None)
+                if refresh is not None:
+                    refresh(self.recorder)
             if loader.num_workers == 0:
                 return original(loader)
             workers, timeout = loader.num_workers, loader.timeout
@@ -43,8 +66,8 @@ class DataPipeline(Extension):
         recorder = self.recorder
 
         def next_batch(iterator):
-            if recorder.stopped:
-                recorder.stop_again()
+            if recorder.stopped or recorder.stop_due:
+                recorder.check_stop()
             with recorder.work:
                 try:
                     recorder.data_begin()
@@ -66,6 +89,51 @@ class DataPipeline(Extension):
             return data
 
         return next_batch
+
+    def _index(self, original):
+        recorder = self.recorder
+
+        def next_index(iterator):
+            index = original(iterator)
+            batch = recorder.batch
+            if recorder.in_data and batch is not None and not recorder.busy:
+                with recorder.work:
+                    indices = index if isinstance(index, (list, tuple)) else [index]
+                    kept = [_as_int(i) for i in indices[:MAX_INDICES]]
+                    if kept and None not in kept:
+                        batch.sections.setdefault("data", {})["indices"] = kept
+            return index
+
+        return next_index
+
+    def _fetch(self, original):
+        recorder = self.recorder
+
+        def fetch_items(fetcher, possibly_batched_index):
+            batch = recorder.batch
+            if (
+                not recorder.in_data
+                or batch is None
+                or recorder.busy
+                or not fetcher.auto_collation
+                or getattr(fetcher.dataset, "__getitems__", None)
+            ):
+                return original(fetcher, possibly_batched_index)
+            # torch's own loop, with each item's position marked for the recorder.
+            items = batch.sections.setdefault("data", {}).setdefault("items", [])
+            data = []
+            try:
+                for position, idx in enumerate(possibly_batched_index):
+                    batch.item = position
+                    first = len(batch.calls)
+                    data.append(fetcher.dataset[idx])
+                    if position < MAX_INDICES:
+                        items.append({"index": _plain(idx), "calls": [first, len(batch.calls)]})
+            finally:
+                batch.item = None
+            return fetcher.collate_fn(data)
+
+        return fetch_items
 
     def _remember_dataset(self, iterator) -> None:
         info = self.recorder.data_info
@@ -112,6 +180,21 @@ def vocab_of(obj) -> list[str] | None:
     except Exception:
         return None
     return None
+
+
+def _as_int(value) -> int | None:
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _plain(idx):
+    """A dataset index as msgpack can hold it (an int, else its short text)."""
+    number = _as_int(idx)
+    if number is not None:
+        return number
+    return idx[:80] if isinstance(idx, str) else f"<{type(idx).__name__}>"
 
 
 def note_normalize(info: dict, transform) -> None:

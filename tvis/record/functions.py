@@ -62,8 +62,10 @@ class FunctionTracer(Extension):
             if code.co_name == "forward" and top.project:
                 top.frame = frame  # the module's own forward: merged, not a new call
                 return None
-        batch = rec.batch
-        if batch is None or batch.full:
+        if top is None or top.owner != rec.batch.index:
+            rec.function_boundary()
+        batch = rec.ensure_batch()
+        if batch.full:
             return None
         back = frame.f_back
         call = Call(

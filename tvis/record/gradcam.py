@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from tvis.record import insights
+
 
 def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict]:
     """Grad-CAM maps for the first samples, per conv layer, for pred and true class."""
@@ -43,6 +45,7 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
                         continue
                     weights = g[:k].mean(dim=(2, 3), keepdim=True)
                     cam = torch.relu((weights * act[:k].detach()).sum(1))
+                    insights.note(rec.data_info, "gradcam", call.name)
                     out.append(
                         {
                             "call": call.id,

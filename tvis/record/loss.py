@@ -32,6 +32,15 @@ LOSSES = (
 # Top-k predictions kept per sample (or per token): what the Loss page lists.
 TOP_K = 5
 
+# Elements each per-sample or per-token array may keep, whatever --max-elems says: these
+# arrays are what the loss views need when the logits themselves are too big to store,
+# and at 4 bytes per element they stay a few MB for a batch of a million tokens.
+DERIVED_ELEMS = 1 << 22
+
+# Logit elements turned into float32 at once while decoding: bounds the extra memory of
+# a large vocabulary to 64 MB.
+CHUNK_ELEMS = 1 << 24
+
 
 class LossCapture(Extension):
     """Wraps the functional losses for the length of the recording."""
@@ -50,9 +59,15 @@ class LossCapture(Extension):
             # Re-entry: __torch_function__ dispatch calls the (wrapped) function again.
             if self.inside or rec.paused or rec.busy or rec.batch is None and not rec.stack:
                 return original(*args, **kwargs)
+            if rec.stopped or rec.stop_due:
+                rec.check_stop()
             self.inside = True
             try:
-                call = self._open(rec, name, args, kwargs)
+                try:
+                    call = self._open(rec, name, args, kwargs)
+                except Exception as e:
+                    rec.guard(f"recording the {name} call", e)
+                    call = None
                 out = original(*args, **kwargs)
                 with rec.work:
                     try:
@@ -147,9 +162,9 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
         and target.shape == per_element.shape
     ):
         valid = target != ignore_index
-    out = {"per_element": batch.derived(per_element.float())}
+    out = {"per_element": batch.derived(per_element.float(), DERIVED_ELEMS)}
     if valid is not None:
-        out["valid"] = batch.derived(valid)
+        out["valid"] = batch.derived(valid, DERIVED_ELEMS)
     if not b or per_element.dim() == 0 or per_element.numel() % b:
         return out
     rows = per_element.reshape(b, -1).float()
@@ -162,29 +177,44 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
 
 
 def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore_index) -> dict:
-    """Target, prediction, p(target) and top-k for every sample or token."""
-    if logits.dim() == 3 and target.dim() == 2:  # [B, C, T] as cross_entropy accepts it
-        logits = logits.transpose(1, 2)
+    """Target, prediction, p(target) and top-k for every sample or token, computed a few
+    rows at a time so a large vocabulary never needs a second copy of the logits."""
+    if logits.dim() >= 3 and target.shape == logits.shape[:1] + logits.shape[2:]:
+        logits = logits.movedim(1, -1)  # [B, C, ...] as the losses take it: classes last
     if logits.dim() < 2 or target.shape != logits.shape[:-1]:
         return {}
+    flat = logits.detach().reshape(-1, logits.shape[-1])
+    t = target.reshape(-1).long()
+    n, classes = flat.shape
+    k = min(TOP_K, classes)
+    with_top = n * k <= DERIVED_ELEMS
+    p_target = torch.empty(n, device=flat.device)
+    pred = torch.empty(n, dtype=torch.int32, device=flat.device)
+    top_i = torch.empty((n, k) if with_top else (0, k), dtype=torch.int32, device=flat.device)
+    top_p = torch.empty(top_i.shape, device=flat.device)
+    rows = max(1, CHUNK_ELEMS // classes)
     with torch.no_grad():
-        flat = logits.detach().reshape(-1, logits.shape[-1]).float()
-        probs = flat.softmax(-1) if name == "cross_entropy" else flat.exp()
-        t = target.reshape(-1).long()
-        safe = t.clamp(0, flat.shape[-1] - 1)
-        p_target = probs.gather(1, safe[:, None])[:, 0]
+        for start in range(0, n, rows):
+            part = flat[start : start + rows].float()
+            # cross_entropy takes logits; nll_loss takes log-probabilities already.
+            norm = part.logsumexp(-1, keepdim=True) if name == "cross_entropy" else 0.0
+            safe = t[start : start + rows].clamp(0, classes - 1)
+            p_target[start : start + rows] = (part.gather(1, safe[:, None]) - norm).exp()[:, 0]
+            values, indices = part.topk(k, dim=-1)
+            pred[start : start + rows] = indices[:, 0]
+            if with_top:
+                top_i[start : start + rows] = indices
+                top_p[start : start + rows] = (values - norm).exp()
         if ignore_index is not None:
-            p_target = torch.where(
-                t == ignore_index, torch.full_like(p_target, float("nan")), p_target
-            )
-        k = min(TOP_K, flat.shape[-1])
-        top_p, top_i = probs.topk(k, dim=-1)
-    return {
-        "classes": int(flat.shape[-1]),
-        "target": batch.derived(t),
-        "pred": batch.derived(top_i[:, 0]),
-        "p_target": batch.derived(p_target),
-        "top_i": batch.derived(top_i),
-        "top_p": batch.derived(top_p),
+            p_target[t == ignore_index] = float("nan")
+    out = {
+        "classes": int(classes),
+        "target": batch.derived(t.to(torch.int32), DERIVED_ELEMS),
+        "pred": batch.derived(pred, DERIVED_ELEMS),
+        "p_target": batch.derived(p_target, DERIVED_ELEMS),
         "shape": list(target.shape),
     }
+    if with_top:
+        out["top_i"] = batch.derived(top_i, DERIVED_ELEMS)
+        out["top_p"] = batch.derived(top_p, DERIVED_ELEMS)
+    return out

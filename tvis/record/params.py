@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Iterable
 
@@ -24,14 +25,23 @@ def snapshot_optimizer(optimizer: torch.optim.Optimizer) -> dict:
     return {"params": before, "groups": _groups(optimizer)}
 
 
-def snapshot_modules(modules: Iterable[torch.nn.Module]) -> dict:
+def snapshot_tensors(params: Iterable[torch.Tensor]) -> dict:
     """The same, for scripts without an optimizer: every parameter that has a gradient."""
     before = {}
-    for module in modules:
-        for p in module.parameters():
-            if p.grad is not None and id(p) not in before:
-                before[id(p)] = (p, p.detach().clone(), _grad_copy(p))
+    for p in params:
+        if p.grad is not None and id(p) not in before:
+            before[id(p)] = (p, p.detach().clone(), _grad_copy(p))
     return {"params": before, "groups": []}
+
+
+def leaf_parameters() -> list[torch.Tensor]:
+    """Leaf tensors that received a gradient, for scripts that train raw tensors with no
+    nn.Module (one gc scan, done once)."""
+    return [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, torch.Tensor) and o.is_leaf and o.requires_grad and o.grad is not None
+    ]
 
 
 def _grad_copy(p: torch.Tensor) -> torch.Tensor | None:

@@ -80,6 +80,8 @@ def record(
     from tvis.record.project import Project
     from tvis.record.representations import Representations
     from tvis.record.session import Recorder, StopRecording
+    from tvis.record.tokenizers import Tokenizers
+    from tvis.record.transforms import Transforms
     from tvis.record.writer_thread import BackgroundWriter
 
     writer = RunWriter(
@@ -99,7 +101,13 @@ def record(
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project), names)
-    recorder.extensions += [DataPipeline(), LossCapture(), Representations()]
+    recorder.extensions += [
+        DataPipeline(),
+        LossCapture(),
+        Representations(),
+        Transforms(),
+        Tokenizers(),
+    ]
     if settings.functions:
         recorder.extensions.append(FunctionTracer())
     if settings.ops:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from tvis.record import cuda_timing
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call, Settings
 from tvis.record.data import note_normalize
@@ -129,6 +130,8 @@ class Recorder:
         self.open_modules = 0  # module calls in progress: 0 means the next one is a root
         self.data_info: dict[str, Any] = {}
         self.stopped = False
+        self.stop_due = False  # steps are done; stop at the next hook that may raise
+        self.loose_params: list | None = None
         self.swallowed = 0
         self.on_hard_stop = None
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
@@ -262,6 +265,8 @@ class Recorder:
             self.train_batches += 1
             self._flush_light()
             self._settle_manual_step()
+            if self.stop_due:
+                self.check_stop()
         batch.root_forwards += 1
         return batch
 
@@ -317,6 +322,7 @@ class Recorder:
 
     def _write_batch(self, batch: BatchBuilder) -> None:
         try:
+            cuda_timing.resolve(batch.calls)
             self._finish_backward_times(batch)
             for extension in self.extensions:
                 extension.on_batch_close(self, batch)
@@ -421,8 +427,8 @@ class Recorder:
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
         if threading.get_ident() != self.thread or self.paused:
             return
-        if self.stopped:
-            self.stop_again()
+        if self.stopped or self.stop_due:
+            self.check_stop()
         with self.work:
             try:
                 self._enter_module(module, args)
@@ -474,6 +480,7 @@ class Recorder:
         call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
         self.open_call(batch, call)
         batch.had_forward = True
+        cuda_timing.start(call, args)
 
     def open_call(self, batch: BatchBuilder, call: Call) -> None:
         """Add ``call`` to ``batch`` under the innermost open call recorded in the same batch."""
@@ -510,6 +517,7 @@ class Recorder:
         if call is None or batch is None or call.owner != batch.index:
             return
         call.fwd_ms = (end - batch.started) * 1e3 - call.t0
+        cuda_timing.stop(call)
         keep = not batch.light
         if kwargs:
             call.inputs += batch.args(list(kwargs.items()), keep)
@@ -610,8 +618,8 @@ class Recorder:
     def _backward(self, original, tensors, *args, **kwargs):
         if threading.get_ident() != self.thread or self.paused or self.in_backward:
             return original(tensors, *args, **kwargs)
-        if self.stopped:
-            self.stop_again()
+        if self.stopped or self.stop_due:
+            self.check_stop()
         batch = None
         with self.work:
             try:
@@ -652,7 +660,10 @@ class Recorder:
                         level="info",
                     )
             if self.no_optimizer and not self.in_step:
-                self.snapshots = param_records.snapshot_modules(self.roots.values())
+                if self.loose_params is None:
+                    self.loose_params = [] if self.roots else param_records.leaf_parameters()
+                params = [p for r in self.roots.values() for p in r.parameters()]
+                self.snapshots = param_records.snapshot_tensors(params + self.loose_params)
         except Exception as e:
             self.guard("after backward", e)
 
@@ -665,15 +676,26 @@ class Recorder:
         with self.work:
             self._write_step(snapshots, optimizer=None)
         if self.step_index >= self.settings.steps:
-            self.stop()
+            self.stop_due = True
+
+    def function_boundary(self) -> None:
+        """A project function called at the top of a batch after its backward starts the
+        next batch (training code without nn.Module: a plain ``forward(params, x)``)."""
+        batch = self.batch
+        if batch is None or not batch.had_backward or self.in_step or self.in_backward:
+            return
+        if any(c is not None and c.owner == batch.index for c in self.stack):
+            return
+        self._close_batch()
+        self._settle_manual_step()
 
     # -- optimizer ---------------------------------------------------------------------
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
         if threading.get_ident() != self.thread or self.paused:
             return
-        if self.stopped:
-            self.stop_again()
+        if self.stopped or self.stop_due:
+            self.check_stop()
         self.in_step += 1
         with self.work:
             try:
@@ -752,6 +774,14 @@ class Recorder:
         return names
 
     # -- stopping ----------------------------------------------------------------------
+
+    def check_stop(self) -> None:
+        """Raise StopRecording if the recording is over (called where raising is safe)."""
+        if self.stop_due:
+            self.stop_due = False
+            self.stop()
+        if self.stopped:
+            self.stop_again()
 
     def stop(self) -> None:
         self.stopped = True

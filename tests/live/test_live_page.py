@@ -1,0 +1,130 @@
+"""The Live page, driven with Pilot, fed by a real sender process over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+from live_support import python
+from textual.app import App
+from textual.widgets import DataTable
+
+from tvis.tui.pages.live import LivePage
+from tvis.tui.widgets.live_bars import LiveBars, sparkline
+from tvis.tui.widgets.live_heatmap import LUT, NAN_RGB, LiveHeatmap, fit
+
+SENDER = """
+    import torch, tvis
+    weight = torch.arange(48.0).reshape(6, 8)
+    for step in range(12):
+        tvis.catch(torch.tensor(1.0 / (step + 1)), name="loss")
+        tvis.catch(weight + step, name="weight")
+    tvis.catch("[bold]done[/]", name="msg[x]")
+"""
+
+
+class PageApp(App):
+    """The smallest app that shows a LivePage, as the real app shell will."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address = address
+
+    def on_mount(self) -> None:
+        self.push_screen(LivePage(self.address))
+
+
+async def settle(pilot, predicate, timeout: float = 30.0) -> bool:
+    """Let the app run until ``predicate`` holds or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await pilot.pause(0.05)
+    return predicate()
+
+
+def title(page: LivePage) -> str:
+    return str(page.query_one("#live-title").content)
+
+
+async def test_live_page_shows_rows_heatmap_and_steps_through_history():
+    app = PageApp("127.0.0.1:0")
+    async with app.run_test(size=(100, 40)) as pilot:
+        page = app.screen
+        assert isinstance(page, LivePage) and page.server is not None
+        sender = python(SENDER, env={"TVIS_SERVER": page.server.address})
+        await asyncio.to_thread(sender.wait, 120)
+        assert sender.returncode == 0, sender.stderr.read()
+        table = page.query_one(DataTable)
+        received = lambda: page.view and [r.cells[5] for r in page.view.rows] == ["12", "12", "1"]  # noqa: E731
+        assert await settle(pilot, lambda: table.row_count == 3 and received())
+
+        loss_row = page.view.rows[0]
+        assert loss_row.name == "loss" and loss_row.cells[2] == "0.08333"
+        assert loss_row.cells[1].strip()[0] == "█"  # the trend falls from its highest value
+
+        await pilot.press("down")
+        assert await settle(pilot, lambda: title(page).startswith("weight · catch #12 · newest"))
+        heatmap = page.query_one(LiveHeatmap)
+        assert heatmap.image is not None and heatmap.image.vmax == 47.0 + 11
+        assert "▀" in "".join(s.text for s in heatmap.render_line(0))
+        assert sum(page.query_one(LiveBars).heights) == 48
+
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert await settle(pilot, lambda: "catch #10 · 2 back" in title(page))
+        assert heatmap.image.vmax == 47.0 + 9
+        await pilot.press("right_square_bracket")
+        assert await settle(pilot, lambda: "catch #11 · 1 back" in title(page))
+        await pilot.press("end")
+        assert await settle(pilot, lambda: "catch #12 · newest" in title(page))
+
+        await pilot.press("down")
+        assert await settle(pilot, lambda: title(page).startswith("msg[x] · catch #1"))
+        assert heatmap.image is None
+        assert page.view.rows[2].cells[2] == "[bold]done[…"
+
+
+async def test_live_page_says_so_when_it_cannot_listen():
+    app = PageApp("127.0.0.1:0")
+    async with app.run_test() as pilot:
+        taken = app.screen.server.address
+        second = PageApp(taken)
+        async with second.run_test() as pilot2:
+            status = str(second.screen.query_one("#live-status").content)
+            assert status.startswith(f"Could not listen on {taken}")
+            await pilot2.pause()
+        await pilot.pause()
+
+
+def test_sparkline_scales_min_to_max_and_marks_gaps_and_nonfinite():
+    assert sparkline([0.0, 1.0, None, float("nan"), 0.5], 10) == "▁█ !▄"
+    assert sparkline([2.0, 2.0], 10) == "▄▄"
+    assert sparkline(list(range(100)), 4) == "▁▃▅█"
+
+
+def test_fit_reduces_large_arrays_by_block_means_and_says_so():
+    image = fit(np.arange(400.0).reshape(20, 20), cols=10, pixel_rows=10, vmin=0, vmax=399)
+    assert image.pixels.shape == (10, 10)
+    assert image.pixels[0, 0] == np.mean([0, 1, 20, 21])
+    assert image.note == "block means of 20×20 → 10×10"
+
+
+def test_fit_wraps_vectors_and_magnifies_small_arrays():
+    image = fit(np.arange(25.0), cols=10, pixel_rows=40, vmin=0, vmax=24)
+    assert image.note == "1-D, wrapped in rows of 10"
+    assert image.pixels.shape == (3, 10) and np.isnan(image.pixels[2, 5:]).all()
+    small = fit(np.eye(2), cols=10, pixel_rows=10, vmin=0, vmax=1)
+    assert small.pixels.shape == (10, 10) and small.note == ""
+
+
+def test_heatmap_cells_pair_upper_and_lower_pixels_in_viridis():
+    heatmap = LiveHeatmap()
+    image = fit(np.array([[0.0, np.nan], [1.0, 0.5]]), cols=2, pixel_rows=2, vmin=0, vmax=1)
+    heatmap.show(image)
+    first, second = list(heatmap.render_line(0))
+    assert first.text == "▀" and first.style.color.triplet == tuple(LUT[0])
+    assert first.style.bgcolor.triplet == tuple(LUT[255])
+    assert second.style.color.triplet == NAN_RGB
+    assert second.style.bgcolor.triplet == tuple(LUT[127])

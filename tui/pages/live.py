@@ -1,0 +1,346 @@
+"""The Live page: what `tvis.catch` calls in a running job are sending, as it arrives.
+
+The page runs its own receiving server (`tvis.live.server.LiveServer`) in this process. A table
+lists one row per name (trend sparkline, newest value, shape, rate, counts, drops); the selected
+name's value is drawn below as a heatmap and a histogram (a scalar shows its recent history), and
+``[``/``]`` step back and forth through the kept history. A timer rebuilds the view four times a
+second in a worker thread, so summarizing a large tensor never stalls the screen.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+from tvis.live.address import parse_address
+from tvis.live.codec import Array
+from tvis.live.server import LiveServer
+from tvis.live.store import Entry
+from tvis.tui.widgets.live_bars import LiveBars, sparkline
+from tvis.tui.widgets.live_heatmap import HeatmapImage, LiveHeatmap, fit
+
+REFRESH_HZ = 4
+"""View rebuilds per second: smooth for a job catching every step, cheap when nothing changes."""
+
+TREND_WIDTH = 20
+"""Catches shown in a row's sparkline: enough to see a trend, narrow enough for 80 columns."""
+
+COLUMNS = ("name", "trend", "newest", "shape", "rate/s", "recv", "drops")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One name's line in the table, as text cells in COLUMNS order."""
+
+    name: str
+    cells: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Detail:
+    """What the lower half shows for one entry of the selected name."""
+
+    title: str
+    stats: str
+    image: HeatmapImage | None
+    bars: list[float]
+    bars_caption: str
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything the page draws, built off the UI thread."""
+
+    status: str
+    rows: list[Row]
+    selected: str | None
+    detail: Detail | None
+    pin: tuple[int, float] | None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the view is built for: the selected name, the pinned entry (None: newest), the step
+    to take through history, and the sizes of the panes to fill."""
+
+    selected: str | None
+    pin: tuple[int, float] | None
+    step: int
+    heat_cols: int
+    heat_rows: int
+    bar_cols: int
+
+
+class LivePage(Screen):
+    """The Live page, receiving on ``address`` (``HOST:PORT``; port 0 picks a free one)."""
+
+    BINDINGS = [
+        Binding("left_square_bracket,left", "step(-1)", "older", id="live.older", priority=True),
+        Binding("right_square_bracket,right", "step(1)", "newer", id="live.newer", priority=True),
+        Binding("end", "newest", "newest", id="live.newest", priority=True),
+    ]
+
+    DEFAULT_CSS = """
+    LivePage #live-status { height: 1; background: $boost; }
+    LivePage #live-names { height: auto; max-height: 45%; }
+    LivePage #live-title { height: 1; text-style: bold; }
+    LivePage #live-stats { height: 1; color: $text-muted; }
+    LivePage #live-detail { height: 1fr; }
+    LivePage #live-bars { width: 2fr; }
+    LivePage #live-heatmap { width: 3fr; }
+    """
+
+    def __init__(self, address: str, token: str | None = None) -> None:
+        super().__init__()
+        parsed = parse_address(address)
+        self.host, self.port = parsed.host, parsed.port
+        self.token = token or parsed.token
+        self.server: LiveServer | None = None
+        self.selected: str | None = None
+        self.view: View | None = None
+        self._pin: tuple[int, float] | None = None
+        self._step = 0
+        self._busy = False
+        self._cells: dict[str, tuple[str, ...]] = {}
+        self._details: dict[tuple, Detail] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("Live", id="live-status")
+        yield DataTable(id="live-names", cursor_type="row", zebra_stripes=True)
+        with Vertical(id="live-detail"):
+            yield Static("", id="live-title")
+            yield Static("", id="live-stats")
+            with Horizontal():
+                yield LiveHeatmap(id="live-heatmap")
+                yield LiveBars(id="live-bars")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        try:
+            self.server = LiveServer(self.host, self.port, self.token)
+            self.server.start()
+        except (OSError, ValueError) as exc:
+            self.server = None
+            self.query_one("#live-status", Static).update(
+                Text(
+                    f"Could not listen on {self.host}:{self.port} ({exc}); "
+                    "pick another address with tvis tui --live HOST:PORT."
+                )
+            )
+            return
+        self.set_interval(1 / REFRESH_HZ, self._tick)
+
+    def on_unmount(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        name = event.row_key.value
+        if name != self.selected:
+            self.selected, self._pin, self._step = name, None, 0
+            self._tick()
+
+    def action_step(self, delta: int) -> None:
+        """Move through the selected name's kept history (negative: older)."""
+        self._step += delta
+        self._tick()
+
+    def action_newest(self) -> None:
+        """Follow the newest value again."""
+        self._pin, self._step = None, 0
+        self._tick()
+
+    def _tick(self) -> None:
+        if self.server is None or self._busy:
+            return
+        self._busy = True
+        heatmap, bars = self.query_one(LiveHeatmap), self.query_one(LiveBars)
+        request = Request(
+            self.selected,
+            self._pin,
+            self._step,
+            max(1, heatmap.size.width),
+            max(2, (heatmap.size.height - 2) * 2),
+            max(1, bars.size.width),
+        )
+        self._step = 0
+        self._build(request)
+
+    @work(thread=True, group="live-view")
+    def _build(self, request: Request) -> None:
+        try:
+            view = build_view(self.server, request, self._details)
+        except Exception as exc:
+            # A bug in summarizing one value must not take the page down; say so where seen.
+            status = f"Live · could not draw the view: {exc}"
+            view = View(status, [], request.selected, None, request.pin)
+        try:
+            self.app.call_from_thread(self._apply, view)
+        except RuntimeError:
+            pass  # The app closed while this view was being built.
+
+    def _apply(self, view: View) -> None:
+        self._busy = False
+        self.view = view
+        if view.selected == self.selected:
+            self._pin = view.pin
+        # Text, never markup: names and strings come from the wire and may hold "[...]".
+        self.query_one("#live-status", Static).update(Text(view.status))
+        table = self.query_one(DataTable)
+        for row in view.rows:
+            if row.name not in self._cells:
+                table.add_row(*map(Text, row.cells), key=row.name)
+            elif self._cells[row.name] != row.cells:
+                for column, old, new in zip(COLUMNS, self._cells[row.name], row.cells, strict=True):
+                    if old != new:
+                        table.update_cell(row.name, column, Text(new), update_width=True)
+            self._cells[row.name] = row.cells
+        if self.selected is None and view.rows:
+            self.selected = view.rows[0].name
+        detail = view.detail
+        self.query_one("#live-title", Static).update(Text(detail.title if detail else ""))
+        self.query_one("#live-stats", Static).update(Text(detail.stats if detail else ""))
+        self.query_one(LiveHeatmap).show(detail.image if detail else None)
+        self.query_one(LiveBars).show(
+            detail.bars if detail else [], detail.bars_caption if detail else ""
+        )
+
+
+def build_view(server: LiveServer, request: Request, cache: dict[tuple, Detail]) -> View:
+    """The page's content for ``request``; ``cache`` keeps details of entries already drawn."""
+    store = server.store
+    now = time.time()
+    rows = []
+    for name in store.names():
+        info = store.info(name)
+        # Padded to full width: the table sizes a column by the cells it is first given.
+        trend = sparkline([e.digest().scalar for e in store.entries(name)], TREND_WIDTH)
+        trend = trend.rjust(TREND_WIDTH)
+        cells = (
+            name,
+            trend,
+            _newest(info.latest),
+            _shape(info.latest),
+            f"{info.rate:.1f}",
+            str(info.received),
+            str(info.dropped),
+        )
+        rows.append(Row(name, cells))
+    status = (
+        f"Live · receiving on {server.address} · {len(rows)} names · {server.connected} "
+        f"connected · {server.stats.refused} refused · [ ] older/newer, end newest"
+    )
+    selected = request.selected or (rows[0].name if rows else None)
+    entries = store.entries(selected) if selected else []
+    if not entries:
+        return View(status, rows, selected, None, None)
+    index = _index(entries, request.pin, request.step)
+    entry = entries[index]
+    pin = None if index == len(entries) - 1 else (entry.seq, entry.received)
+    key = (
+        selected,
+        entry.seq,
+        entry.received,
+        request.heat_cols,
+        request.heat_rows,
+        request.bar_cols,
+    )
+    if key not in cache:
+        cache.clear()  # One entry's detail at a time: the one on screen.
+        cache[key] = _detail(entry, entries, index, request, now)
+    return View(status, rows, selected, cache[key], pin)
+
+
+def _index(entries: list[Entry], pin: tuple[int, float] | None, step: int) -> int:
+    """Where the shown entry is after ``step``: the pinned one if still kept, else the newest."""
+    index = len(entries) - 1
+    if pin is not None:
+        index = next((i for i, e in enumerate(entries) if (e.seq, e.received) == pin), 0)
+    return min(len(entries) - 1, max(0, index + step))
+
+
+def _detail(entry: Entry, entries: list[Entry], index: int, request: Request, now: float) -> Detail:
+    back = len(entries) - 1 - index
+    where = "newest" if back == 0 else f"{back} back"
+    sender = entry.sender
+    origin = f"{sender.get('host')}:{sender.get('pid')}"
+    if sender.get("rank") is not None:
+        origin += f" rank {sender['rank']}"
+    title = (
+        f"{entry.name} · catch #{entry.seq} · {where} ({index + 1} of {len(entries)} kept) · "
+        f"{_shape(entry)} {entry.dtype} · from {origin} · {now - entry.sent:.1f}s ago"
+    )
+    digest = entry.digest()
+    if isinstance(entry.value, Array) and entry.value.data.size > 1 and digest.min is not None:
+        stats = (
+            f"min {digest.min:.4g}  max {digest.max:.4g}  mean {digest.mean:.4g}  "
+            f"std {digest.std:.4g}  norm {digest.scalar:.4g}  non-finite {digest.nonfinite}"
+        )
+        values = entry.value.numeric()
+        image = fit(values, request.heat_cols, request.heat_rows, digest.min, digest.max)
+        bars, caption = _histogram(values, digest.min, digest.max, request.bar_cols)
+        return Detail(title, stats, image, bars, caption)
+    if digest.scalar is not None:
+        history = [e.digest().scalar for e in entries[: index + 1]][-request.bar_cols :]
+        finite = [v for v in history if v is not None and np.isfinite(v)]
+        low = min(finite, default=0.0)
+        bars = [v - low if v is not None and np.isfinite(v) else 0.0 for v in history]
+        caption = f"last {len(history)} values, from {low:.4g} up to {max(finite, default=0.0):.4g}"
+        return Detail(title, f"value {digest.scalar:.6g}", None, bars, caption)
+    return Detail(title, _describe(entry.value), None, [], "")
+
+
+def _histogram(values: np.ndarray, low: float, high: float, bins: int) -> tuple[list[float], str]:
+    flat = values.reshape(-1)
+    if flat.dtype.kind == "c":
+        flat = np.abs(flat)
+    if flat.dtype.kind == "f":
+        flat = flat[np.isfinite(flat)]
+    counts, _ = np.histogram(flat, bins=bins, range=(low, high) if high > low else None)
+    return counts.tolist(), f"histogram of {flat.size} finite values, {low:.4g} to {high:.4g}"
+
+
+def _newest(entry: Entry) -> str:
+    digest = entry.digest()
+    if entry.kind == "str":
+        return _clip(entry.value, 12)
+    if entry.kind == "tree":
+        return _clip(_describe(entry.value), 12)
+    if digest.scalar is None:
+        return ""
+    label = "" if entry.kind == "scalar" or entry.value.data.size == 1 else "‖‖ "
+    return f"{label}{digest.scalar:.4g}"
+
+
+def _shape(entry: Entry) -> str:
+    shape = entry.shape
+    if shape is None:
+        return entry.kind
+    return "×".join(map(str, shape)) or "0-d"
+
+
+def _describe(value: object) -> str:
+    """A one-line outline of a non-array value: strings clipped, trees by their leaves."""
+    if isinstance(value, Array):
+        return f"{'×'.join(map(str, value.data.shape)) or '0-d'} {value.dtype}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return _clip(repr(value), 40)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

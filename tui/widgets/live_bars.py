@@ -1,0 +1,66 @@
+"""Bars drawn with block glyphs: a one-line sparkline, and a multi-row bar chart widget.
+
+The bar chart shows a histogram of a tensor or the recent history of a scalar; both are a
+sequence of heights, so one widget serves both, captioned with what it shows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widget import Widget
+
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None], width: int) -> str:
+    """The last ``width`` values as one line of eighth-block glyphs, scaled min to max.
+
+    None (no number for that catch) leaves a gap; NaN or infinity shows as "!".
+    """
+    recent = list(values)[-width:]
+    numbers = [v for v in recent if v is not None and math.isfinite(v)]
+    low, high = (min(numbers), max(numbers)) if numbers else (0.0, 0.0)
+    span = high - low
+    return "".join(_glyph(v, low, span) for v in recent)
+
+
+def _glyph(value: float | None, low: float, span: float) -> str:
+    if value is None:
+        return " "
+    if not math.isfinite(value):
+        return "!"
+    return EIGHTHS[1 + int((value - low) / span * 7)] if span > 0 else EIGHTHS[4]
+
+
+class LiveBars(Widget):
+    """Vertical bars of the given heights across the widget, with a caption line below."""
+
+    DEFAULT_CSS = """
+    LiveBars { height: 1fr; width: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.heights: list[float] = []
+        self.caption = ""
+
+    def show(self, heights: Sequence[float], caption: str) -> None:
+        """Draw one bar per height (non-negative; the tallest fills the widget)."""
+        self.heights = [max(0.0, float(h)) for h in heights]
+        self.caption = caption
+        self.refresh()
+
+    def render(self) -> Text:
+        rows = max(1, self.size.height - 1)
+        top = max(self.heights, default=0.0)
+        eighths = [round(h / top * rows * 8) if top > 0 else 0 for h in self.heights]
+        lines = []
+        for row in range(rows - 1, -1, -1):
+            base = row * 8
+            lines.append("".join(EIGHTHS[min(8, max(0, e - base))] for e in eighths))
+        text = Text("\n".join(lines), style="cyan")
+        text.append("\n" + self.caption, style="dim")
+        return text
