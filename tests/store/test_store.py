@@ -21,7 +21,11 @@ def _entry(i: int) -> dict:
 def run(tmp_path):
     writer = RunWriter(tmp_path / "runs" / "r1", {"script": "train.py", "pid": -1, "host": "x"})
     arrays = {0: np.arange(6, dtype=np.float32).reshape(2, 3), 1: np.array([True, False])}
-    writer.write_batch(0, {"batch": {"index": 0}, "calls": [], "tensors": [_entry(0), _entry(1), _entry(2)]}, arrays)
+    writer.write_batch(
+        0,
+        {"batch": {"index": 0}, "calls": [], "tensors": [_entry(0), _entry(1), _entry(2)]},
+        arrays,
+    )
     writer.write_index({"batches": [{"index": 0, "n_calls": 0}], "steps": []})
     return writer
 

@@ -21,6 +21,11 @@ _GENERATOR_FLAGS = (
 )  # generator, coroutine, iterable coroutine, async gen
 
 
+# Protocol methods a sampler or a print calls many times a batch and that compute nothing
+# a person debugs; traced they would bury the data phase.
+_UNTRACED = {"__len__", "__repr__", "__str__", "__hash__", "__eq__", "__bool__", "__getattr__"}
+
+
 class Project:
     """The project folder: decides, once per code object, whether a function is traced."""
 
@@ -55,6 +60,7 @@ class Project:
             traced = (
                 not code.co_flags & _GENERATOR_FLAGS
                 and not code.co_name.startswith("<")
+                and code.co_name not in _UNTRACED
                 and self.relpath(code.co_filename) is not None
             )
             self._code[code] = traced

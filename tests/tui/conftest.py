@@ -1,0 +1,109 @@
+"""Fixtures and helpers for the viewer's tests: the app over the real ``LocalClient`` and a
+run recorded from the image-classifier example (the session fixture ``recorded_run``)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sshd import ssh_lab  # noqa: E402, F401  (a fixture: pytest finds it by name)
+
+from tvis.agent.client import connect  # noqa: E402
+from tvis.agent.target import Target  # noqa: E402
+from tvis.tui.app import TvisApp  # noqa: E402
+
+SETTLE_TIMEOUT_S = 20.0
+"""Generous: the suite shares two cores with other rooms' tests."""
+
+
+def make_app(root: Path, image_mode: str = "halfcell", **kwargs) -> TvisApp:
+    """The viewer over ``root`` exactly as `tvis tui ROOT` builds it."""
+    target = Target(path=str(root))
+    return TvisApp(
+        lambda: connect(target, echo_stderr=False), target.describe(), image_mode, **kwargs
+    )
+
+
+async def wait_for(
+    pilot, predicate: Callable[[], object], what: str, timeout: float = SETTLE_TIMEOUT_S
+):
+    """Let the app run until ``predicate()`` is truthy; fail with ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except Exception:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{screen_text(pilot.app)}")
+        await pilot.pause(0.02)
+
+
+def screen_text(app) -> str:
+    """The screen as plain text, one line per row (what a user reads)."""
+    console = Console(
+        width=app.size.width,
+        height=app.size.height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system=None,
+        record=True,
+        legacy_windows=False,
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
+    return console.export_text()
+
+
+def explore(app):
+    return app.explore_page()
+
+
+async def open_explore(pilot):
+    """Wait for the first complete Explore screen: tree roots, a selected call, its cards."""
+    app = pilot.app
+    page = await wait_for(pilot, app.explore_page, "the Explore page")
+    await wait_for(
+        pilot,
+        lambda: (
+            page.inspector.shown is not None
+            and page.inspector.cards
+            and all(c.ref for c in page.inspector.cards)
+        ),
+        "the inspector's tensor cards",
+    )
+    return page
+
+
+def node_named(page, name: str):
+    """The loaded tree row of the call named ``name``."""
+    for node in page.calls.call_tree.call_nodes():
+        if node.data.row.get("name") == name:
+            return node
+    return None
+
+
+@pytest.fixture(scope="session")
+def run_dir(recorded_run: Path) -> Path:
+    return recorded_run
+
+
+@pytest.fixture(scope="session")
+def two_runs(recorded_run: Path, tmp_path_factory) -> Path:
+    """A runs folder holding the recorded run twice (an older copy), for the run picker."""
+    root = tmp_path_factory.mktemp("two runs")
+    shutil.copytree(recorded_run, root / recorded_run.name)
+    shutil.copytree(recorded_run, root / "20000101-000000_train_000000")
+    return root

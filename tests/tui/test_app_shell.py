@@ -1,0 +1,147 @@
+"""The app shell: connecting, errors, run picker, tabs, help, palette, status line, quit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_app, open_explore, screen_text, wait_for
+from fake_client import FakeClient
+from textual.command import CommandPalette
+
+from tvis.tui.app import TvisApp
+from tvis.tui.help import HelpScreen
+from tvis.tui.run_picker import RunPicker
+
+
+async def test_connecting_state_shows_the_target_before_the_agent_answers(tmp_path: Path):
+    gate = []
+
+    def slow_connect():
+        while not gate:
+            import time
+
+            time.sleep(0.01)
+        raise RuntimeError("never mind")
+
+    app = TvisApp(slow_connect, "ssh gpu:~/runs", "halfcell")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(
+            pilot, lambda: "connecting to ssh gpu:~/runs" in screen_text(app), "connecting"
+        )
+        gate.append(1)
+
+
+async def test_connection_failure_shows_one_sentence_and_quits_with_an_error(tmp_path: Path):
+    app = make_app(tmp_path / "nowhere")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.error, "the connection error")
+        text = screen_text(app)
+        assert "Could not connect" in text and "is not a folder" in text
+        assert "Traceback" not in text
+        await pilot.press("q")
+    assert app.return_code == 1
+
+
+async def test_single_run_opens_in_explore_with_status_line(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        text = screen_text(app)
+        assert "1 Explore" in text
+        status = text.splitlines()[-1]
+        for part in (
+            run_dir.name[:10],
+            "batch 0/1",
+            "step 0",
+            "sample 0",
+            "value",
+            "images halfcell",
+        ):
+            assert part in status, (part, status)
+        assert app.internal_errors == []
+
+
+async def test_run_picker_lists_runs_newest_first_and_opens_the_pick(two_runs: Path):
+    app = make_app(two_runs)
+    async with app.run_test(size=(120, 40)) as pilot:
+        picker = await wait_for(
+            pilot, lambda: isinstance(app.screen, RunPicker) and app.screen, "picker"
+        )
+        table = await wait_for(pilot, lambda: picker.query_one("RunTable"), "the runs table")
+        await wait_for(pilot, lambda: table.row_count == 2, "two runs listed")
+        first = str(table.get_row_at(0)[0])
+        assert first != "20000101-000000_train_000000"  # the newer run is first
+        await pilot.press("j", "enter")
+        await open_explore(pilot)
+        assert app.run_id == "20000101-000000_train_000000"
+
+
+async def test_help_lists_every_binding_with_its_id(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        text = screen_text(app)
+        for expected in ("app.toggle_grad", "explore.search", "tree.expand", "Value / gradient"):
+            assert expected in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+
+
+async def test_keymap_remaps_a_binding_and_help_shows_the_new_key(run_dir: Path):
+    app = make_app(run_dir, keymap={"app.toggle_grad": "G"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("g")
+        assert app.show_grad is False
+        await pilot.press("G")
+        assert app.show_grad is True
+
+
+async def test_palette_opens_and_jumps_to_a_call_by_name(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"head")
+        await wait_for(pilot, lambda: "go to head" in screen_text(app), "a call hit")
+        await pilot.press("enter")
+        await wait_for(
+            pilot,
+            lambda: page.selection and page.selection.row.get("name") == "head",
+            "head selected",
+        )
+
+
+async def test_q_quits_cleanly(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_a_run_still_recording_shows_live_and_follows_new_batches():
+    client = FakeClient(n_batches=1, status="running")
+    app = TvisApp(lambda: client, "fake", "halfcell")
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        assert "● live" in screen_text(app).splitlines()[-1]
+        client.n_batches = 2  # the recorder finishes another batch
+        await wait_for(pilot, lambda: app.batch == 1, "the new batch followed")
+        await wait_for(pilot, lambda: page.calls.call_tree.batch_index == 1, "the tree on batch 1")
+        client.status = "complete"
+        await wait_for(
+            pilot, lambda: "● live" not in screen_text(app).splitlines()[-1], "no longer live"
+        )
+
+
+async def test_live_only_opens_the_live_page_without_any_recording():
+    app = TvisApp(None, "live", "halfcell", live_address="127.0.0.1:0")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
+        assert "1 Live" in screen_text(app)
+        await pilot.press("q")
+    assert app.return_code == 0

@@ -1,0 +1,180 @@
+"""The call tree: lazy loading, grouping, expand/collapse, filter, search, step mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_app, node_named, open_explore, wait_for
+from fake_client import FakeClient
+
+from tvis.tui.app import TvisApp
+from tvis.tui.widgets.call_tree import PAGE
+
+
+async def test_roots_show_the_model_and_fold_repeated_siblings(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        tree = page.calls.call_tree
+        kinds = [(n.data.kind, n.data.text or n.data.row.get("name")) for n in tree.root.children]
+        assert ("call", "ShapesCNN") in kinds
+        group = next(n for n in tree.root.children if n.data.kind == "group")
+        assert group.data.text == "ShapesDataset.__getitem__"
+        assert len(group.data.rows) == 32
+        assert tree.cursor_node.data.row.get("name") == "ShapesCNN"
+
+
+async def test_expanding_loads_children_and_h_collapses_back(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: node_named(page, "features"), "features under ShapesCNN")
+        assert node_named(page, "head") is not None
+        await pilot.press("l")  # onto the first child
+        await wait_for(
+            pilot,
+            lambda: page.calls.call_tree.cursor_node.data.row.get("name") == "features",
+            "cursor on features",
+        )
+        await pilot.press("h")  # back to the parent
+        await wait_for(
+            pilot,
+            lambda: page.calls.call_tree.cursor_node.data.row.get("name") == "ShapesCNN",
+            "cursor back on ShapesCNN",
+        )
+        await pilot.press("h")  # collapse it
+        await wait_for(pilot, lambda: node_named(page, "features") is None, "features hidden")
+
+
+async def test_cursor_moves_update_the_inspector(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l", "l")
+        await wait_for(
+            pilot, lambda: page.selection.row.get("name") == "features", "features selected"
+        )
+        await pilot.press("j")
+        await wait_for(
+            pilot,
+            lambda: (
+                page.inspector.selection.row.get("name") == "flatten_features"
+                or page.inspector.selection.row.get("name") == "dropout"
+            ),
+            "the next call",
+        )
+        await wait_for(
+            pilot, lambda: page.inspector.shown is page.inspector.selection, "cards of the new call"
+        )
+
+
+async def test_filter_lists_only_calls_of_one_kind(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("f")
+        hits = page.calls.hits
+        await wait_for(pilot, lambda: hits.hit_rows, "filtered rows")
+        assert page.calls.filter == "module"
+        assert {r["kind"] for r in hits.hit_rows} == {"module"}
+        assert any(r["name"] == "features.2.0" for r in hits.hit_rows)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not hits.has_class("-shown"), "back to the tree")
+        assert page.calls.filter == "all"
+
+
+async def test_search_then_enter_reveals_a_deep_call_in_the_tree(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("slash", *"features.1.0")
+        hits = page.calls.hits
+        await wait_for(
+            pilot, lambda: hits.hit_rows and hits.hit_rows[0]["name"] == "features.1.0", "a hit"
+        )
+        await pilot.press("enter", "enter")
+        tree = page.calls.call_tree
+        await wait_for(
+            pilot,
+            lambda: tree.cursor_node.data.row.get("name") == "features.1.0",
+            "the hit revealed in the tree",
+        )
+        assert [n.data.row.get("name") for n in _ancestors(tree.cursor_node)] == [
+            "features.1",
+            "features",
+            "ShapesCNN",
+        ]
+
+
+def _ancestors(node):
+    """Call rows above ``node`` (group rows such as ``features.0…2`` skipped)."""
+    out = []
+    node = node.parent
+    while node is not None and node.data is not None and node.data.kind in ("call", "group"):
+        if node.data.kind == "call":
+            out.append(node)
+        node = node.parent
+    return out
+
+
+class CountingClient(FakeClient):
+    """The fake agent, remembering which pages of which parents were asked for."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.pages: list[tuple[int, int]] = []
+
+    def _calls(self, run, batch, parent=-1, offset=0, limit=200):
+        self.pages.append((parent, offset))
+        return super()._calls(run, batch, parent, offset, limit)
+
+
+async def test_a_node_with_thousands_of_children_loads_a_page_at_a_time():
+    client = CountingClient(n_blocks=3000)
+    app = TvisApp(lambda: client, "fake", "halfcell")
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        assert client.pages == [(-1, 0)]  # nothing below the roots until asked
+        tree = page.calls.call_tree
+        await pilot.press("l")
+        blocks = await wait_for(pilot, lambda: node_named(page, "blocks"), "the blocks module")
+        tree.move_cursor(blocks)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: (blocks.data.row["id"], 0) in client.pages, "the first page")
+        group = await wait_for(
+            pilot, lambda: blocks.children and blocks.children[0], "the first page rows"
+        )
+        assert group.data.kind == "group" and len(group.data.rows) == PAGE
+        more = blocks.children[-1]
+        assert more.data.kind == "more" and "2800 more" in more.data.text
+        tree.move_cursor(more)
+        await wait_for(
+            pilot, lambda: (blocks.data.row["id"], PAGE) in client.pages, "the second page"
+        )
+        assert app.internal_errors == []
+
+
+async def test_step_mode_shows_micro_batches_and_parameters(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("m")
+        tree = page.calls.call_tree
+        await wait_for(
+            pilot,
+            lambda: [n.data.kind for n in tree.root.children] == ["batch", "params"],
+            "the step's rows",
+        )
+        params = tree.root.children[1]
+        params.expand()
+        await pilot.pause()
+        tree.move_cursor(params.children[0])
+        await wait_for(
+            pilot, lambda: page.inspector.selection.kind == "param", "a parameter selected"
+        )
+        await wait_for(
+            pilot,
+            lambda: [c.ref.which for c in page.inspector.cards] == ["weight", "grad", "update"],
+            "weight, grad and update cards",
+        )

@@ -1,0 +1,58 @@
+"""`tvis tui` as a command: image modes, and failures as one sentence with an exit status."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tvis.tui import images
+
+TVIS = str(Path(sys.executable).with_name("tvis"))
+
+
+def _tvis(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([TVIS, *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+def test_image_mode_defaults_to_half_blocks_inside_tmux():
+    assert images.resolve(None, {"TMUX": "/tmp/tmux-0/default,1,0", "TERM": "xterm-kitty"}, tty=True) == "halfcell"
+
+
+def test_image_mode_defaults_to_half_blocks_without_a_terminal():
+    assert images.resolve(None, {"TERM": "xterm-kitty"}, tty=False) == "halfcell"
+
+
+def test_image_mode_picks_kitty_graphics_in_kitty():
+    assert images.resolve(None, {"TERM": "xterm-kitty"}, tty=True) == "kitty"
+
+
+def test_image_mode_flag_wins_over_the_environment():
+    assert images.resolve("sixel", {"TVIS_IMAGES": "halfcell"}, tty=False) == "sixel"
+    assert images.resolve(None, {"TVIS_IMAGES": "kitty"}, tty=False) == "kitty"
+
+
+def test_unknown_image_mode_in_the_environment_is_one_sentence():
+    with pytest.raises(images.ImageModeError, match="use one of auto, kitty, sixel, halfcell"):
+        images.resolve(None, {"TVIS_IMAGES": "png"}, tty=False)
+    result = _tvis("tui", ".", env={"TVIS_IMAGES": "png"})
+    assert result.returncode == 2
+    assert result.stderr.startswith("tvis: unknown image mode 'png'") and "Traceback" not in result.stderr
+
+
+def test_a_target_that_is_nothing_is_one_sentence_and_exit_2(tmp_path: Path):
+    result = _tvis("tui", str(tmp_path / "no-such-folder"))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "HOST:PATH" in result.stderr
+
+
+def test_an_unreachable_ssh_host_is_one_sentence_and_exit_1(ssh_lab, tmp_path: Path):
+    result = _tvis("tui", "tvis-closed:/runs", env={"TVIS_SSH_COMMAND": f"ssh -F {ssh_lab.config}"})
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("tvis: connecting to ssh tvis-closed:/runs")
+    assert len(lines) == 2 and lines[1].startswith("tvis: ") and "Traceback" not in result.stderr

@@ -1,0 +1,98 @@
+"""The inspector: header, tensor cards, value/gradient toggle, leading dims, followed sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_app, node_named, open_explore, screen_text, wait_for
+
+from tvis.tui.widgets.heatmap import Heatmap
+
+
+async def _select(pilot, page, name: str) -> None:
+    tree = page.calls.call_tree
+    node = await wait_for(pilot, lambda: node_named(page, name), name)
+    tree.move_cursor(node)
+    await wait_for(
+        pilot,
+        lambda: (
+            page.inspector.selection.row.get("name") == name
+            and page.inspector.shown is page.inspector.selection
+        ),
+        f"{name} inspected",
+    )
+
+
+async def test_header_names_class_module_definition_site_and_approximate_backward(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        text = screen_text(app)
+        assert "ShapesCNN" in text and "forward" in text
+        assert "defined  model.py:" in text and "called   train.py:" in text
+        assert "bwd ≈" in text and "(bwd approx.)" in text
+
+
+async def test_cards_show_shape_dtype_stats_histogram_and_heatmap(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "features")
+        out = page.inspector.cards[0]
+        await wait_for(pilot, lambda: out.query_one(Heatmap).has_data, "the output heatmap")
+        text = screen_text(app)
+        assert "out  32×64×4×4 float32" in text
+        for label in ("μ ", "σ ", "min ", "max ", "zeros "):
+            assert label in text
+        assert "sample 0" in text and "[0/64]" in text  # channel 0 of 64 for sample 0
+        assert "tensor(" not in text  # never a repr
+
+
+async def test_g_toggles_every_card_between_values_and_gradients(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "head")
+        heatmap = page.inspector.cards[0].query_one(Heatmap)
+        await wait_for(pilot, lambda: heatmap.has_data, "the value heatmap")
+        assert heatmap._diverging is False
+        await pilot.press("g")
+        await wait_for(
+            pilot, lambda: heatmap._diverging, "the gradient heatmap (diverging colours)"
+        )
+        assert "gradient" in screen_text(app)
+        assert "· gradient" in screen_text(app).splitlines()[-1]
+        await pilot.press("g")
+        await wait_for(pilot, lambda: not heatmap._diverging, "values again")
+
+
+async def test_leading_dim_and_followed_sample_change_the_slice(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "features")
+        card = page.inspector.cards[0]
+        page.inspector.focus()
+        await pilot.pause()
+        await pilot.press("l", "l")
+        await wait_for(pilot, lambda: card.index == [2], "channel 2")
+        await wait_for(pilot, lambda: "[2/64]" in screen_text(app), "channel 2 shown")
+        await pilot.press("right_square_bracket")
+        assert app.sample == 1
+        await wait_for(pilot, lambda: "sample 1" in screen_text(app), "sample 1 sliced out")
+
+
+async def test_a_sample_that_was_not_kept_says_so(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        app.sample = 10  # the recorder keeps the values of the first 4 samples
+        card = page.inspector.cards[0]
+        await wait_for(
+            pilot,
+            lambda: "not kept" in card._note or "was not kept" in screen_text(app),
+            "a sentence about the missing sample",
+        )

@@ -1,0 +1,163 @@
+"""Explore's other panes — source, layers, timeline, step, samples — and the layouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_app, node_named, open_explore, screen_text, wait_for
+
+from tvis.tui.widgets.layers_table import LayersTable
+from tvis.tui.widgets.samples_view import SampleTable
+from tvis.tui.widgets.source_view import SourceView
+from tvis.tui.widgets.step_view import ParamTable
+from tvis.tui.widgets.timeline import Timeline
+
+
+async def test_d_jumps_to_the_definition_in_the_annotated_source(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("d")  # ShapesCNN is defined in model.py
+        view = page.query_one(SourceView)
+        await wait_for(pilot, lambda: view.file == "model.py", "model.py shown")
+        assert view.cursor + 1 == page.selection.row["def"][1]
+        assert view.lines[view.cursor].plain.strip() == "def forward(self, x):"
+        assert "32×64" in screen_text(app)  # an executed line's annotation
+
+
+async def test_enter_on_an_annotated_line_selects_its_call(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("d")
+        view = page.query_one(SourceView)
+        await wait_for(
+            pilot, lambda: view.file == "model.py" and view.annotations, "annotated model.py"
+        )
+        line = min(view.annotations)
+        view.move_to(line - 1)
+        call = view.annotations[line][0]["call"]
+        await pilot.press("enter")
+        await wait_for(
+            pilot,
+            lambda: page.selection and page.selection.call == call,
+            "the line's call selected",
+        )
+        assert page.calls.call_tree.cursor_node.data.row.get("id") == call
+
+
+async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("y")
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count > 10, "layer rows")
+        assert app.focused is table
+        while table.sort_column.sort != "std":
+            await pilot.press("o")
+        await wait_for(
+            pilot,
+            lambda: _column(table, "std") == sorted(_column(table, "std"), reverse=True),
+            "rows sorted by σ, largest first",
+        )
+        await pilot.press("O")
+        await wait_for(
+            pilot, lambda: _column(table, "std") == sorted(_column(table, "std")), "σ ascending"
+        )
+        table.move_cursor(row=0)
+        first = table.rows_by_key[
+            table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        ]
+        await pilot.press("enter")
+        await wait_for(
+            pilot,
+            lambda: page.calls.call_tree.cursor_node.data.row.get("id") == first["id"],
+            "the row's call revealed in the tree",
+        )
+
+
+def _column(table: LayersTable, key: str) -> list[float]:
+    ordered = [table.rows_by_key[k.value][key] for k in table.rows]
+    return [v for v in ordered if v is not None]
+
+
+async def test_timeline_shows_phase_bands_and_enter_selects_the_bar(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("t")
+        timeline = page.query_one(Timeline)
+        await wait_for(pilot, lambda: timeline.bars, "timeline bars")
+        text = screen_text(app)
+        assert "── forward" in text and "── backward (≈" in text
+        for phase in ("data", "forward", "backward"):  # the update band is too thin for a label
+            assert phase in text.splitlines()[2]
+        head = next(
+            i for i, b in enumerate(timeline.bars) if b["name"] == "head" and b["lane"] == "forward"
+        )
+        timeline._move(head)
+        await pilot.press("enter")
+        await wait_for(
+            pilot,
+            lambda: page.selection and page.selection.row.get("name") == "head",
+            "head selected from its bar",
+        )
+        before = timeline.cursor
+        await pilot.press("h")
+        assert timeline.cursor != before
+
+
+async def test_step_pane_judges_update_ratios_and_opens_a_parameter(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("p")
+        table = page.query_one(ParamTable)
+        await wait_for(pilot, lambda: table.row_count == 11, "the 11 parameters")
+        text = screen_text(app)
+        assert "‖Δw‖/‖w‖" in text and "SGD(lr=0.05" in text and "step 0" in text
+        await pilot.press("enter")
+        await wait_for(
+            pilot,
+            lambda: page.inspector.shown is not None and page.inspector.shown.kind == "param",
+            "the parameter in the inspector",
+        )
+        assert [c.ref.which for c in page.inspector.cards] == ["weight", "grad", "update"]
+
+
+async def test_samples_pane_follows_the_chosen_sample_everywhere(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("a")
+        table = page.query_one(SampleTable)
+        await wait_for(pilot, lambda: table.row_count == 32, "32 samples")
+        await pilot.press("j", "j", "j", "enter")
+        await wait_for(pilot, lambda: app.sample == 3, "sample 3 followed")
+        assert "sample 3" in screen_text(app).splitlines()[-1]
+        await pilot.press("c")
+        await wait_for(
+            pilot,
+            lambda: (
+                "sample 3" in page.inspector.cards[0]._note or page.inspector.cards[0]._sample == 3
+            ),
+            "the inspector on sample 3",
+        )
+
+
+async def test_resizing_switches_between_compact_medium_and_wide_layouts(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        assert page.visible_panes() == ["calls", "inspector"]
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: page.layout_name == "compact", "compact layout")
+        assert page.visible_panes() == ["calls"]
+        assert not page.inspector.display
+        await pilot.press("enter")  # in compact layouts enter brings the inspector forward
+        await wait_for(pilot, lambda: page.visible_panes() == ["inspector"], "the inspector alone")
+        await pilot.resize_terminal(200, 60)
+        await wait_for(pilot, lambda: page.layout_name == "wide", "wide layout")
+        assert page.visible_panes() == ["calls", "inspector", "source"]
+        assert node_named(page, "ShapesCNN") is not None

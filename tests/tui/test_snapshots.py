@@ -1,0 +1,72 @@
+"""Named text snapshots of whole screens (80×24 and 120×40, half-block images) from the
+recorded example run, compared after masking what changes between recordings: paths, run
+ids, durations and time bars. ``TVIS_UPDATE_SNAPSHOTS=1`` rewrites them after a deliberate
+change of the screen."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from conftest import make_app, open_explore, screen_text, wait_for
+
+from tvis.tui.widgets.heatmap import Heatmap
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+_DURATION = re.compile(r"≈?\d+(?:\.\d+)?(?:e[+-]?\d+)?\s?(?:ms|µs)")
+_TIME_BLOCKS = re.compile(r"[▏▎▍▌▋▊▉█]+")
+_CALL_COUNT = re.compile(r"\d+ calls")
+
+
+def normalize(text: str) -> str:
+    """The screen with what differs between two recordings of the same script masked."""
+    lines = text.rstrip("\n").split("\n")
+    status = lines[-1]
+    if " · batch" in status:
+        lines[-1] = "<target · run>" + status[status.index(" · batch") :]
+    out = []
+    for line in lines:
+        line = _DURATION.sub("<t>", line)
+        line = _TIME_BLOCKS.sub("▮", line)
+        line = _CALL_COUNT.sub("<n> calls", line)
+        out.append(" ".join(line.split()))
+    return "\n".join(out) + "\n"
+
+
+async def _settled(pilot, page) -> None:
+    await wait_for(
+        pilot,
+        lambda: all(c.query_one(Heatmap).has_data for c in page.inspector.cards),
+        "every card's heatmap",
+    )
+    await pilot.pause(0.2)
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "keys"),
+    [
+        ("explore_120x40", (120, 40), []),
+        ("explore_80x24", (80, 24), []),
+        ("inspector_80x24", (80, 24), ["enter"]),
+    ],
+)
+async def test_screen_matches_its_snapshot(run_dir: Path, name: str, size, keys):
+    app = make_app(run_dir)
+    async with app.run_test(size=size) as pilot:
+        page = await open_explore(pilot)
+        await _settled(pilot, page)
+        if keys:
+            await pilot.press(*keys)
+            await _settled(pilot, page)
+        got = normalize(screen_text(app))
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("TVIS_UPDATE_SNAPSHOTS"):
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(got)
+    assert path.exists(), f"no snapshot {path.name}; TVIS_UPDATE_SNAPSHOTS=1 records it"
+    assert got == path.read_text(), (
+        f"{name} changed; TVIS_UPDATE_SNAPSHOTS=1 accepts the new screen"
+    )

@@ -1,0 +1,258 @@
+"""Module calls as the recorder sees them: global forward hooks in, calls and gradients out."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+from functools import partial
+from typing import Any
+
+import torch
+
+from tvis.record import cuda_timing
+from tvis.record.builder import BatchBuilder, Call
+from tvis.record.data import note_normalize
+from tvis.record.stop import StopRecording
+
+# Layers that mix the samples of a batch (statistics over the batch in training mode).
+_MIXING = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm2d"}
+
+
+class ModuleCalls:
+    """The part of the Recorder that handles ``nn.Module`` calls and their gradients."""
+
+    # -- modules -----------------------------------------------------------------------
+
+    def module_name(self, module: torch.nn.Module) -> str:
+        name = self.module_names.get(id(module))
+        if name is None:
+            root_name = self._global_name(module) or type(module).__name__
+            self.roots[id(module)] = module
+            for sub_name, sub in module.named_modules():
+                self.module_names.setdefault(id(sub), sub_name or root_name)
+            name = self.module_names[id(module)]
+        return name
+
+    def _global_name(self, obj: Any) -> str | None:
+        for key, value in self.main_globals.items():
+            if value is obj and not key.startswith("_"):
+                return key
+        return None
+
+    def _arg_names(self, module: torch.nn.Module) -> list[str]:
+        cls = type(module)
+        names = self.signatures.get(cls)
+        if names is None:
+            try:
+                params = list(inspect.signature(module.forward).parameters.values())
+                names = [
+                    p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+                star = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+                names.append(f"*{star[0]}" if star else "*args")
+            except (TypeError, ValueError):
+                names = ["*args"]
+            self.signatures[cls] = names
+        return names
+
+    def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
+        if threading.get_ident() != self.thread or self.paused:
+            return
+        if self.stopped or self.stop_due:
+            self.check_stop()
+        with self.work:
+            try:
+                self._enter_module(module, args)
+            except StopRecording:
+                raise
+            except Exception as e:
+                self.guard(f"recording the call of {type(module).__name__}", e)
+
+    def _enter_module(self, module: torch.nn.Module, args: tuple) -> None:
+        t0 = self.work.started - self.overhead
+        is_loss = isinstance(module, torch.nn.modules.loss._Loss)
+        grad = torch.is_grad_enabled()
+        if self.open_modules or self.in_data:
+            batch = self.ensure_batch()  # a submodule, or a transform inside the data pipeline
+        elif is_loss and self.batch is not None:
+            batch = self.batch
+        elif grad:
+            batch = self._start_train_batch()
+        else:
+            batch = self._start_light_forward()
+        if batch.batch_size is None and not is_loss:
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            if first is not None and first.dim() > 0:
+                batch.batch_size = int(first.shape[0])
+        self.open_modules += 1
+        if batch.full:
+            batch.dropped_calls += 1
+            self.stack.append(None)  # keeps pre/post hooks paired
+            return
+        cls = type(module)
+        if self.in_data:
+            note_normalize(self.data_info, module)
+        call = Call(
+            id=0,
+            parent=-1,
+            depth=0,
+            kind="loss" if is_loss else "module",
+            name=self.module_name(module),
+            cls=cls.__name__,
+            phase="loss" if (is_loss or self.in_loss) else self._phase(),
+            definition=self._class_location(cls),
+            site=self.call_site(),
+            t0=(t0 - batch.started) * 1e3,
+            no_grad=not grad,
+            project=self.project.is_project_class(cls),
+        )
+        if is_loss:
+            self.in_loss += 1
+        call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
+        self.open_call(batch, call)
+        batch.had_forward = True
+        cuda_timing.start(call, args)
+
+    def open_call(self, batch: BatchBuilder, call: Call) -> None:
+        """Add ``call`` to ``batch`` under the innermost open call recorded in the same batch."""
+        parent = next(
+            (c for c in reversed(self.stack) if c is not None and c.owner == batch.index), None
+        )
+        call.id = len(batch.calls)
+        call.owner = batch.index
+        call.parent = parent.id if parent else -1
+        call.depth = parent.depth + 1 if parent else 0
+        batch.add_call(call)
+        self.stack.append(call)
+
+    def _module_post(self, module, args, kwargs, output) -> None:
+        if threading.get_ident() != self.thread or self.paused:
+            return
+        with self.work:
+            try:
+                self._exit_module(module, kwargs, output)
+            except Exception as e:
+                self.guard(f"recording the output of {type(module).__name__}", e)
+
+    def _exit_module(self, module, kwargs, output) -> None:
+        end = self.work.started - self.overhead
+        if not self.stack or not self.open_modules:
+            return
+        self.open_modules -= 1
+        call = self.stack.pop()
+        while call is not None and call.kind == "function" and self.stack:
+            call = self.stack.pop()  # a function that raised inside this module's forward
+        if call is not None and call.kind == "loss":
+            self.in_loss = max(0, self.in_loss - 1)
+        batch = self.batch
+        if call is None or batch is None or call.owner != batch.index:
+            return
+        call.fwd_ms = (end - batch.started) * 1e3 - call.t0
+        cuda_timing.stop(call)
+        keep = not batch.light
+        if kwargs:
+            call.inputs += batch.args(list(kwargs.items()), keep)
+        call.outputs = batch.args([("out", output)], keep)
+        if call.depth == 0:
+            phase = "loss" if call.kind == "loss" else "forward"
+            batch.phase_ms[phase] = batch.phase_ms.get(phase, 0) + call.fwd_ms
+        self._flag_call(batch, call)
+        if keep and torch.is_grad_enabled():
+            self.watch_gradients(batch, call)
+        for extension in self.extensions:
+            extension.on_module_exit(self, batch, call, module, output)
+
+    def _phase(self) -> str:
+        if self.in_data:
+            return "data"
+        if self.in_backward:
+            return "backward"
+        if self.in_step and not self.open_modules:
+            return "optimizer"
+        return "forward"
+
+    def _class_location(self, cls: type) -> list | None:
+        code = getattr(getattr(cls, "forward", None), "__code__", None)
+        return self.project.where(code.co_filename, code.co_firstlineno) if code else None
+
+    def call_site(self, skip: int = 0) -> list | None:
+        """The innermost project frame calling into torch (what the user wrote)."""
+        frame = sys._getframe(3 + skip)
+        while frame is not None:
+            rel = self.project.relpath(frame.f_code.co_filename)
+            if rel is not None:
+                return [rel, frame.f_lineno]
+            frame = frame.f_back
+        return None
+
+    def _flag_call(self, batch: BatchBuilder, call: Call) -> None:
+        for arg in call.outputs:
+            entry = batch.entries[arg["tensor"]] if "tensor" in arg else None
+            if not entry:
+                continue
+            s = entry["stats"]
+            if s.get("nan") or s.get("inf"):
+                call.flags.append("nonfinite")
+            if s.get("zeros", 0) > 0.9 and s.get("numel", 0) > 1:
+                call.flags.append("dead")
+            if entry.get("value") and entry["value"].get("kept") != "all":
+                call.flags.append("truncated")
+        if call.cls in _MIXING and call.kind == "module":
+            call.flags.append("mixes_samples")
+
+    # -- gradients ---------------------------------------------------------------------
+
+    def watch_gradients(self, batch: BatchBuilder, call: Call) -> None:
+        """Hook dL/d(output) of ``call``'s outputs (each tensor once per batch)."""
+        for arg in call.outputs:
+            entry_id = arg.get("tensor")
+            if entry_id is None or entry_id in batch.hooked:
+                continue
+            t = batch.objects[entry_id]
+            if t.requires_grad:
+                batch.hooked.add(entry_id)
+                batch.grad_handles.append(t.register_hook(partial(self._on_grad, batch, entry_id)))
+
+    def _on_grad(self, batch: BatchBuilder, entry_id: int, grad: torch.Tensor) -> None:
+        if self.paused:
+            return None
+        with self.work:
+            try:
+                at = (self.work.started - self.overhead - batch.started) * 1e3
+                batch.grad_arrivals.append((at, entry_id))
+                if batch.entries[entry_id].get("grad") is None:
+                    batch.gradient(entry_id, grad)
+            except Exception as e:
+                self.guard("recording a gradient", e)
+        return None  # the gradient flows on untouched
+
+    def _finish_backward_times(self, batch: BatchBuilder) -> None:
+        """Backward time per call, inferred from when gradients reached its output and
+        its input (flagged ``bwd_inferred``: approximate)."""
+        arrival = {entry_id: at for at, entry_id in batch.grad_arrivals}
+        if not arrival:
+            return
+        times = sorted(arrival.values())
+        for call in batch.calls:
+            outs = [arrival[a["tensor"]] for a in call.outputs if a.get("tensor") in arrival]
+            if not outs:
+                continue
+            start = min(outs)
+            ins = [arrival[a["tensor"]] for a in call.inputs if a.get("tensor") in arrival]
+            later = [at for at in times if at > start]
+            end = max(ins) if ins else (later[0] if later else start)
+            call.bwd_ms = max(end - start, 0.0)
+            call.flags.append("bwd_inferred")
+
+
+def _name_args(names: list[str], args: tuple) -> list[tuple[str, Any]]:
+    positional = names[:-1]
+    star = names[-1]
+    named = []
+    for i, value in enumerate(args):
+        name = (
+            positional[i] if i < len(positional) else f"{star.lstrip('*')}[{i - len(positional)}]"
+        )
+        named.append((name, value))
+    return named

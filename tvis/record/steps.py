@@ -1,0 +1,175 @@
+"""Backward passes and optimizer steps: when a batch ends and what each step changed."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import torch
+
+from tvis.record import params as param_records
+from tvis.record.builder import BatchBuilder
+
+
+class Steps:
+    """The part of the Recorder that watches backward and the optimizers."""
+
+    # -- backward ----------------------------------------------------------------------
+
+    def _backward(self, original, tensors, *args, **kwargs):
+        if threading.get_ident() != self.thread or self.paused or self.in_backward:
+            return original(tensors, *args, **kwargs)
+        if self.stopped or self.stop_due:
+            self.check_stop()
+        batch = None
+        with self.work:
+            try:
+                batch = self.ensure_batch()
+                if batch.mode is None:
+                    batch.mode = "train"
+                    self.train_batches += 1
+                loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
+                if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+                    batch.loss = float(loss.detach())
+                for extension in self.extensions:
+                    extension.before_backward(self, batch, loss)
+            except Exception as e:
+                self.guard("preparing for backward", e)
+        start = self.clock()
+        self.in_backward += 1
+        try:
+            return original(tensors, *args, **kwargs)
+        finally:
+            self.in_backward -= 1
+            if batch is not None:
+                with self.work:
+                    ms = (self.work.started - self.overhead - start) * 1e3
+                    batch.phase_ms["backward"] = batch.phase_ms.get("backward", 0) + ms
+                    batch.had_backward = True
+                    self._after_backward(batch)
+
+    def _after_backward(self, batch: BatchBuilder) -> None:
+        try:
+            if self.no_optimizer is None and not self.optimizers:
+                self.no_optimizer = not any(
+                    issubclass(type(o), torch.optim.Optimizer) for o in gc.get_objects()
+                )
+                if self.no_optimizer:
+                    self.notice(
+                        "the script uses no torch.optim optimizer: each backward counts as "
+                        "a step, and Δw is measured at the next forward.",
+                        level="info",
+                    )
+            if self.no_optimizer and not self.in_step:
+                if self.loose_params is None:
+                    self.loose_params = [] if self.roots else param_records.leaf_parameters()
+                params = [p for r in self.roots.values() for p in r.parameters()]
+                self.snapshots = param_records.snapshot_tensors(params + self.loose_params)
+        except Exception as e:
+            self.guard("after backward", e)
+
+    def _settle_manual_step(self) -> None:
+        """In no-optimizer mode, the update between a backward and the next forward is
+        that step's Δw."""
+        snapshots, self.snapshots = self.snapshots, None
+        if not snapshots:
+            return
+        with self.work:
+            self._write_step(snapshots, optimizer=None)
+        if self.step_index >= self.settings.steps:
+            self.stop_due = True
+
+    def function_boundary(self) -> None:
+        """A project function called at the top of a batch after its backward starts the
+        next batch (training code without nn.Module: a plain ``forward(params, x)``)."""
+        batch = self.batch
+        if batch is None or not batch.had_backward or self.in_step or self.in_backward:
+            return
+        if any(c is not None and c.owner == batch.index for c in self.stack):
+            return
+        self._close_batch()
+        self._settle_manual_step()
+
+    # -- optimizer ---------------------------------------------------------------------
+
+    def _step_pre(self, optimizer, args, kwargs) -> None:
+        if threading.get_ident() != self.thread or self.paused:
+            return
+        if self.stopped or self.stop_due:
+            self.check_stop()
+        self.in_step += 1
+        with self.work:
+            try:
+                self.no_optimizer = False
+                self.snapshots = None
+                index = self.optimizers.setdefault(id(optimizer), len(self.optimizers))
+                self.steps_per_optimizer.setdefault(index, 0)
+                self._step_started = self.work.started - self.overhead
+                self._step_snapshot = param_records.snapshot_optimizer(optimizer)
+            except Exception as e:
+                self.guard("preparing for the optimizer step", e)
+
+    def _step_post(self, optimizer, args, kwargs) -> None:
+        if threading.get_ident() != self.thread or self.paused:
+            return
+        self.in_step = max(0, self.in_step - 1)
+        snap, self._step_snapshot = self._step_snapshot, None
+        index = self.optimizers.setdefault(id(optimizer), len(self.optimizers))
+        # Counted before anything that could fail: a broken capture must not stop the stop.
+        self.steps_per_optimizer[index] = self.steps_per_optimizer.get(index, 0) + 1
+        with self.work:
+            try:
+                batch = self.batch
+                if batch is not None and batch.mode == "train":
+                    ms = (self.work.started - self.overhead - self._step_started) * 1e3
+                    batch.phase_ms["optimizer"] = batch.phase_ms.get("optimizer", 0) + ms
+                self._flush_light()
+                if snap is not None:
+                    self._write_step(snap, optimizer=(index, optimizer))
+            except Exception as e:
+                self.guard("recording the optimizer step", e)
+        if all(n >= self.settings.steps for n in self.steps_per_optimizer.values()):
+            self.stop()
+
+    def _write_step(self, snapshot: dict, optimizer) -> None:
+        step = self.step_index
+        self.step_index += 1
+        earlier = [b for b in self.batch_maps if b.get("step") is None and not b["light"]]
+        for micro, b in enumerate(earlier):
+            b["step"], b["micro"] = step, micro
+        batch_ids = [b["index"] for b in earlier]
+        losses = [b["loss"] for b in earlier if b.get("loss") is not None]
+        current = self.batch
+        if current is not None and current.mode == "train" and current.step is None:
+            current.step, current.micro = step, len(earlier)
+            batch_ids.append(current.index)
+            if current.loss is not None:
+                losses.append(current.loss)
+        record, arrays = param_records.build_step(
+            step,
+            snapshot,
+            optimizer,
+            self._param_names(),
+            batch_ids,
+            self.settings.max_elems,
+            self._bytes_left(),
+        )
+        record["step"]["loss"] = sum(losses) / len(losses) if losses else None
+        for p in record["params"]:
+            self.param_table.setdefault(
+                p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}
+            )
+        self.step_maps.append(record["step"])
+        self.contributors["parameters (weight, grad, Δw)"] += sum(a.nbytes for a in arrays.values())
+        self.writer.put_step(step, record, arrays)
+        self.write_index()
+
+    def _param_names(self) -> dict[int, tuple[str, str]]:
+        names: dict[int, tuple[str, str]] = {}
+        for root in self.roots.values():
+            for module_name, module in root.named_modules():
+                for pname, p in module._parameters.items():
+                    if p is not None and id(p) not in names:
+                        path = f"{module_name}.{pname}" if module_name else pname
+                        names[id(p)] = (path, self.module_names.get(id(module), module_name))
+        return names
