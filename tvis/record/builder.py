@@ -22,7 +22,7 @@ CALL_CAP = 20000
 
 # A light group (evaluation forwards, extra LBFGS passes) keeps at most this many calls:
 # enough to show the shape of an eval loop, bounded however long it runs.
-LIGHT_CALL_CAP = 2000
+LIGHT_CALL_CAP = 500
 
 # Text kept of a non-tensor argument: enough for a shape tuple, a flag or a short string.
 REPR_CHARS = 80
@@ -40,7 +40,7 @@ class Settings:
     """What the user asked `tvis run` to record."""
 
     steps: int = 3
-    samples: int = 4
+    samples: int = 3
     max_elems: int = 2_000_000
     max_batches: int = 64
     max_bytes: int = 512 * 2**20

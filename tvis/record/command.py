@@ -17,7 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps to record (3)")
     parser.add_argument("--out", type=Path, help="runs folder (default <project>/tvis_runs)")
     parser.add_argument("--project", type=Path, help="traced code lives here (script's folder)")
-    parser.add_argument("--samples", type=int, default=4, help="samples kept with values (4)")
+    parser.add_argument("--samples", type=int, default=3, help="samples kept with values (3)")
     parser.add_argument(
         "--max-elems",
         type=int,
