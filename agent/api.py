@@ -18,6 +18,7 @@ from tvis import __version__
 from tvis.agent import views
 from tvis.agent.calltree import LAYER_SORT_KEYS, CallTree
 from tvis.agent.dispatch import rpc
+from tvis.agent.insights import InsightsAPI
 from tvis.agent.protocol import (
     BAD_REQUEST,
     NOT_FOUND,
@@ -42,8 +43,9 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
-class AgentAPI:
-    """Answers the protocol's methods for the runs under ``root``; safe to share between threads."""
+class AgentAPI(InsightsAPI):
+    """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)

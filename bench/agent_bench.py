@@ -30,10 +30,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from sshd import SshLab, start_lab  # noqa: E402
+
 from tvis.agent.client import LocalClient, connect  # noqa: E402
 from tvis.agent.protocol import PROTOCOL_VERSION, reply_body  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
-
 from tvis.store.format import COMPLETE  # noqa: E402
 from tvis.store.writer import RunWriter  # noqa: E402
 

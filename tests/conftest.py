@@ -1,29 +1,12 @@
-"""Fixtures shared by every room's tests."""
+"""Fixtures shared by every room's tests (plain helpers live in support.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-TVIS = str(Path(sys.executable).with_name("tvis"))
-
-
-def run_tvis(*args: str, cwd: Path | None = None, timeout: float = 300, env=None):
-    """`tvis ARGS` in a subprocess, as a user runs it."""
-    return subprocess.run(
-        [TVIS, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+from support import EXAMPLES, run_tvis
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import ROOT
+from support import ROOT
 
 # Makes `import torch` fail in a child interpreter, as on a laptop without torch.
 NO_TORCH = """

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, run_tvis
+from support import EXAMPLES, run_tvis
 
 from tvis.store.reader import RunReader, find_runs
 

@@ -8,6 +8,7 @@ from tvis.record.builder import Settings
 from tvis.record.runner import Outcome, record
 
 HERE = Path(__file__).resolve().parent
+SCRIPTS = HERE / "scripts"  # plain scripts written the way real training code is
 
 
 def record_here(fn, tmp_path: Path, **settings) -> Outcome:

@@ -199,3 +199,23 @@ class PictureNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(F.relu(self.conv(x)).mean(dim=(2, 3)))
+
+
+class Brighten(nn.Module):
+    """A transform written as an nn.Module, applied to one item at a time."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 1.5
+
+
+class ModuleTransformed(Stripes):
+    """Stripes whose items pass through an nn.Module transform: a [3, 16, 16] item must
+    not be taken for a batch of 3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transform = Brighten()
+
+    def __getitem__(self, i: int):
+        image, label = super().__getitem__(i)
+        return self.transform(image), label

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run_tvis
-from test_real_scripts import SCRIPTS
+from helpers import SCRIPTS
+from support import run_tvis
 
 from tvis.store.reader import RunReader, find_runs
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from conftest import run_tvis
-from helpers import record_here
-from test_real_scripts import SCRIPTS
+from helpers import SCRIPTS, record_here
+from support import run_tvis
 
 from tvis.record.tensors import keep
 from tvis.store.reader import RunReader, find_runs

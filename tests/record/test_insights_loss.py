@@ -78,7 +78,9 @@ def _check_lm(outcome, logits, targets) -> None:
     batch = _batch(outcome)
     loss = batch.record["loss"]
     b, t, v = logits.shape
-    per_token = F.cross_entropy(logits.reshape(b * t, v), targets.reshape(-1), reduction="none")
+    per_token = F.cross_entropy(
+        logits.reshape(b * t, v), targets.reshape(-1), ignore_index=PAD, reduction="none"
+    )
     valid = targets.reshape(-1) != PAD
     recorded = torch.from_numpy(_array(batch, loss["per_element"])).reshape(-1)
     torch.testing.assert_close(recorded, per_token)
@@ -145,3 +147,21 @@ def test_loss_value_and_gradients_unchanged(tmp_path):
     assert torch.equal(seen[0].detach(), plain.detach())
     for p, g in zip(model.parameters(), plain_grads, strict=True):
         assert torch.equal(p.grad, g)
+
+
+def test_failing_loss_call_leaves_no_call_open(tmp_path):
+    model, _, loader = conv_setup()
+    x, y = next(iter(loader))
+    corrupt = y.clone()
+    corrupt[0] = 99  # no such class: cross_entropy raises
+
+    def step():
+        try:
+            F.cross_entropy(model(x), corrupt)
+        except (IndexError, RuntimeError):
+            pass
+        F.cross_entropy(model(x), y).backward()
+
+    calls = _batch(record_here(step, tmp_path, steps=1)).record["calls"]
+    roots = [c["name"] for c in calls if c["parent"] == -1]
+    assert roots == ["ConvNet", "F.cross_entropy", "ConvNet", "F.cross_entropy"]

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_tvis
+from helpers import SCRIPTS
+from support import run_tvis
 
 from tvis.store.reader import RunReader, find_runs
 
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
 HELPERS = {"helpers_mod.py", "config_exec.py"}  # imported or exec'd by other scripts
 ALL = sorted(p.name for p in SCRIPTS.glob("*.py") if p.name not in HELPERS)
 

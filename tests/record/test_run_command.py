@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TVIS, run_tvis
+from support import TVIS, run_tvis
 
 from tvis.store.reader import RunReader, find_runs
 

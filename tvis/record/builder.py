@@ -152,12 +152,16 @@ class BatchBuilder:
         """Whether values seen now belong to a kept sample (always, outside a fetch)."""
         return self.item is None or self.item < self.samples
 
-    def derived(self, t: torch.Tensor, max_elems: int | None = None) -> int:
+    def derived(self, t: torch.Tensor, max_elems: int | None = None, summarize: bool = True) -> int:
         """A small array tvis computed (per-sample loss, p(target), a Grad-CAM map): kept
-        whole up to --max-elems (or ``max_elems``), whatever the sample limit."""
+        whole up to --max-elems (or ``max_elems``), whatever the sample limit. Without
+        ``summarize``, no statistics or histogram (arrays only a view reads, many per batch)."""
         entry_id = len(self.entries)
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None, "derived": True}
-        entry["stats"], entry["hist"] = tensors.stats(t)
+        if summarize:
+            entry["stats"], entry["hist"] = tensors.stats(t)
+        else:
+            entry["stats"], entry["hist"] = {"numel": t.numel()}, None
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
         left = self.bytes_left - self.kept_bytes
@@ -225,6 +229,16 @@ class BatchBuilder:
                 entry["value"] = how
                 self.kept_bytes += values.nbytes
         return entry
+
+    def relabel_batch_dims(self) -> None:
+        """Give tensors captured before the batch size was known their batch dim."""
+        for entry_id, t in self.objects.items():
+            entry = self.entries[entry_id]
+            if entry.get("batch_dim") is None and not entry.get("derived"):
+                dim, span, inferred = self.batch_dim(t)
+                entry["batch_dim"], entry["batch_dim_inferred"] = dim, inferred
+                if span > 1:
+                    entry["batch_span"] = span
 
     def batch_dim(self, t: torch.Tensor) -> tuple[int | None, int, bool]:
         """Which dim of ``t`` indexes samples: (dim, rows per sample, inferred?)."""

@@ -102,11 +102,12 @@ def main(args: argparse.Namespace) -> int:
         gradcam=not args.no_gradcam,
     )
     outcome = record_script(script, list(args.args), settings, project, out)
-    _report(outcome)
+    report(outcome)
     return outcome.exit_code
 
 
-def _report(outcome) -> None:
+def report(outcome) -> None:
+    """What `tvis run` says at the end: what was recorded, where, how to view it."""
     err = sys.stderr
     print(
         f"\ntvis: recorded {outcome.steps} step(s), {outcome.batches} batch(es), "

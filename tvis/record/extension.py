@@ -15,6 +15,9 @@ class Extension:
     def on_module_exit(self, recorder, batch, call, module, output) -> None:
         pass
 
+    def on_call_stack_change(self, recorder) -> None:
+        """A module call began or ended (the innermost open call may have changed)."""
+
     def before_backward(self, recorder, batch, loss) -> None:
         pass
 

@@ -68,7 +68,12 @@ class LossCapture(Extension):
                 except Exception as e:
                     rec.guard(f"recording the {name} call", e)
                     call = None
-                out = original(*args, **kwargs)
+                try:
+                    out = original(*args, **kwargs)
+                except BaseException:
+                    if getattr(call, "_opened_here", False) and rec.stack and rec.stack[-1] is call:
+                        rec.stack.pop()  # a failing loss call must not stay open
+                    raise
                 with rec.work:
                     try:
                         self._analyse(rec, call, name, original, signature, args, kwargs, out)

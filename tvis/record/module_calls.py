@@ -26,6 +26,8 @@ class ModuleCalls:
 
     def module_name(self, module: torch.nn.Module) -> str:
         name = self.module_names.get(id(module))
+        if name is None and self.in_data:
+            return type(module).__name__  # a transform, not part of a model
         if name is None:
             root_name = self._global_name(module) or type(module).__name__
             self.roots[id(module)] = module
@@ -68,6 +70,8 @@ class ModuleCalls:
                 raise
             except Exception as e:
                 self.guard(f"recording the call of {type(module).__name__}", e)
+            for extension in self.stack_watchers:
+                extension.on_call_stack_change(self)
 
     def _enter_module(self, module: torch.nn.Module, args: tuple) -> None:
         t0 = self.work.started - self.overhead
@@ -81,7 +85,8 @@ class ModuleCalls:
             batch = self._start_train_batch()
         else:
             batch = self._start_light_forward()
-        if batch.batch_size is None and not is_loss:
+        # A transform module inside the data pipeline sees one item, not the batch.
+        if batch.batch_size is None and not is_loss and not self.in_data:
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
             if first is not None and first.dim() > 0:
                 batch.batch_size = int(first.shape[0])
@@ -134,6 +139,8 @@ class ModuleCalls:
                 self._exit_module(module, kwargs, output)
             except Exception as e:
                 self.guard(f"recording the output of {type(module).__name__}", e)
+            for extension in self.stack_watchers:
+                extension.on_call_stack_change(self)
 
     def _exit_module(self, module, kwargs, output) -> None:
         end = self.work.started - self.overhead

@@ -1,8 +1,8 @@
 """The shape produced by each line of project code, through a ``TorchFunctionMode``.
 
-Each torch op is attributed to the innermost project frame that is running it; ops that
-run inside library modules (``nn.Conv2d``'s own ``F.conv2d``) are ignored, since the
-module's call already records its output.
+Each torch op is attributed to the innermost project frame that is running it. Inside
+library modules (``nn.Conv2d``'s own ``F.conv2d``) the mode is taken off the stack, so
+their ops run at full speed: the module's call already records its output.
 """
 
 from __future__ import annotations
@@ -15,14 +15,30 @@ from tvis.record.extension import Extension
 
 
 class LineOps(Extension):
-    """Installs the mode for the length of the recording."""
+    """Keeps the mode installed exactly while project code is innermost."""
 
     def install(self, recorder) -> None:
         self.mode = _LineMode(recorder)
-        self.mode.__enter__()
+        self.active = False
+        self._set(True)
 
     def uninstall(self, recorder) -> None:
-        self.mode.__exit__(None, None, None)
+        self._set(False)
+
+    def on_call_stack_change(self, recorder) -> None:
+        top = recorder.stack[-1] if recorder.stack else False
+        self._set(top is False or (top is not None and (top.kind == "function" or top.project)))
+
+    def _set(self, wanted: bool) -> None:
+        if wanted == self.active:
+            return
+        if wanted:
+            self.mode.__enter__()
+        elif torch.overrides._get_current_function_mode() is self.mode:
+            self.mode.__exit__(None, None, None)
+        else:
+            return  # a mode of the user's sits above ours: leave the stack alone
+        self.active = wanted
 
 
 class _LineMode(TorchFunctionMode):

@@ -43,7 +43,7 @@ class Representations(Extension):
                 "call": call.id,
                 "module": call.name,
                 "depth": call.depth,
-                "tensor": batch.derived(pooled),
+                "tensor": batch.derived(pooled, summarize=False),
             }
         )
 

@@ -114,10 +114,13 @@ def record(
         recorder.extensions.append(LineOps())
 
     def hard_stop() -> None:
-        # The script swallowed StopRecording several times: save and end the process.
+        # The script swallowed StopRecording: save, report and end the process here.
+        from tvis.record.command import report
+
         recorder.uninstall()
         _finalize(recorder, background, writer, COMPLETE, 0, None)
         sys.stdout.flush()
+        report(_outcome(run_dir, recorder, writer, COMPLETE, 0))
         sys.stderr.flush()
         os._exit(0)
 
@@ -142,6 +145,10 @@ def record(
     finally:
         recorder.uninstall()
     _finalize(recorder, background, writer, status, exit_code, error)
+    return _outcome(run_dir, recorder, writer, status, exit_code)
+
+
+def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code: int) -> Outcome:
     return Outcome(
         run_dir=run_dir,
         status=status,

@@ -23,6 +23,7 @@ import torch
 
 from tvis.record import cuda_timing
 from tvis.record.builder import BatchBuilder, Call, Settings
+from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
 from tvis.record.project import Project
@@ -31,11 +32,6 @@ from tvis.record.stop import StopRecording
 from tvis.record.writer_thread import BackgroundWriter
 
 _perf = time.perf_counter
-
-
-# How many times the script may swallow StopRecording (a bare ``except:``) before tvis
-# ends the process itself: the run is saved at the first stop, so nothing is lost.
-SWALLOW_LIMIT = 3
 
 
 # Root forwards that share a batch before a backward (siamese and contrastive setups run
@@ -57,22 +53,27 @@ class _Work:
     """Brackets tvis's own work: its duration is overhead, and torch ops inside it are
     not the user's (``busy``). Only the outermost bracket counts, so nesting is free."""
 
-    __slots__ = ("recorder", "started")
+    __slots__ = ("recorder", "started", "_plain")
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self.started = 0.0
+        # tvis's own torch ops bypass every __torch_function__ (its own line mode, the
+        # user's modes and tensor subclasses): cheaper, and tvis never records itself.
+        self._plain = torch._C.DisableTorchFunction()
 
     def __enter__(self) -> None:
         rec = self.recorder
         if not rec.busy:
             self.started = _perf()
+            self._plain.__enter__()
         rec.busy += 1
 
     def __exit__(self, *exc) -> None:
         rec = self.recorder
         rec.busy -= 1
         if not rec.busy:
+            self._plain.__exit__(None, None, None)
             rec.overhead += _perf() - self.started
 
 
@@ -125,11 +126,11 @@ class Recorder(ModuleCalls, Steps):
         self.stopped = False
         self.stop_due = False  # steps are done; stop at the next hook that may raise
         self.loose_params: list | None = None
-        self.swallowed = 0
         self.on_hard_stop = None
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
         self.extensions: list = []
         self.carried: list[Call] = []
+        self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -150,6 +151,11 @@ class Recorder(ModuleCalls, Steps):
         self.patches.set(torch.autograd, "backward", partial(self._backward, original_backward))
         for extension in self.extensions:
             extension.install(self)
+        self.stack_watchers = [
+            e
+            for e in self.extensions
+            if type(e).on_call_stack_change is not Extension.on_call_stack_change
+        ]
 
     def uninstall(self) -> None:
         for extension in reversed(self.extensions):
@@ -378,6 +384,7 @@ class Recorder(ModuleCalls, Steps):
         batch.had_data = True
         if batch.batch_size is None:
             batch.batch_size = _leading_size(named)
+            batch.relabel_batch_dims()  # what the pipeline's own code returned earlier
         batch.phase_ms["data"] = batch.phase_ms.get("data", 0) + seconds * 1e3
         batch.sections.setdefault("data", {})["batch"] = batch.args(
             named, keep_values=not batch.light
@@ -398,13 +405,14 @@ class Recorder(ModuleCalls, Steps):
         raise StopRecording()
 
     def stop_again(self) -> None:
-        self.swallowed += 1
-        if self.swallowed == 1:
-            self.notice(
-                "the script caught tvis's stop signal (a bare `except:` or `except "
-                "BaseException`?) and kept going; tvis stopped it again."
-            )
-        if self.swallowed >= SWALLOW_LIMIT and self.on_hard_stop is not None:
+        """The script caught StopRecording and went on: training code ran after the stop.
+        Raising again would meet the same ``except``, so tvis saves the run and ends the
+        process (code after the loop must not run, and nothing recorded is lost)."""
+        self.notice(
+            "the script caught tvis's stop signal (a bare `except:` or `except "
+            "BaseException`?) and kept going; tvis saved the run and ended it."
+        )
+        if self.on_hard_stop is not None:
             self.on_hard_stop()
         raise StopRecording()
 

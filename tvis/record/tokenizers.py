@@ -22,7 +22,7 @@ import sys
 from tvis.record.builder import TEXT_CHARS
 from tvis.record.data import vocab_of
 from tvis.record.extension import Extension
-from tvis.record.wrapped import call_through
+from tvis.record.wrapped import call_through, recording
 
 # Tokens kept per text: a long document's first few thousand tokens are what a person reads.
 MAX_TOKENS = 4096
@@ -63,21 +63,26 @@ class Tokenizers(Extension):
                 return original(tokenizer, *args, **kwargs)
             try:
                 _note_vocab(rec, tokenizer)
-                texts = _texts(args[0] if args else _text_kwarg(kwargs))
+            except Exception as e:
+                rec.guard("reading a tokenizer's vocabulary", e)
+            if recording(rec) is None:  # tokenizing a corpus before training: vocab only
+                return original(tokenizer, *args, **kwargs)
+            try:
+                value = args[0] if args else _text_kwarg(kwargs)
+                texts = _texts(value, rec.settings.samples)
             except Exception as e:
                 rec.guard("reading a tokenizer call", e)
                 texts = []
-            name = f"{type(tokenizer).__name__}.{method}"
             self.depth += 1
             try:
                 return call_through(
                     rec,
                     "tokenizer",
-                    name,
+                    f"{type(tokenizer).__name__}.{method}",
                     original,
                     (tokenizer, *args),
                     kwargs,
-                    [(f"text[{i}]", t) for i, t in enumerate(texts[: rec.settings.samples])],
+                    [(f"text[{i}]", t) for i, t in enumerate(texts)],
                     after=functools.partial(_keep_tokens, tokenizer, texts),
                     cls=type(tokenizer).__name__,
                 )
@@ -94,14 +99,15 @@ def _text_kwarg(kwargs: dict):
     return None
 
 
-def _texts(value) -> list[str]:
-    """The texts of a tokenizer input: one string, a batch of them, pairs or words."""
+def _texts(value, limit: int) -> list[str]:
+    """The first ``limit`` texts of a tokenizer input: one string, a batch of them, pairs
+    or words."""
     if isinstance(value, str):
         return [value]
     if not isinstance(value, (list, tuple)):
         return []
     texts = []
-    for item in value:
+    for item in value[:limit]:
         if isinstance(item, str):
             texts.append(item)
         elif isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
@@ -127,7 +133,7 @@ def _note_vocab(rec, tokenizer) -> None:
 def _keep_tokens(tokenizer, texts: list[str], batch, call, result) -> None:
     if batch.light or not batch.keeps_item():
         return
-    rows = _encoded(tokenizer, result)[: batch.samples]
+    rows = _encoded(tokenizer, result, batch.samples)
     if not rows:
         return
     batch.sections.setdefault("tokens", []).append(
@@ -141,21 +147,21 @@ def _keep_tokens(tokenizer, texts: list[str], batch, call, result) -> None:
     )
 
 
-def _encoded(tokenizer, result) -> list[tuple[list[int], list[str]]]:
-    """(ids, token strings) per text, from whatever the tokenizer returned."""
+def _encoded(tokenizer, result, limit: int) -> list[tuple[list[int], list[str]]]:
+    """(ids, token strings) of the first ``limit`` texts, from what the tokenizer returned."""
     if hasattr(result, "ids") and hasattr(result, "tokens"):  # a tokenizers.Encoding
-        return [(list(result.ids), list(result.tokens))]
+        return [(list(result.ids), list(result.tokens))][:limit]
     if isinstance(result, list) and result and hasattr(result[0], "ids"):
-        return [(list(e.ids), list(e.tokens)) for e in result]
+        return [(list(e.ids), list(e.tokens)) for e in result[:limit]]
     ids = result.get("input_ids") if hasattr(result, "get") else result
     if hasattr(ids, "tolist"):
-        ids = ids.tolist()
+        ids = ids[:limit].tolist() if getattr(ids, "ndim", 1) > 1 else ids.tolist()
     if not isinstance(ids, list) or not ids:
         return []
     rows = [ids] if isinstance(ids[0], int) else ids
     convert = getattr(tokenizer, "convert_ids_to_tokens", None)
     out = []
-    for row in rows:
+    for row in rows[:limit]:
         if not isinstance(row, list) or not all(isinstance(i, int) for i in row):
             return []
         out.append((row, [str(t) for t in convert(row[:MAX_TOKENS])] if convert else []))

@@ -1,0 +1,332 @@
+"""How fast the terminal viewer is, as a user feels it.
+
+    .venv/bin/python bench/tui_bench.py [RUN_DIR] [--repeat 5]
+
+- first screen: from starting `tvis tui RUN` (a real process in a 120×40 tmux pane) until the
+  complete Explore screen is on the terminal — tree, selected call, tensor cards with their
+  histograms and heatmaps — locally and over a loopback sshd (`tvis tui host:RUN`);
+- bytes: what crossed ssh (agent → viewer) for that first screen;
+- cursor move: in-process, from pressing `j` in the tree to the screen showing the new cursor
+  row, and to the inspector showing the new call's cards;
+- large activation: from selecting the largest output of the batch to its heatmap drawn.
+
+Without RUN_DIR it records the image-classifier example first (2 steps). Needs tmux and,
+for the ssh figures, OpenSSH's sshd (tests/sshd.py starts it on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import io
+import os
+import pty
+import re
+import shlex
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+ROOT = Path(__file__).resolve().parents[1]
+TVIS = str(Path(sys.executable).with_name("tvis"))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "tui"))
+
+POLL_S = 0.01
+"""How often the terminal is read while waiting: the figures are good to about 10–20 ms."""
+
+COUNTER = textwrap.dedent("""
+    # Runs ssh with its stdout relayed, keeping a running count of the bytes in a file.
+    import os, subprocess, sys
+    count_file, argv = sys.argv[1], sys.argv[2:]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    total = 0
+    out = sys.stdout.buffer
+    while True:
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        out.write(chunk)
+        out.flush()
+        total += len(chunk)
+        with open(count_file, "w") as f:
+            f.write(str(total))
+    sys.exit(proc.wait())
+""")
+
+
+def record_example(folder: Path) -> Path:
+    script = ROOT / "examples" / "image_classifier" / "train.py"
+    subprocess.run(
+        [TVIS, "run", "--steps", "2", "--out", str(folder), str(script), "--workers", "0"],
+        check=True,
+        capture_output=True,
+        cwd=folder,
+    )
+    (run,) = [p for p in folder.iterdir() if p.is_dir()]
+    return run
+
+
+def first_screen_complete(screen: str) -> bool:
+    """Tree, inspector header, both cards with stats, histograms and heatmaps drawn."""
+    return (
+        "ShapesCNN" in screen
+        and "inputs" in screen
+        and "values kept" in screen
+        and screen.count("▀") > 200
+        and "batch 0/" in screen
+    )
+
+
+def tmux_first_screen(command: str, env: dict[str, str] | None = None) -> float:
+    """Seconds from starting ``command`` in a fresh 120×40 tmux pane to the complete screen."""
+    socket = f"tvis-bench-{os.getpid()}-{time.monotonic_ns()}"
+    clean = {
+        k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("COLUMNS", "LINES")
+    }
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-L", socket, *args], capture_output=True, text=True, env=clean, check=True
+        ).stdout
+
+    start = time.perf_counter()
+    tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", f"{command}; sleep 60")
+    try:
+        while time.perf_counter() - start < 60:
+            if first_screen_complete(tmux("capture-pane", "-p", "-t", "main")):
+                return time.perf_counter() - start
+            time.sleep(POLL_S)
+        raise RuntimeError(
+            "the first screen never completed:\n" + tmux("capture-pane", "-p", "-t", "main")
+        )
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, env=clean)
+
+
+async def _until(predicate) -> None:
+    while not predicate():
+        await asyncio.sleep(0.0005)
+
+
+def _render(app) -> None:
+    """Compose and write the whole screen as the driver would (an upper bound of a repaint)."""
+    console = Console(
+        width=app.size.width,
+        height=app.size.height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        legacy_windows=False,
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
+
+
+async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
+    """In the app itself (headless, 120×40): from a cursor move to the new call's cards with
+    their heatmaps, and from selecting the batch's largest activation to its heatmap; each
+    ends with a full repaint of the screen."""
+    from conftest import make_app, open_explore
+    from textual import events
+
+    from tvis.tui.messages import GotoCall
+    from tvis.tui.widgets.heatmap import Heatmap
+
+    def cards_drawn(page, call=None) -> bool:
+        shown = page.inspector.shown
+        return (
+            shown is not None
+            and shown is page.inspector.selection
+            and (call is None or shown.call == call)
+            and bool(page.inspector.cards)
+            and all(
+                c.query(Heatmap) and c.query_one(Heatmap).has_data for c in page.inspector.cards
+            )
+        )
+
+    figures: dict[str, list[float]] = {"cursor_inspector": [], "large_activation": []}
+    app = make_app(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        tree = page.calls.call_tree
+        await pilot.press("l")
+        await _until(lambda: len(tree.call_nodes()) >= 5)
+        await pilot.press("j")
+        for _ in range(repeat):
+            for key in ("j", "k"):
+                await _until(lambda: cards_drawn(page))
+                before = tree.cursor_line
+                t0 = time.perf_counter()
+                app._driver.send_message(events.Key(key, key))
+                await _until(lambda before=before: tree.cursor_line != before)
+                await _until(lambda: cards_drawn(page))
+                _render(app)
+                figures["cursor_inspector"].append(time.perf_counter() - t0)
+        largest = app.data.call(
+            "layers", run=app.run_name, batch=0, sort="out_numel", desc=True, limit=1
+        )["rows"][0]
+        for _ in range(repeat):
+            tree.move_cursor(tree.root.children[0])
+            await pilot.pause(0.2)
+            app.data._cache.clear()  # count the agent's work too, not a cached answer
+            t0 = time.perf_counter()
+            page.post_message(GotoCall(largest["id"], batch=0))
+            await _until(lambda: cards_drawn(page, largest["id"]))
+            _render(app)
+            figures["large_activation"].append(time.perf_counter() - t0)
+    figures["largest_numel"] = [float(largest.get("out_numel") or 0)]
+    return figures
+
+
+ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+class PtyViewer:
+    """`tvis tui RUN` on a pseudo-terminal of its own (120×40), its output collected with
+    the time each chunk arrived: what the terminal receives, without a terminal between."""
+
+    def __init__(self, run: Path) -> None:
+        pid, fd = pty.fork()
+        if pid == 0:
+            env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+            env.update(TERM="xterm-256color", TVIS_IMAGES="halfcell")
+            os.execvpe(TVIS, [TVIS, "tui", str(run)], env)
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        self.pid, self.fd = pid, fd
+        self.chunks: list[tuple[float, bytes]] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                self.chunks.append((time.perf_counter(), data))
+
+    def text_since(self, t0: float) -> tuple[str, float]:
+        """The plain text written since ``t0`` and when its last chunk arrived."""
+        with self._lock:
+            recent = [(t, d) for t, d in self.chunks if t >= t0]
+        raw = b"".join(d for _, d in recent)
+        return ANSI.sub(b"", raw).decode("utf-8", "replace"), (recent[-1][0] if recent else t0)
+
+    def wait_for(self, text: str, t0: float, timeout: float = 30.0) -> float:
+        """Seconds from ``t0`` until ``text`` has been written (escape codes removed)."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            seen, last = self.text_since(t0)
+            if text in seen:
+                return last - t0
+            time.sleep(0.001)
+        raise RuntimeError(f"{text!r} was never written")
+
+    def press(self, key: str) -> float:
+        t0 = time.perf_counter()
+        os.write(self.fd, key.encode())
+        return t0
+
+    def close(self) -> None:
+        os.write(self.fd, b"q")
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def terminal_cursor_moves(run: Path, repeat: int) -> dict[str, list[float]]:
+    """From writing `j`/`k` to the viewer's terminal until it has written (a) the tree rows
+    with the moved cursor and (b) the inspector header of the call the cursor moved to."""
+    viewer = PtyViewer(run)
+    figures: dict[str, list[float]] = {"tree_row": [], "header": []}
+    try:
+        viewer.wait_for("values kept", 0.0, timeout=60)
+        viewer.wait_for("features", viewer.press("l"))
+        time.sleep(0.5)
+        for _ in range(repeat):
+            for key, header in (("j", "Sequential  features"), ("k", "ShapesCNN   forward")):
+                t0 = viewer.press(key)
+                # Both rows whose cursor state changed are redrawn: ShapesCNN and features.
+                figures["tree_row"].append(viewer.wait_for("■ features Sequential", t0))
+                figures["header"].append(viewer.wait_for(header, t0))
+                time.sleep(0.4)
+        return figures
+    finally:
+        viewer.close()
+
+
+def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int]:
+    from sshd import start_lab
+
+    with tempfile.TemporaryDirectory(prefix="tvis-bench-ssh-") as folder:
+        lab = start_lab(Path(folder))
+        try:
+            counter = Path(folder) / "counter.py"
+            counter.write_text(COUNTER)
+            count_file = Path(folder) / "bytes"
+            ssh = f"{sys.executable} {counter} {count_file} ssh -F {lab.config}"
+            command = (
+                f"{TVIS} tui tvis-test:{shlex.quote(str(run))} "
+                f"--remote-tvis {shlex.quote(lab.remote_tvis)}"
+            )
+            times = []
+            for _ in range(repeat):
+                count_file.write_text("0")
+                times.append(tmux_first_screen(command, {"TVIS_SSH_COMMAND": ssh}))
+                received = int(count_file.read_text() or 0)
+            return times, received
+        finally:
+            lab.close()
+
+
+def summary(values: list[float]) -> str:
+    ms = sorted(v * 1000 for v in values)
+    return f"median {statistics.median(ms):.0f} ms (min {ms[0]:.0f}, max {ms[-1]:.0f}, n={len(ms)})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", nargs="?", help="a recorded run (default: record the example)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-ssh", action="store_true", help="skip the loopback sshd figures")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tvis-bench-") as tmp:
+        run = Path(args.run) if args.run else record_example(Path(tmp))
+        local = [
+            tmux_first_screen(f"{TVIS} tui {shlex.quote(str(run))}") for _ in range(args.repeat)
+        ]
+        print(f"first screen, local:        {summary(local)}   (target ≤ 1500 ms)")
+        if not args.no_ssh:
+            remote, received = ssh_figures(run, args.repeat)
+            print(f"first screen, loopback ssh: {summary(remote)}")
+            print(f"bytes over ssh, first screen: {received / 1024:.1f} KiB   (target ≤ 256 KiB)")
+        keys = terminal_cursor_moves(run, args.repeat)
+        print(
+            f"cursor move, tree row:      {summary(keys['tree_row'])}   (target ≤ 50 ms; key to output)"
+        )
+        print(f"cursor move, inspector:     {summary(keys['header'])}   (header of the new call)")
+        figures = asyncio.run(in_process(run, args.repeat))
+        print(f"cursor move, cards drawn:   {summary(figures['cursor_inspector'])}   (in-process)")
+        print(
+            f"largest activation ({int(figures['largest_numel'][0]):,} values): "
+            f"{summary(figures['large_activation'])}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
