@@ -1,42 +1,16 @@
-"""An in-memory agent client that answers the protocol with a synthetic image-classifier run.
+"""An in-memory agent client answering the protocol methods the tree and the inspector use,
+over a synthetic model (a conv, ``n_blocks`` repeated blocks, a head, a loss).
 
-For tests that need shapes the example run cannot give (thousands of calls, NaN flags, a
-run that grows while it is viewed) and for checking that the viewer talks only through
-``Client.call``. Everything else runs against the real ``LocalClient`` over a recorded run.
+Only for what a recorded example cannot give: a node with thousands of children, and a run
+that grows while it is viewed. Every other test runs the real ``LocalClient`` over a run
+recorded from the image-classifier example.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
-
-SOURCE = """import torch
-from torch import nn
-
-
-class Block(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.fc = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        return torch.relu(self.fc(x)) + x
-
-
-class Net(nn.Module):
-    def __init__(self, n_blocks):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.blocks = nn.Sequential(*[Block(32) for _ in range(n_blocks)])
-        self.head = nn.Linear(32, 10)
-
-    def forward(self, x):
-        x = self.conv(x).mean(dim=(2, 3)).repeat(1, 4)
-        x = self.blocks(x)
-        return self.head(x)
-"""
 
 
 class FakeClient:
@@ -45,8 +19,6 @@ class FakeClient:
     def __init__(self, n_blocks: int = 12, n_batches: int = 2, status: str = "complete") -> None:
         self.n_blocks = n_blocks
         self.status = status
-        self.methods: list[str] = []
-        self._lock = threading.Lock()
         self.model = self._build_calls()
         self.n_batches = n_batches
 
@@ -57,8 +29,6 @@ class FakeClient:
         pass
 
     def call(self, method: str, **params: Any) -> Any:
-        with self._lock:
-            self.methods.append(method)
         return getattr(self, f"_{method}")(**params)
 
     # -- the synthetic model -------------------------------------------------------------
@@ -234,73 +204,6 @@ class FakeClient:
         full["path"] = self._path(call)
         return full
 
-    def _find(self, run, batch, query, limit=50):
-        q = query.lower()
-        hits = [c for c in self.model if q in c["name"].lower() or q in (c["cls"] or "").lower()]
-        return [{**self._row(c, batch), "path": self._path(c["id"])} for c in hits[:limit]]
-
-    def _layers(self, run, batch, sort="order", desc=False, offset=0, limit=500):
-        rows = [
-            {
-                "id": c["id"],
-                "name": c["name"],
-                "cls": c["cls"],
-                "kind": c["kind"],
-                "out_shape": c["out_shape"],
-                "std": 1.0 + c["id"] / 100,
-                "absmean": 0.8,
-                "zeros": 0.95 if "dead" in c["flags"] else 0.05,
-                "grad_norm": 0.5 / (1 + c["id"]),
-                "fwd_ms": c["fwd_ms"],
-                "bwd_ms": c["bwd_ms"],
-                "flags": c["flags"],
-            }
-            for c in self.model
-            if c["kind"] in ("module", "function")
-        ]
-        if sort != "order":
-            rows.sort(key=lambda r: (r.get(sort) is None, r.get(sort) or 0), reverse=desc)
-        elif desc:
-            rows.reverse()
-        return {"total": len(rows), "rows": rows[offset : offset + limit]}
-
-    def _timeline(self, run, batch, limit=5000):
-        bars = []
-        for c in self.model:
-            bars.append(
-                {
-                    "call": c["id"],
-                    "name": c["name"] or c["cls"],
-                    "depth": c["depth"],
-                    "lane": "forward",
-                    "t0": c["t0"],
-                    "t1": c["t0"] + c["fwd_ms"],
-                    "phase": c["phase"],
-                }
-            )
-            if c["bwd_ms"]:
-                t0 = 10.0 - c["t0"]
-                bars.append(
-                    {
-                        **bars[-1],
-                        "lane": "backward",
-                        "t0": t0,
-                        "t1": t0 + c["bwd_ms"],
-                        "phase": "backward",
-                    }
-                )
-        phases = [
-            {"phase": "data", "t0": 0.0, "t1": 1.0},
-            {"phase": "forward", "t0": 1.0, "t1": 4.1},
-            {"phase": "loss", "t0": 4.1, "t1": 4.3},
-            {"phase": "backward", "t0": 4.3, "t1": 10.0},
-            {"phase": "optimizer", "t0": 10.0, "t1": 10.5},
-        ]
-        return {"total_ms": 10.5, "phases": phases, "bars": bars[:limit]}
-
-    def _tensor(self, run, tensor, batch=None, step=None):
-        return self._entry(tensor)
-
     def _view(
         self,
         run,
@@ -326,75 +229,4 @@ class FakeClient:
             "sample": sample,
             "kept": "all",
             "downsampled": False,
-        }
-
-    def _image(self, run, batch, tensor, sample=0, width=32, height=32):
-        y, x = np.mgrid[0:16, 0:16]
-        rgb = np.stack([x * 16, y * 16, np.full_like(x, 128 + sample)], axis=-1)
-        return {"array": rgb.astype(np.uint8), "normalized": True}
-
-    def _source(self, run, file):
-        lines = {
-            22: [
-                {
-                    "file": file,
-                    "line": 22,
-                    "op": "conv2d",
-                    "shape": [8, 8, 16, 16],
-                    "dtype": "float32",
-                    "count": 1,
-                    "ms": 0.5,
-                    "call": 1,
-                }
-            ]
-        }
-        return {"file": file, "text": SOURCE, "lines": lines}
-
-    def _sources(self, run):
-        return ["model.py", "train.py"]
-
-    def _step(self, run, step):
-        return {
-            "step": {"index": step, "batches": [step], "loss": 2.3},
-            "params": [
-                {
-                    "name": "conv.weight",
-                    "module": "conv",
-                    "shape": [8, 3, 3, 3],
-                    "dtype": "float32",
-                    "weight": 1,
-                    "grad": 2,
-                    "update": 3,
-                    "norms": {"w": 1.2, "grad": 0.3, "update": 0.003, "ratio": 0.0025},
-                },
-                {
-                    "name": "head.bias",
-                    "module": "head",
-                    "shape": [10],
-                    "dtype": "float32",
-                    "weight": 4,
-                    "grad": None,
-                    "update": 5,
-                    "norms": {"w": 0.1, "grad": None, "update": 0.0, "ratio": 0.0},
-                },
-            ],
-        }
-
-    def _param(self, run, step, name, which="weight", width=64, height=32):
-        return self._view(run, tensor=len(name), width=width, height=height)
-
-    def _samples(self, run, batch):
-        return {
-            "batch_size": 8,
-            "rows": [
-                {
-                    "sample": i,
-                    "target": i % 10,
-                    "pred": (i * 3) % 10,
-                    "loss": 2.0 + i / 10,
-                    "p_target": 0.1,
-                    "input": {"kind": "image", "tensor": 0},
-                }
-                for i in range(8)
-            ],
         }

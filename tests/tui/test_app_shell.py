@@ -145,3 +145,38 @@ async def test_live_only_opens_the_live_page_without_any_recording():
         assert "1 Live" in screen_text(app)
         await pilot.press("q")
     assert app.return_code == 0
+
+
+async def test_run_option_opens_that_run_without_the_picker(two_runs: Path):
+    app = make_app(two_runs, run="20000101-000000_train_000000")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        assert app.run_id == "20000101-000000_train_000000"
+        assert not isinstance(app.screen, RunPicker)
+
+
+async def test_run_option_naming_no_run_says_so(two_runs: Path):
+    app = make_app(two_runs, run="nope")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.error, "the error")
+        assert "there is no run 'nope'" in screen_text(app)
+
+
+async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
+    run_dir: Path, monkeypatch
+):
+    monkeypatch.setenv("TVIS_SERVER", "127.0.0.1:0")  # the Live page listens on a free port
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
+        await wait_for(
+            pilot,
+            lambda: app.screen.query("PageTabs") and app.screen.query("StatusLine"),
+            "tab bar and status line on the Live page",
+        )
+        assert "1 Explore" in screen_text(app) and "2 Live" in screen_text(app)
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
+        assert app.internal_errors == []

@@ -9,18 +9,27 @@ from pathlib import Path
 
 import pytest
 
-from tvis.tui import images
+from tvis.tui import images, keys
 
 TVIS = str(Path(sys.executable).with_name("tvis"))
 
 
 def _tvis(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([TVIS, *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [TVIS, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_image_mode_defaults_to_half_blocks_inside_tmux():
-    assert images.resolve(None, {"TMUX": "/tmp/tmux-0/default,1,0", "TERM": "xterm-kitty"}, tty=True) == "halfcell"
+    assert (
+        images.resolve(None, {"TMUX": "/tmp/tmux-0/default,1,0", "TERM": "xterm-kitty"}, tty=True)
+        == "halfcell"
+    )
 
 
 def test_image_mode_defaults_to_half_blocks_without_a_terminal():
@@ -41,7 +50,10 @@ def test_unknown_image_mode_in_the_environment_is_one_sentence():
         images.resolve(None, {"TVIS_IMAGES": "png"}, tty=False)
     result = _tvis("tui", ".", env={"TVIS_IMAGES": "png"})
     assert result.returncode == 2
-    assert result.stderr.startswith("tvis: unknown image mode 'png'") and "Traceback" not in result.stderr
+    assert (
+        result.stderr.startswith("tvis: unknown image mode 'png'")
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_a_target_that_is_nothing_is_one_sentence_and_exit_2(tmp_path: Path):
@@ -56,3 +68,22 @@ def test_an_unreachable_ssh_host_is_one_sentence_and_exit_1(ssh_lab, tmp_path: P
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[0].startswith("tvis: connecting to ssh tvis-closed:/runs")
     assert len(lines) == 2 and lines[1].startswith("tvis: ") and "Traceback" not in result.stderr
+
+
+def test_keymap_file_is_read_and_a_damaged_one_is_ignored_with_a_sentence(tmp_path: Path):
+    good = tmp_path / "keymap.json"
+    good.write_text('{"tree.down": "j,down,ctrl+n"}')
+    assert keys.load_keymap(good) == ({"tree.down": "j,down,ctrl+n"}, None)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    keymap, problem = keys.load_keymap(bad)
+    assert keymap == {} and problem.startswith(f"ignored the keymap {bad}")
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text('{"tree.down": "n", "no.such": "x"}')
+    keymap, problem = keys.load_keymap(unknown)
+    assert keymap == {"tree.down": "n"} and "no.such" in problem
+
+
+def test_every_binding_has_a_unique_id():
+    ids = [b.id for _, scope in keys.SCOPES for b in scope]
+    assert all(ids) and len(ids) == len(set(ids))

@@ -1,0 +1,147 @@
+"""`tvis tui` (and `tvis open`): view runs in the terminal, locally or over ssh.
+
+    tvis tui ./tvis_runs                      runs on this machine
+    tvis tui gpu-login:~/proj/tvis_runs       over ssh, through `tvis agent --stdio`
+    tvis tui --via bastion c42:/scratch/runs  explicit jump hosts
+    tvis tui gpu                              a saved target (`tvis target add`)
+    tvis tui --live [HOST:PORT]               the Live page, with or without recordings
+
+A local folder is opened inside the app (it shows "connecting to …"). An ssh target is
+connected before the app takes the terminal, so password and 2FA prompts reach the user.
+Every failure is one sentence on stderr and a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from tvis.tui import images
+
+DEFAULT_TARGET = "tvis_runs"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target",
+        nargs="?",
+        help="a runs folder or a run on this machine, HOST:PATH, or a saved target name "
+        f"(default: ./{DEFAULT_TARGET} if it exists, else .)",
+    )
+    parser.add_argument(
+        "--via",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="jump host(s) in order; repeat or comma-separate",
+    )
+    parser.add_argument(
+        "--remote-tvis",
+        metavar="CMD",
+        help="the tvis command on the remote host when it is not on its PATH",
+    )
+    parser.add_argument(
+        "--images",
+        choices=images.MODES,
+        default=None,
+        help="how to draw pictures (default: $TVIS_IMAGES, else auto: "
+        "half blocks in tmux, kitty or sixel where the terminal has them)",
+    )
+    parser.add_argument("--run", metavar="RUN_ID", help="open this run instead of picking one")
+    parser.add_argument(
+        "--live",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="HOST:PORT",
+        help="add the Live page, receiving tvis.catch on HOST:PORT "
+        "(default: $TVIS_SERVER, else 127.0.0.1:2875)",
+    )
+
+
+class _Refused(Exception):
+    """A reason not to start the viewer: one sentence and the exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _live_address(flag: str | None) -> str | None:
+    """The Live page's address from ``--live`` (None when the flag is absent)."""
+    if flag is None:
+        return None
+    from tvis.live.address import parse_address
+    from tvis.live.address import resolve as resolve_address
+
+    address = resolve_address(flag or None)
+    try:
+        parse_address(address)
+    except ValueError as e:
+        raise _Refused(str(e), 2) from None
+    return address
+
+
+def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[Callable, str]:
+    """How the app gets its agent client, and how the target reads in the status line.
+
+    A remote target is connected here, before the app owns the terminal, so that ssh can
+    ask for a password or a second factor."""
+    from tvis.agent.client import connect
+    from tvis.agent.protocol import AgentError
+    from tvis.targets import TargetError
+    from tvis.targets import resolve as resolve_target
+
+    try:
+        target = resolve_target(spec, via=args.via, remote_tvis=args.remote_tvis)
+    except TargetError as e:
+        raise _Refused(str(e), 2) from None
+    label = target.describe()
+    if target.is_local:
+        return (lambda: connect(target, allow_empty=allow_empty, echo_stderr=False)), label
+    sys.stderr.write(f"tvis: connecting to {label} …\n")
+    try:
+        client = connect(target, allow_empty=allow_empty, echo_stderr=False)
+    except AgentError as e:
+        raise _Refused(e.message, 1) from None
+    return (lambda: client), label
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        mode = images.resolve(args.images)
+        live = _live_address(args.live)
+        spec = args.target
+        if spec is None and live is None:
+            spec = DEFAULT_TARGET if os.path.isdir(DEFAULT_TARGET) else "."
+        connector, label = None, "live"
+        if spec is not None:
+            connector, label = _connector(spec, args, allow_empty=live is not None)
+    except images.ImageModeError as e:
+        sys.stderr.write(f"tvis: {e}\n")
+        return 2
+    except _Refused as e:
+        sys.stderr.write(f"tvis: {e}\n")
+        return e.code
+
+    images.prepare(mode)
+    from tvis.tui import keys
+    from tvis.tui.app import TvisApp
+
+    keymap, keymap_error = keys.load_keymap()
+    app = TvisApp(
+        connector,
+        label,
+        mode,
+        run=args.run,
+        live_address=live,
+        keymap=keymap,
+        keymap_error=keymap_error,
+    )
+    app.run()
+    if app.error:
+        sys.stderr.write(f"tvis: {app.error}\n")
+        return 1
+    return app.return_code or 0

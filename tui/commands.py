@@ -1,0 +1,104 @@
+"""The command palette (ctrl+p): jump to a call by name, switch run, batch, step or page,
+toggle value/gradient and batch/step mode. Themes come from Textual's own commands."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from tvis.tui import fmt
+
+FIND_LIMIT = 30
+"""Calls offered per query: a palette shows about a dozen, the rest are for scrolling."""
+
+
+class CallCommands(Provider):
+    """Calls of the current batch whose name or class contains what was typed."""
+
+    async def search(self, query: str) -> Hits:
+        app = self.app
+        query = query.strip()
+        if not app.run_name or len(query) < 2:
+            return
+        try:
+            rows = await asyncio.to_thread(
+                app.data.call,
+                "find",
+                run=app.run_name,
+                batch=app.batch,
+                query=query,
+                limit=FIND_LIMIT,
+            )
+        except Exception:
+            return
+        matcher = self.matcher(query)
+        for row in rows:
+            name = fmt.call_name(row)
+            label = f"go to {name}" + (
+                f" ({row['cls']})" if row.get("cls") and row.get("name") else ""
+            )
+            score = matcher.match(label) or 0.1
+            yield Hit(
+                score,
+                matcher.highlight(label),
+                partial(app.goto_call, app.batch, row["id"], row.get("path")),
+                help=f"{row.get('kind', '')} · {fmt.shape(row.get('out_shape'))}",
+            )
+
+
+class ViewCommands(Provider):
+    """Everything that changes what is shown, as named commands."""
+
+    def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
+        app = self.app
+        commands: list[tuple[str, Callable[[], object], str]] = [
+            (
+                "toggle value / gradient",
+                app.action_toggle_grad,
+                "heatmaps show dL/d(tensor) or values",
+            ),
+            ("open another run", app.action_pick_run, "the run picker"),
+            ("show keys", app.action_help, "every key binding"),
+        ]
+        for i, spec in enumerate(app.pages()):
+            commands.append(
+                (f"page: {spec.title}", partial(app.action_page, i + 1), f"key {i + 1}")
+            )
+        info = app.run_info or {}
+        for b in info.get("batches") or []:
+            commands.append(
+                (
+                    f"batch {b.get('index')}",
+                    partial(app.set_batch, b.get("index")),
+                    f"step {b.get('step')} · loss {fmt.num(b.get('loss'))}",
+                )
+            )
+        for s in info.get("steps") or []:
+            batches = s.get("batches") or []
+            if batches:
+                commands.append(
+                    (
+                        f"step {s.get('index')}",
+                        partial(app.set_batch, batches[0]),
+                        f"batches {', '.join(map(str, batches))}",
+                    )
+                )
+        if app.explore_page() is not None:
+            commands.append(
+                ("toggle batch / step mode", app.toggle_explore_mode, "the call tree's roots")
+            )
+        return commands
+
+    async def discover(self) -> Hits:
+        for text, callback, help_text in self._commands()[:8]:
+            yield DiscoveryHit(text, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, callback, help_text in self._commands():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, help=help_text)

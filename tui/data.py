@@ -1,0 +1,93 @@
+"""The agent client as the viewer uses it: blocking calls made from worker threads, with a
+small cache for answers that cannot change, so moving back to a call costs no round trip."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+
+class Client(Protocol):
+    """What ``tvis.agent.client.connect`` returns (see agent/PROTOCOL.md)."""
+
+    def call(self, method: str, **params: Any) -> Any: ...
+
+    def describe(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+CACHE_ENTRIES = 512
+"""Answers kept. A screenful needs a few dozen (rows, a call, its views); 512 keeps the
+last several hundred cursor positions while staying a few MB at the agent's view sizes."""
+
+NEVER_CACHED = frozenset({"hello", "runs", "run"})
+"""Answers that change while a run is being recorded."""
+
+LIVE_UNCACHED = frozenset({"source", "sources", "find"})
+"""Answers that merge every batch so far, so they grow while a recording is running."""
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+class Data:
+    """A thread-safe caching façade over one agent client. Identical requests in flight at
+    the same time are sent once: the later callers wait for the first one's answer."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.live = False
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._inflight: dict[tuple, Future] = {}
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return self.client.describe()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def call(self, method: str, **params: Any) -> Any:
+        cacheable = method not in NEVER_CACHED and not (self.live and method in LIVE_UNCACHED)
+        if not cacheable:
+            return self.client.call(method, **params)
+        key = (method, _freeze(params))
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+            pending = self._inflight.get(key)
+            if pending is None:
+                future: Future = Future()
+                self._inflight[key] = future
+        if pending is not None:
+            return pending.result()
+        try:
+            result = self.client.call(method, **params)
+        except BaseException as e:
+            with self._lock:
+                del self._inflight[key]
+            future.set_exception(e)
+            raise
+        with self._lock:
+            del self._inflight[key]
+            self._cache[key] = result
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        future.set_result(result)
+        return result
+
+    def prefetch(self, method: str, **params: Any) -> Any:
+        """``call``, for warming the cache: a failure here is left to the real request."""
+        try:
+            return self.call(method, **params)
+        except Exception:
+            return None

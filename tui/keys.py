@@ -1,0 +1,146 @@
+"""Every key binding of the viewer, each with an id so a user can remap it.
+
+A keymap is a JSON object ``{"binding id": "keys"}`` read from ``$TVIS_KEYMAP`` or
+``~/.config/tvis/keymap.json``; e.g. ``{"tree.down": "j,down,ctrl+n"}``. The help screen is
+generated from the scopes below, so it lists exactly the keys that work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from textual.binding import Binding
+
+
+def _b(keys: str, action: str, description: str, id: str, show: bool = False) -> Binding:
+    return Binding(keys, action, description, show=show, id=id, tooltip=description)
+
+
+def page_bindings() -> list[Binding]:
+    """``1``–``9`` jump to the n-th page in the tab bar."""
+    return [_b(str(n), f"page({n})", f"page {n}", f"app.page{n}") for n in range(1, 10)]
+
+
+APP = [
+    _b("q", "quit", "Quit", "app.quit", show=True),
+    _b("question_mark,f1", "help", "Keys", "app.help", show=True),
+    _b("ctrl+p", "command_palette", "Palette", "app.palette", show=True),
+    _b("r", "pick_run", "Runs", "app.runs", show=True),
+    _b("g", "toggle_grad", "Value / gradient", "app.toggle_grad", show=True),
+    _b("left_square_bracket", "sample(-1)", "Previous sample", "app.sample_prev"),
+    _b("right_square_bracket", "sample(1)", "Next sample", "app.sample_next"),
+    _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
+    _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
+    *page_bindings(),
+]
+
+EXPLORE = [
+    _b("c", "pane('calls')", "Call tree", "explore.calls"),
+    _b("i", "pane('inspector')", "Inspector", "explore.inspector"),
+    _b("s", "pane('source')", "Source", "explore.source"),
+    _b("y", "pane('layers')", "Layers table", "explore.layers"),
+    _b("t", "pane('timeline')", "Timeline", "explore.timeline"),
+    _b("p", "pane('step')", "Step (parameters)", "explore.step"),
+    _b("a", "pane('samples')", "Samples", "explore.samples"),
+    _b("m", "toggle_mode", "Batch / step mode", "explore.mode"),
+    _b("slash", "search", "Search calls", "explore.search"),
+    _b("f", "cycle_filter", "Filter by kind", "explore.filter"),
+    _b("d", "goto_source('def')", "Source of the definition", "explore.goto_def"),
+    _b("u", "goto_source('site')", "Source of the call site", "explore.goto_site"),
+]
+
+TREE = [
+    _b("j,down", "cursor_down", "Down", "tree.down"),
+    _b("k,up", "cursor_up", "Up", "tree.up"),
+    _b("l,right", "expand", "Expand", "tree.expand"),
+    _b("h,left", "collapse", "Collapse / parent", "tree.collapse"),
+    _b("space", "toggle_node", "Expand / collapse", "tree.toggle"),
+    _b("enter", "select_cursor", "Open in inspector", "tree.select"),
+    _b("home", "scroll_home", "First call", "tree.home"),
+    _b("end", "scroll_end", "Last loaded call", "tree.end"),
+    _b("pagedown", "page_down", "Page down", "tree.page_down"),
+    _b("pageup", "page_up", "Page up", "tree.page_up"),
+]
+
+LIST = [
+    _b("j,down", "cursor_down", "Down", "list.down"),
+    _b("k,up", "cursor_up", "Up", "list.up"),
+]
+"""Extra keys for lists and tables; enter selects the row in every one of them."""
+
+LAYERS = [
+    _b("o", "sort_next", "Sort by next column", "layers.sort"),
+    _b("O", "sort_reverse", "Reverse sort", "layers.reverse"),
+]
+
+INSPECTOR = [
+    _b("j,down", "next_card", "Next tensor", "inspector.next"),
+    _b("k,up", "prev_card", "Previous tensor", "inspector.prev"),
+    _b("greater_than_sign,l,right", "index(1)", "Next leading index", "inspector.index_next"),
+    _b("less_than_sign,h,left", "index(-1)", "Previous leading index", "inspector.index_prev"),
+]
+
+TIMELINE = [
+    _b("l,right", "bar(1)", "Next bar", "timeline.next"),
+    _b("h,left", "bar(-1)", "Previous bar", "timeline.prev"),
+    _b("k,up", "lane(-1)", "Up a level", "timeline.up"),
+    _b("j,down", "lane(1)", "Down a level", "timeline.down"),
+    _b("plus,equals_sign", "zoom(2)", "Zoom in", "timeline.zoom_in"),
+    _b("minus", "zoom(0.5)", "Zoom out", "timeline.zoom_out"),
+    _b("enter", "select_bar", "Select the call", "timeline.select"),
+]
+
+SOURCE = [
+    _b("j,down", "cursor(1)", "Down", "source.down"),
+    _b("k,up", "cursor(-1)", "Up", "source.up"),
+    _b("n", "next_annotated(1)", "Next executed line", "source.next"),
+    _b("N", "next_annotated(-1)", "Previous executed line", "source.prev"),
+    _b("pagedown", "cursor(20)", "Page down", "source.page_down"),
+    _b("pageup", "cursor(-20)", "Page up", "source.page_up"),
+    _b("enter", "select_line", "Select the line's call", "source.select"),
+    _b("F", "next_file", "Next source file", "source.file"),
+]
+
+SCOPES: list[tuple[str, list[Binding]]] = [
+    ("Everywhere", APP),
+    ("Explore", EXPLORE),
+    ("Call tree", TREE),
+    ("Inspector", INSPECTOR),
+    ("Source", SOURCE),
+    ("Layers", LAYERS),
+    ("Timeline", TIMELINE),
+    ("Lists (runs, samples, step)", LIST),
+]
+"""The scopes the help screen lists, in the order a user meets them."""
+
+
+def keymap_path() -> Path:
+    env = os.environ.get("TVIS_KEYMAP")
+    if env:
+        return Path(env).expanduser()
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "tvis" / "keymap.json"
+
+
+def load_keymap(path: Path | None = None) -> tuple[dict[str, str], str | None]:
+    """The user's keymap and, when the file is unusable, a sentence saying why (never raises)."""
+    path = path or keymap_path()
+    if not path.is_file():
+        return {}, None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return {}, f"ignored the keymap {path}: {e}"
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        return {}, f"ignored the keymap {path}: it must map binding ids to key strings."
+    known = {b.id for _, scope in SCOPES for b in scope}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        return {k: v for k, v in data.items() if k in known}, (
+            f"keymap {path}: unknown binding ids {', '.join(unknown)}"
+        )
+    return data, None

@@ -1,0 +1,81 @@
+"""The pages of the viewer, in the order a training step happens.
+
+A page is a Textual ``Screen`` installed as an app mode; number keys jump to the n-th page
+of the tab bar, which lists only the pages that apply to what is open (pages needing a
+recording wait for a run; Live needs none). A new page is one entry in ``PAGES``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from tvis.tui.app import TvisApp
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """A page: its mode id, tab title, whether it needs an open run, and its builder."""
+
+    id: str
+    title: str
+    needs_run: bool
+    build: Callable[[TvisApp], Screen]
+    module: str
+
+    def exists(self) -> bool:
+        return importlib.util.find_spec(self.module) is not None
+
+
+def _explore(app: TvisApp) -> Screen:
+    from tvis.tui.pages.explore import ExplorePage
+
+    return ExplorePage()
+
+
+def _live(app: TvisApp) -> Screen:
+    from tvis.live.address import resolve
+    from tvis.tui.pages.live import LivePage
+
+    # No --live address: the one catches go to by default ($TVIS_SERVER, else 127.0.0.1:2875).
+    return LivePage(resolve(app.live_address))
+
+
+PAGES = [
+    PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
+    PageSpec("live", "Live", False, _live, "tvis.tui.pages.live"),
+]
+
+
+class BrokenPage(Screen):
+    """What a page that failed to build shows instead: the sentence, not a traceback."""
+
+    def __init__(self, title: str, error: Exception) -> None:
+        super().__init__()
+        self.message = f"the {title} page could not open: {type(error).__name__}: {error}"
+
+    def compose(self):
+        from tvis.tui.notice import Notice
+
+        notice = Notice()
+        notice.say(self.message, "1 … 9 switch pages · q quits", error=True)
+        yield notice
+
+
+def build(spec: PageSpec, app: TvisApp) -> Screen:
+    """The page's screen, or a ``BrokenPage`` saying why it could not be built."""
+    try:
+        return spec.build(app)
+    except Exception as e:
+        app.internal_errors.append(f"page {spec.id}: {type(e).__name__}: {e}")
+        return BrokenPage(spec.title, e)
+
+
+def pages_for(has_run: bool) -> list[PageSpec]:
+    """The pages the tab bar lists: those that exist and apply."""
+    return [p for p in PAGES if p.exists() and (has_run or not p.needs_run)]

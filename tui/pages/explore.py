@@ -1,0 +1,426 @@
+"""Explore: the full debugger view of a recording — call tree, inspector, source, layers,
+timeline, step and samples, kept on the same call, batch and followed sample.
+
+Layout follows the terminal: three columns when wide (tree · inspector · one more pane),
+two when medium (tree · one pane), one pane at a time when compact (80×24). The pane bar
+names every pane with its key; a pane fetches its data only while it is visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tvis.tui import colors, keys
+from tvis.tui.fetch import fetch
+from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
+from tvis.tui.widgets.calls_pane import CallsPane
+from tvis.tui.widgets.inspector import Inspector
+from tvis.tui.widgets.layers_table import LayersPane, LayersTable
+from tvis.tui.widgets.samples_view import SamplesView, SampleTable
+from tvis.tui.widgets.source_view import SourcePane, SourceView
+from tvis.tui.widgets.step_view import ParamTable, StepView
+from tvis.tui.widgets.timeline import Timeline
+
+WIDE_MIN = 160
+"""Columns from which three panes fit side by side (tree 50, inspector 55, one more)."""
+
+MEDIUM_MIN = 100
+"""Columns from which the tree and one pane fit side by side; below, one pane at a time."""
+
+PANES = ("calls", "inspector", "source", "layers", "timeline", "step", "samples")
+PANE_KEYS = {
+    "calls": "c",
+    "inspector": "i",
+    "source": "s",
+    "layers": "y",
+    "timeline": "t",
+    "step": "p",
+    "samples": "a",
+}
+SIDE = ("source", "layers", "timeline", "step", "samples")
+"""Panes that share the last column (wide) or the right column (medium, with inspector)."""
+
+
+def layout_for(width: int) -> str:
+    if width >= WIDE_MIN:
+        return "wide"
+    if width >= MEDIUM_MIN:
+        return "medium"
+    return "compact"
+
+
+class PaneBar(Static):
+    """Which panes exist, their keys, which are on screen, and the batch/step mode."""
+
+    DEFAULT_CSS = "PaneBar { height: 1; padding: 0 1; }"
+
+    def show(self, visible: list[str], focused: str | None, mode: str) -> None:
+        text = Text()
+        for name in PANES:
+            on_screen = name in visible
+            style = Style(
+                bold=on_screen,
+                reverse=name == focused,
+                dim=not on_screen,
+                meta={"@click": f"screen.pane('{name}')"},
+            )
+            text.append(f" {PANE_KEYS[name]} {name} ", style=style)
+        text.append(f"   {mode} mode (m)", style=colors.MUTED)
+        self.update(text)
+
+
+class ExplorePage(Screen):
+    """The Explore page."""
+
+    BINDINGS = keys.EXPLORE
+
+    DEFAULT_CSS = """
+    ExplorePage #panes { height: 1fr; }
+    ExplorePage #panes > * { height: 1fr; }
+    ExplorePage #panes > .-divided { border-right: vkey $panel-lighten-2; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layout_name = "medium"
+        self.front = "calls"
+        self.side = "source"
+        self.right = "inspector"
+        self.mode = "batch"
+        self.selection: Selection | None = None
+        self._loaded: dict[str, Any] = {}
+        self._source_files: list[str] | None = None
+
+    def compose(self) -> ComposeResult:
+        # The tree and the inspector always exist; the other panes are built the first time
+        # they are shown, which keeps the first screen quick.
+        yield PaneBar()
+        with Horizontal(id="panes"):
+            yield CallsPane(id="calls")
+            yield Inspector(id="inspector")
+
+    def _build_pane(self, name: str) -> Widget:
+        if name == "source":
+            return SourcePane(id=name)
+        if name == "layers":
+            return LayersPane(id=name)
+        if name == "timeline":
+            return Timeline(id=name)
+        if name == "step":
+            return StepView(id=name)
+        return SamplesView(self.app.image_mode, id=name)
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "batch", self._batch_changed, init=False)
+        self.watch(self.app, "run_info", self._run_info_changed, init=False)
+        self.watch(self.app, "run_name", self._run_changed, init=False)
+        # After the first refresh every pane has composed its own children.
+        self.call_after_refresh(self._start)
+
+    async def _start(self) -> None:
+        self.layout_name = layout_for(self.app.size.width)
+        await self._apply_layout()
+        self._batch_changed()
+        self.calls.call_tree.focus()
+
+    # -- panes ---------------------------------------------------------------------------
+
+    @property
+    def calls(self) -> CallsPane:
+        return self.query_one(CallsPane)
+
+    @property
+    def inspector(self) -> Inspector:
+        return self.query_one(Inspector)
+
+    def visible_panes(self) -> list[str]:
+        if self.layout_name == "wide":
+            return ["calls", "inspector", self.side]
+        if self.layout_name == "medium":
+            return ["calls", self.right]
+        return [self.front]
+
+    def _pane(self, name: str) -> Widget | None:
+        """Pane ``name`` if it has been built."""
+        found = self.query(f"#{name}")
+        return found.first() if found else None
+
+    def _focus_target(self, name: str) -> Widget:
+        if name == "calls":
+            hits = self.calls.hits
+            return hits if hits.has_class("-shown") else self.calls.call_tree
+        targets = {
+            "source": SourceView,
+            "layers": LayersTable,
+            "step": ParamTable,
+            "samples": SampleTable,
+        }
+        if name in targets:
+            return self.query_one(targets[name])
+        return self._pane(name)
+
+    async def _apply_layout(self) -> None:
+        visible = self.visible_panes()
+        container = self.query_one("#panes", Horizontal)
+        for name in visible:
+            if self._pane(name) is None:
+                before = [n for n in PANES[: PANES.index(name)] if self._pane(n) is not None]
+                await container.mount(self._build_pane(name), after=self._pane(before[-1]))
+        widths = {"wide": {"calls": "30%", "inspector": "34%"}, "medium": {"calls": "42%"}}
+        for name in PANES:
+            pane = self._pane(name)
+            if pane is None:
+                continue
+            pane.display = name in visible
+            pane.set_class(name in visible[:-1], "-divided")
+            pane.styles.width = widths.get(self.layout_name, {}).get(name, "1fr")
+        if self._focused_pane() not in visible:
+            self._focus_target(visible[0] if self.front not in visible else self.front).focus()
+        self._apply_layout_bar()
+        for name in visible:
+            self._ensure_loaded(name)
+
+    def _focused_pane(self) -> str | None:
+        focused = self.focused
+        if focused is None:
+            return None
+        ancestors = focused.ancestors_with_self
+        return next((n for n in PANES if (p := self._pane(n)) is not None and p in ancestors), None)
+
+    async def on_resize(self) -> None:
+        layout = layout_for(self.app.size.width)
+        if layout != self.layout_name:
+            self.layout_name = layout
+            await self._apply_layout()
+            self._refresh_summary()
+
+    def on_descendant_focus(self) -> None:
+        self._apply_layout_bar()
+
+    def _apply_layout_bar(self) -> None:
+        self.query_one(PaneBar).show(self.visible_panes(), self._focused_pane(), self.mode)
+
+    async def action_pane(self, name: str) -> None:
+        """Bring pane ``name`` on screen and focus it."""
+        if self.layout_name == "wide" and name in SIDE:
+            self.side = name
+        elif self.layout_name == "medium" and name != "calls":
+            self.right = name
+        self.front = name
+        await self._apply_layout()
+        self._focus_target(name).focus()
+
+    # -- data ----------------------------------------------------------------------------
+
+    def _run_changed(self, *_: Any) -> None:
+        """Another run was opened: forget everything that belonged to the last one."""
+        self._loaded.clear()
+        self._source_files = None
+        self.selection = None
+        self.mode = "batch"
+        for pane in self.query(SourcePane):
+            pane.reset()
+
+    def _run_info_changed(self, *_: Any) -> None:
+        self._refresh_summary()
+
+    def _batch_changed(self, *_: Any) -> None:
+        app = self.app
+        if app.run_name is None:
+            return
+        for name in ("layers", "timeline", "samples", "step"):
+            self._loaded.pop(name, None)
+        if self.mode == "step":
+            self._show_step_mode()
+        else:
+            self.calls.call_tree.show_batch(app.run_name, app.batch)
+        self._refresh_summary()
+        for name in self.visible_panes():
+            self._ensure_loaded(name)
+        if (
+            self.selection is not None
+            and self.selection.kind == "call"
+            and self.selection.call is not None
+        ):
+            # Same script, same structure: the call with this id is usually the same layer.
+            self._reveal(app.batch, self.selection.call, None)
+
+    def _refresh_summary(self) -> None:
+        app = self.app
+        info = app.batch_info or {}
+        if self.mode == "step":
+            summary = f"step {app.current_step} · its micro-batches and parameters"
+        else:
+            summary = f"batch {app.batch} · {info.get('n_calls', '?')} calls"
+        if self.layout_name == "compact":
+            summary += " · enter inspects"
+        self.calls.set_summary(summary)
+
+    def _ensure_loaded(self, name: str) -> None:
+        app = self.app
+        if app.run_name is None or self._pane(name) is None:
+            return
+        key = (app.run_name, app.batch if name != "step" else app.current_step)
+        if (
+            name in ("layers", "timeline", "samples", "step", "source")
+            and self._loaded.get(name) == key
+        ):
+            return
+        if name == "layers":
+            self.query_one(LayersTable).load(app.batch)
+        elif name == "timeline":
+            self.query_one(Timeline).load(app.batch)
+        elif name == "samples":
+            self.query_one(SamplesView).load(app.batch)
+        elif name == "step":
+            self.query_one(StepView).load(app.current_step)
+        elif name == "source":
+            self.query_one(SourceView).batch_index = app.batch
+            if self.query_one(SourceView).file is None:
+                self._open_first_source()
+        else:
+            return
+        self._loaded[name] = key
+
+    @work(thread=True, exclusive=True, group="sources", exit_on_error=False)
+    def _open_first_source(self) -> None:
+        def show(files: list[str]) -> None:
+            self._source_files = list(files)
+            pane = self.query_one(SourcePane)
+            pane.set_files(self._source_files)
+            if pane.requested is not None:
+                return  # a jump (d / u / the selection) already chose the file
+            wanted = self._selection_file("def")
+            if wanted and wanted[0] in files:
+                pane.show(*wanted)
+            elif files:
+                pane.show(files[0])
+
+        fetch(self, show, "sources", run=self.app.run_name)
+
+    def _show_step_mode(self) -> None:
+        step = self.app.current_step
+        if step is None:
+            self.notify("this batch belongs to no recorded optimizer step", timeout=4)
+            self.mode = "batch"
+            self.calls.call_tree.show_batch(self.app.run_name, self.app.batch)
+            return
+        self._load_step_tree(step)
+
+    @work(thread=True, exclusive=True, group="step-tree", exit_on_error=False)
+    def _load_step_tree(self, step: int) -> None:
+        def show(record: dict[str, Any]) -> None:
+            info = record.get("step") or {}
+            wanted = set(info.get("batches") or [])
+            batches = [
+                b
+                for b in (self.app.run_info or {}).get("batches") or []
+                if b.get("index") in wanted
+            ]
+            self.calls.call_tree.show_step(
+                self.app.run_name, {**info, "index": step}, batches, record.get("params") or []
+            )
+
+        fetch(self, show, "step", run=self.app.run_name, step=step)
+
+    def action_toggle_mode(self) -> None:
+        self.mode = "step" if self.mode == "batch" else "batch"
+        self._batch_changed()
+        self._apply_layout_bar()
+
+    # -- selection -----------------------------------------------------------------------
+
+    @on(Selected)
+    async def _selected(self, message: Selected) -> None:
+        self.selection = message.selection
+        self.inspector.show(message.selection)
+        if message.selection.kind == "call" and message.selection.call is not None:
+            for timeline in self.query(Timeline):
+                timeline.select_call(message.selection.call)
+            for table in self.query(LayersTable):
+                table.show_call(message.selection.call)
+        if message.open_inspector and "inspector" not in self.visible_panes():
+            await self.action_pane("inspector")
+        self._follow_in_source()
+
+    def _follow_in_source(self) -> None:
+        """Keep a visible Source pane on the selected call's definition, unless the user
+        is reading the source themselves."""
+        if "source" not in self.visible_panes() or self._focused_pane() == "source":
+            return
+        where = self._selection_file("def")
+        if where and self._source_files and where[0] in self._source_files:
+            self.query_one(SourcePane).show(*where)
+
+    @on(GotoCall)
+    async def _goto_call(self, message: GotoCall) -> None:
+        batch = self.app.batch if message.batch is None else message.batch
+        if batch != self.app.batch:
+            self.app.batch = batch
+        self._reveal(batch, message.call, message.path)
+        if self.layout_name == "compact" and self.front != "calls":
+            await self.action_pane("inspector")
+
+    @work(exclusive=True, group="reveal", exit_on_error=False)
+    async def _reveal(self, batch: int, call: int, path: list[int] | None) -> None:
+        if path is None:
+            try:
+                record = await asyncio.to_thread(
+                    self.app.data.call, "call", run=self.app.run_name, batch=batch, call=call
+                )
+            except Exception as e:
+                self.notify(
+                    f"cannot find call {call} in batch {batch}: {e}", severity="warning", timeout=4
+                )
+                return
+            path = record.get("path") or []
+        found = await self.calls.call_tree.reveal(batch, call, list(path))
+        if not found:
+            self.notify(
+                f"call {call} is not in the tree of batch {batch}", severity="warning", timeout=4
+            )
+
+    @on(GotoSource)
+    async def _goto_source(self, message: GotoSource) -> None:
+        await self.action_pane("source")
+        self.query_one(SourcePane).show(message.file, message.line)
+
+    def _selection_file(self, which: str) -> tuple[str, int] | None:
+        row = (self.selection.row if self.selection else None) or {}
+        loc = row.get(which)
+        if isinstance(loc, (list, tuple)) and len(loc) == 2 and isinstance(loc[0], str):
+            return loc[0], int(loc[1]) if isinstance(loc[1], int) else 1
+        return None
+
+    def action_goto_source(self, which: str) -> None:
+        where = self._selection_file(which)
+        label = "definition" if which == "def" else "call site"
+        if where is None:
+            self.notify(f"the selected call has no recorded {label}", timeout=3)
+            return
+        if self._source_files is not None and where[0] not in self._source_files:
+            self.notify(f"{where[0]} is library code, not in the run's source snapshot", timeout=4)
+            return
+        self.post_message(GotoSource(*where))
+
+    # -- search and filter ---------------------------------------------------------------
+
+    async def action_search(self) -> None:
+        if "calls" not in self.visible_panes():
+            await self.action_pane("calls")
+        self.calls.open_search()
+
+    async def action_cycle_filter(self) -> None:
+        if "calls" not in self.visible_panes():
+            await self.action_pane("calls")
+        self.calls.cycle_filter()

@@ -1,0 +1,1 @@
+"""Reusable widgets: call tree, heatmap, image pane, histogram, sparkline, tensor card, …"""

@@ -1,0 +1,537 @@
+"""The call tree: a batch's calls in call order, loaded lazily a page at a time.
+
+Only the rows on screen are ever fetched: a node's children arrive when it is expanded, in
+pages, with a "… more" row that loads the next page when the cursor reaches it. Runs of
+repeated siblings (``blocks.0`` … ``blocks.11``) fold into one group row. In step mode the
+roots are the step's micro-batches and its parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from tvis.agent.protocol import AgentError, ConnectionLost
+from tvis.tui import colors, fmt, keys, marks
+from tvis.tui.messages import Selected, Selection
+from tvis.tui.widgets.sparkline import EIGHTHS
+
+PAGE = 200
+"""Children fetched per request: several screens of rows, one small reply (~60 KB)."""
+
+GROUP_MIN = 3
+"""Repeated siblings fold into a group from this many on; two are easier read unfolded."""
+
+SHAPE_CELLS = 12
+"""Room for an output shape such as ``32×16×16×16``; longer shapes are clipped."""
+
+SHAPE_MIN_WIDTH = 36
+BAR_MIN_WIDTH = 58
+"""Row widths from which the shape, then the time bar, are shown: names come first."""
+
+BAR_CELLS = 6
+
+KIND_GLYPH = {"module": "■", "function": "ƒ", "loss": "Σ", "data": "◆", "optimizer": "↻"}
+
+_INDEXED = re.compile(r"^(.*)\.(\d+)$")
+
+
+@dataclass
+class Node:
+    """What a tree row stands for."""
+
+    kind: str  # call | group | more | loading | batch | params | param | message
+    batch: int | None = None
+    row: dict[str, Any] = field(default_factory=dict)
+    parent_call: int = -1  # whose children a "more" row (or a batch row) pages through
+    offset: int = 0  # for "more": where the next page starts
+    loaded: bool = False
+    rows: list[dict[str, Any]] = field(default_factory=list)  # a group's members
+    step: int | None = None
+    text: str = ""
+
+
+def first_interesting(rows: list[dict[str, Any]]) -> int:
+    """Where the cursor starts: the model's forward call if it is a root (what a user opens
+    a run to see), else the first row."""
+    return next((i for i, r in enumerate(rows) if r.get("kind") == "module"), 0)
+
+
+def group_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any] | list[dict[str, Any]]]:
+    """Rows with runs of repeated siblings gathered into lists: same class and either
+    consecutive numbered names (``blocks.3``, ``blocks.4``) or the very same name."""
+    out: list[dict[str, Any] | list[dict[str, Any]]] = []
+    i = 0
+    while i < len(rows):
+        j = i + 1
+        while j < len(rows) and _continues(rows[j - 1], rows[j]):
+            j += 1
+        if j - i >= GROUP_MIN:
+            out.append(rows[i:j])
+        else:
+            out.extend(rows[i:j])
+        i = j
+    return out
+
+
+def _continues(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.get("cls") != b.get("cls") or a.get("kind") != b.get("kind"):
+        return False
+    name_a, name_b = a.get("name") or "", b.get("name") or ""
+    if name_a == name_b:
+        return True
+    ma, mb = _INDEXED.match(name_a), _INDEXED.match(name_b)
+    return bool(ma and mb and ma[1] == mb[1] and int(mb[2]) == int(ma[2]) + 1)
+
+
+def group_label(rows: list[dict[str, Any]]) -> str:
+    first, last = rows[0].get("name") or "", rows[-1].get("name") or ""
+    ma, mb = _INDEXED.match(first), _INDEXED.match(last)
+    if ma and mb and first != last:
+        return f"{ma[1]}.{ma[2]}…{mb[2]}"
+    return fmt.call_name(rows[0])
+
+
+class CallTree(Tree[Node], inherit_bindings=False):
+    """The calls of one batch, or of one step's micro-batches plus its parameters."""
+
+    BINDINGS = keys.TREE
+
+    DEFAULT_CSS = """
+    CallTree { scrollbar-size-vertical: 1; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("calls", **kwargs)
+        self.show_root = False
+        self.guide_depth = 2
+        self.auto_expand = False
+        self.run_name: str | None = None
+        self.batch_index: int | None = None
+        self.time_scale = 0.0
+        self._loads: dict[int, asyncio.Task] = {}
+        self._generation = 0  # bumped on every reset, so answers for an old tree are dropped
+
+    # -- what the tree holds -------------------------------------------------------------
+
+    def show_batch(self, run: str, batch: int) -> None:
+        """Show the calls of ``batch``; the roots load at once, the rest on demand."""
+        self._reset(run, batch)
+        self._ensure_loaded_soon(self.root)
+
+    def show_step(
+        self,
+        run: str,
+        step: dict[str, Any],
+        batches: list[dict[str, Any]],
+        params: list[dict[str, Any]],
+    ) -> None:
+        """Show a step: one row per micro-batch (its calls below it) and its parameters."""
+        self._reset(run, None)
+        index = step.get("index")
+        for info in batches:
+            node = self.root.add(
+                "",
+                Node("batch", batch=info.get("index"), row=info, step=index),
+                allow_expand=True,
+            )
+            node.data.parent_call = -1
+        params_node = self.root.add(
+            "",
+            Node("params", step=index, loaded=True, text=f"parameters ({len(params)})"),
+            allow_expand=bool(params),
+        )
+        for p in params:
+            params_node.add_leaf("", Node("param", step=index, row=p))
+        self.root.expand()
+        if self.root.children:
+            self.call_after_refresh(self.move_cursor, self.root.children[0])
+
+    def _reset(self, run: str, batch: int | None) -> None:
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
+        self._generation += 1
+        self.clear()
+        self.run_name, self.batch_index = run, batch
+        # In step mode the roots are added at once; only a batch's roots are fetched.
+        self.root.data = Node("root", batch=batch, parent_call=-1, loaded=batch is None)
+        self.time_scale = 0.0
+
+    # -- lazy loading --------------------------------------------------------------------
+
+    def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
+        self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
+
+    async def ensure_loaded(self, node: TreeNode[Node]) -> None:
+        """Fetch ``node``'s first page of children once, however many callers ask."""
+        data = node.data
+        if data is None or data.loaded or data.kind not in ("root", "call", "batch"):
+            return
+        task = self._loads.get(id(node))
+        if task is None:
+            task = asyncio.ensure_future(self._load_page(node, node, 0))
+            self._loads[id(node)] = task
+        await asyncio.shield(task)
+
+    async def _load_page(self, node: TreeNode[Node], anchor: TreeNode[Node], offset: int) -> None:
+        """Fetch one page of ``node``'s children and put it where ``anchor`` stands
+        (a loading placeholder, a "more" row, or ``node`` itself for the first page)."""
+        data = node.data
+        run, batch, generation = self.run_name, data.batch, self._generation
+        parent = data.row.get("id", -1) if data.kind == "call" else -1
+        if node is not self.root and not node.children:
+            node.add_leaf(Text("loading…", style="italic " + colors.MUTED), Node("loading"))
+        try:
+            page = await asyncio.to_thread(
+                self.app.data.call,
+                "calls",
+                run=run,
+                batch=batch,
+                parent=parent,
+                offset=offset,
+                limit=PAGE,
+            )
+        except ConnectionLost as e:
+            self.app.connection_lost(e.message)
+            return
+        except AgentError as e:
+            self._replace_placeholder(node, anchor, [Node("message", text=e.message)])
+            return
+        finally:
+            self._loads.pop(id(node), None)
+        if generation != self._generation:
+            return  # the tree was reset while the page was on its way
+        rows = page.get("calls") or []
+        self._note_times(rows, top=node is self.root or data.kind == "batch")
+        items: list[Node] = []
+        for item in group_runs(rows):
+            if isinstance(item, list):
+                items.append(
+                    Node("group", batch=batch, rows=item, text=group_label(item), loaded=True)
+                )
+            else:
+                items.append(Node("call", batch=batch, row=item))
+        total, end = page.get("total", len(rows)), offset + len(rows)
+        if end < total:
+            items.append(
+                Node(
+                    "more",
+                    batch=batch,
+                    parent_call=parent,
+                    offset=end,
+                    text=f"… {total - end} more calls",
+                )
+            )
+        data.loaded = True
+        self._replace_placeholder(node, anchor, items)
+
+    def _replace_placeholder(
+        self, node: TreeNode[Node], anchor: TreeNode[Node], items: list[Node]
+    ) -> None:
+        cursor = self.cursor_node
+        for child in list(node.children):
+            if (
+                child.data is not None
+                and child.data.kind in ("loading", "more")
+                and (child is anchor or child.data.kind == "loading")
+            ):
+                child.remove()
+        for item in items:
+            if item.kind == "group":
+                group = node.add("", item, allow_expand=True)
+                for row in item.rows:
+                    self._add_call(group, Node("call", batch=item.batch, row=row))
+            elif item.kind == "call":
+                self._add_call(node, item)
+            else:
+                node.add_leaf("", item)
+        if node is self.root and cursor is None and node.children:
+            self._build()
+            self.move_cursor(self._first_interesting(node))
+        elif cursor is not None and cursor.tree is self and cursor._line >= 0:
+            self.move_cursor(cursor)
+
+    @staticmethod
+    def _first_interesting(node: TreeNode[Node]) -> TreeNode[Node]:
+        rows = [
+            c.data.row if c.data is not None and c.data.kind == "call" else {}
+            for c in node.children
+        ]
+        return node.children[first_interesting(rows)]
+
+    def _add_call(self, parent: TreeNode[Node], item: Node) -> TreeNode[Node]:
+        has_children = (item.row.get("n_children") or 0) > 0
+        return parent.add("", item, allow_expand=has_children)
+
+    def _note_times(self, rows: list[dict[str, Any]], top: bool) -> None:
+        longest = max(((r.get("fwd_ms") or 0) + (r.get("bwd_ms") or 0) for r in rows), default=0.0)
+        if top and longest > self.time_scale:
+            self.time_scale = longest
+            self._invalidate()
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[Node]) -> None:
+        event.stop()
+        if event.node.data is not None and not event.node.data.loaded:
+            self._ensure_loaded_soon(event.node)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Node]) -> None:
+        event.stop()
+        node = event.node
+        data = node.data
+        if data is None:
+            return
+        if data.kind == "more" and node.parent is not None:
+            self.run_worker(
+                self._load_page(node.parent, node, data.offset),
+                group="tree-load",
+                exit_on_error=False,
+            )
+        selection = self.selection_of(node)
+        if selection is not None:
+            self.post_message(Selected(selection))
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[Node]) -> None:
+        # Enter opens the inspector (the page decides where it is); expanding is l / space.
+        event.stop()
+        selection = self.selection_of(event.node)
+        if selection is not None:
+            self.post_message(Selected(selection, open_inspector=True))
+
+    @staticmethod
+    def selection_of(node: TreeNode[Node]) -> Selection | None:
+        data = node.data
+        if data is None:
+            return None
+        if data.kind == "call":
+            return Selection("call", batch=data.batch, call=data.row.get("id"), row=data.row)
+        if data.kind == "group":
+            return Selection(
+                "group",
+                batch=data.batch,
+                call=data.rows[0].get("id"),
+                row={"label": data.text, "rows": data.rows},
+            )
+        if data.kind == "batch":
+            return Selection("batch", batch=data.batch, step=data.step, row=data.row)
+        if data.kind == "param":
+            return Selection("param", step=data.step, param=data.row)
+        return None
+
+    # -- finding a call ------------------------------------------------------------------
+
+    async def reveal(self, batch: int, call: int, path: list[int]) -> bool:
+        """Expand the ancestors of ``call`` (loading pages as needed) and put the cursor on it."""
+        generation = self._generation
+        parent = self.root
+        if self.batch_index is None:  # step mode: the call lives under its micro-batch row
+            parent = next(
+                (
+                    n
+                    for n in self.root.children
+                    if n.data and n.data.kind == "batch" and n.data.batch == batch
+                ),
+                None,
+            )
+            if parent is None:
+                return False
+        elif batch != self.batch_index:
+            return False
+        node = None
+        for cid in [*path, call]:
+            node = await self._find_child(parent, cid)
+            if node is None or generation != self._generation:
+                return False
+            if cid != call:
+                node.expand()
+                await self.ensure_loaded(node)
+            parent = node
+        if node is None or generation != self._generation:
+            return False
+        self._build()
+        self.move_cursor(node)
+        return True
+
+    async def _find_child(self, parent: TreeNode[Node], cid: int) -> TreeNode[Node] | None:
+        parent.expand()
+        await self.ensure_loaded(parent)
+        while True:
+            more = None
+            for child in parent.children:
+                data = child.data
+                if data is None:
+                    continue
+                if data.kind == "call" and data.row.get("id") == cid:
+                    return child
+                if data.kind == "group" and any(r.get("id") == cid for r in data.rows):
+                    child.expand()
+                    return next(c for c in child.children if c.data.row.get("id") == cid)
+                if data.kind == "more":
+                    more = child
+            if more is None:
+                return None
+            generation = self._generation
+            await self._load_page(parent, more, more.data.offset)
+            if generation != self._generation:
+                return None
+
+    def call_nodes(self) -> list[TreeNode[Node]]:
+        """The loaded call rows that are on display, top to bottom."""
+        return [
+            line.node
+            for line in self._tree_lines
+            if line.node.data and line.node.data.kind == "call"
+        ]
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def action_expand(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.allow_expand and not node.is_expanded:
+            node.expand()
+        elif node.is_expanded and node.children:
+            self.move_cursor(node.children[0])
+
+    def action_collapse(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.allow_expand and node.is_expanded:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent)
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def get_label_width(self, node: TreeNode[Node]) -> int:
+        # Labels fill the width they are given; never ask for horizontal scrolling.
+        return 1
+
+    def render_label(self, node: TreeNode[Node], base_style: Style, style: Style) -> Text:
+        data = node.data
+        depth = 0
+        parent = node.parent
+        while parent is not None and parent is not self.root:
+            depth += 1
+            parent = parent.parent
+        width = max(10, self.size.width - depth * self.guide_depth - 2)
+        icon = ("▼ " if node.is_expanded else "▶ ") if node.allow_expand else "  "
+        # The row's own colours (phase glyph, time bar, marks) sit on top of the cursor style.
+        text = Text(style=style)
+        text.append(icon, style=Style(dim=True))
+        text.append_text(self._row_text(data, width))
+        return text
+
+    def _row_text(self, data: Node | None, width: int) -> Text:
+        if data is None:
+            return Text("")
+        if data.kind == "call":
+            return self._call_text(data.row, width)
+        if data.kind == "group":
+            return self._group_text(data, width)
+        if data.kind == "batch":
+            info = data.row
+            text = Text(f"batch {info.get('index')}", style="bold")
+            text.append(
+                f"  micro {info.get('micro', 0)}  loss {fmt.num(info.get('loss'))}",
+                style=colors.MUTED,
+            )
+            return text
+        if data.kind == "params":
+            return Text(data.text, style="bold " + colors.PHASE["optimizer"])
+        if data.kind == "param":
+            return self._param_text(data.row, width)
+        if data.kind == "more":
+            return Text(data.text, style="italic " + colors.MUTED)
+        if data.kind == "message":
+            return Text(fmt.clip(data.text, width), style=colors.BAD)
+        return Text(data.text, style="italic " + colors.MUTED)
+
+    def _columns(self, left: Text, right: Text, width: int) -> Text:
+        room = width - right.cell_len - 1
+        if room < 8:
+            right, room = Text(""), width
+        left.truncate(room, overflow="ellipsis", pad=True)
+        return Text.assemble(left, " ", right)
+
+    def _call_text(self, row: dict[str, Any], width: int) -> Text:
+        phase = row.get("phase")
+        left = Text(KIND_GLYPH.get(row.get("kind", ""), "·") + " ", style=colors.phase_color(phase))
+        left.append(fmt.call_name(row))
+        if row.get("cls") and row.get("name") and row["cls"] != row["name"]:
+            left.append(f" {row['cls']}", style=colors.MUTED)
+        return self._columns(left, self._right(row, width), width)
+
+    def _right(self, row: dict[str, Any], width: int) -> Text:
+        """Output shape, time bar and marks; the bar, then the shape, give way when narrow."""
+        right = Text()
+        if width >= SHAPE_MIN_WIDTH:
+            shape = fmt.clip(fmt.shape(row.get("out_shape")), SHAPE_CELLS)
+            right.append(shape.rjust(SHAPE_CELLS), style=colors.MUTED)
+            right.append(" ")
+        if width >= BAR_MIN_WIDTH:
+            right.append_text(self._time_bar(row.get("fwd_ms"), row.get("bwd_ms")))
+            right.append(" ")
+        found = marks.of_row(row)
+        for m in found[:2]:
+            right.append(m.symbol, style=m.color)
+        right.append(" " * (2 - min(2, len(found))))
+        return right
+
+    def _time_bar(self, fwd: float | None, bwd: float | None, cells: int = BAR_CELLS) -> Text:
+        """Forward and (approximate) backward time as one bar, each in its phase colour."""
+        scale = self.time_scale or 1.0
+        text = Text()
+        used = 0
+        for ms, phase in ((fwd, "forward"), (bwd, "backward")):
+            eighths = round(min(1.0, (ms or 0) / scale) * cells * 8)
+            if ms and eighths == 0:
+                eighths = 1
+            eighths = min(eighths, (cells - used) * 8)
+            full, rest = divmod(eighths, 8)
+            part = "█" * full + (EIGHTHS[rest] if rest else "")
+            used += len(part)
+            text.append(part, style=colors.PHASE[phase])
+        text.append(" " * (cells - used))
+        return text
+
+    def _group_text(self, data: Node, width: int) -> Text:
+        rows = data.rows
+        first = rows[0]
+        left = Text(
+            KIND_GLYPH.get(first.get("kind", ""), "·") + " ",
+            style=colors.phase_color(first.get("phase")),
+        )
+        left.append(data.text)
+        left.append(f" ×{len(rows)}", style="bold")
+        if first.get("cls") and first["cls"] not in data.text:
+            left.append(f" {first['cls']}", style=colors.MUTED)
+        summary = dict(first)
+        summary["fwd_ms"] = sum(r.get("fwd_ms") or 0 for r in rows)
+        summary["bwd_ms"] = sum(r.get("bwd_ms") or 0 for r in rows) or None
+        summary["flags"] = sorted(
+            {f for r in rows for f in (r.get("flags") or [])}
+            | {m.key for r in rows for m in marks.of_row(r)}
+        )
+        summary["out_stats"] = None
+        summary["grad_norm"] = None
+        return self._columns(left, self._right(summary, width), width)
+
+    def _param_text(self, param: dict[str, Any], width: int) -> Text:
+        left = Text(param.get("name", "?"))
+        ratio = (param.get("norms") or {}).get("ratio")
+        right = Text(
+            fmt.clip(fmt.shape(param.get("shape")), SHAPE_CELLS).rjust(SHAPE_CELLS),
+            style=colors.MUTED,
+        )
+        right.append(f" {fmt.num(ratio):>8}", style=colors.ratio_color(ratio))
+        return self._columns(left, right, width)

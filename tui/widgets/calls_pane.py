@@ -1,0 +1,228 @@
+"""The left pane of Explore: the call tree, a `/` search over every call of the batch, and a
+filter that lists the calls of one kind. Search and filter results are a flat list; picking
+one reveals the call in the tree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.timer import Timer
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from tvis.tui import colors, fmt, keys, marks
+from tvis.tui.fetch import fetch
+from tvis.tui.messages import GotoCall, Selected, Selection
+from tvis.tui.widgets.call_tree import KIND_GLYPH, CallTree
+
+SEARCH_DEBOUNCE_S = 0.15
+"""Typing pauses shorter than this are one query: a search per keystroke would queue
+requests behind each other over ssh."""
+
+HITS = 200
+"""Search results shown; a query matching more is too broad to browse anyway."""
+
+FILTERS = ("all", "module", "function", "loss")
+"""Kinds the filter cycles through (data and optimizer calls are a handful of roots)."""
+
+
+def hit_text(row: dict[str, Any]) -> Text:
+    text = Text(
+        KIND_GLYPH.get(row.get("kind", ""), "·") + " ", style=colors.phase_color(row.get("phase"))
+    )
+    text.append(fmt.call_name(row))
+    if row.get("cls") and row.get("name"):
+        text.append(f" {row['cls']}", style=colors.MUTED)
+    shape = fmt.shape(row.get("out_shape"))
+    if shape:
+        text.append(f"  {shape}", style=colors.MUTED)
+    for m in marks.of_row(row):
+        text.append(f" {m.symbol}", style=m.color)
+    return text
+
+
+class HitList(OptionList):
+    """Calls found by search or filter, in call order."""
+
+    BINDINGS = [
+        *keys.LIST,
+        Binding("escape", "close", "Back to the tree", id="hits.close", show=False),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.hit_rows: list[dict[str, Any]] = []
+        self.batch_index: int | None = None
+
+    def show_rows(self, rows: list[dict[str, Any]], batch: int) -> None:
+        self.hit_rows, self.batch_index = rows, batch
+        self.clear_options()
+        self.add_options([Option(hit_text(r), id=str(i)) for i, r in enumerate(rows)])
+        if rows:
+            self.highlighted = 0
+
+    def action_close(self) -> None:
+        self.parent.close_results()
+
+
+class CallsPane(Vertical):
+    """Call tree with search and kind filter."""
+
+    DEFAULT_CSS = """
+    CallsPane #search { display: none; height: 3; border: tall $accent; }
+    CallsPane #search.-shown { display: block; }
+    CallsPane HitList { display: none; height: 1fr; border: none; }
+    CallsPane HitList.-shown { display: block; }
+    CallsPane CallTree { height: 1fr; }
+    CallsPane CallTree.-hidden { display: none; }
+    CallsPane #calls-footer { height: 1; color: $text-muted; }
+    """
+
+    BINDINGS = [Binding("escape", "close", "Back to the tree", id="calls.close", show=False)]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.filter = "all"
+        self._timer: Timer | None = None
+        self._summary = ""
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="search calls by name or class", id="search")
+        yield HitList()
+        yield CallTree()
+        yield Static(id="calls-footer")
+
+    @property
+    def call_tree(self) -> CallTree:
+        return self.query_one(CallTree)
+
+    @property
+    def hits(self) -> HitList:
+        return self.query_one(HitList)
+
+    def set_summary(self, summary: str) -> None:
+        self._summary = summary
+        self._refresh_footer()
+
+    def _refresh_footer(self) -> None:
+        text = Text(self._summary, style=colors.MUTED)
+        text.append(f"  filter: {self.filter}", style="" if self.filter != "all" else colors.MUTED)
+        self.query_one("#calls-footer", Static).update(text)
+
+    # -- search --------------------------------------------------------------------------
+
+    def open_search(self) -> None:
+        search = self.query_one("#search", Input)
+        search.add_class("-shown")
+        search.focus()
+
+    @on(Input.Changed, "#search")
+    def _query_changed(self, event: Input.Changed) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(SEARCH_DEBOUNCE_S, lambda: self._search(event.value))
+
+    @on(Input.Submitted, "#search")
+    def _query_submitted(self, event: Input.Submitted) -> None:
+        if self.hits.hit_rows:
+            self.hits.focus()
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def _search(self, query: str) -> None:
+        query = query.strip()
+        batch = self.app.batch
+        if not query:
+            self.app.call_from_thread(self.close_results, False)
+            return
+        fetch(
+            self,
+            lambda rows: self._show_hits(rows, batch),
+            "find",
+            on_error=self._hits_error,
+            run=self.app.run_name,
+            batch=batch,
+            query=query,
+            limit=HITS,
+        )
+
+    # -- filter --------------------------------------------------------------------------
+
+    def cycle_filter(self) -> None:
+        self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
+        self._refresh_footer()
+        if self.filter == "all":
+            self.close_results()
+        else:
+            self._filter(self.filter)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def _filter(self, kind: str) -> None:
+        batch = self.app.batch
+
+        def show(page: dict[str, Any]) -> None:
+            rows = [r for r in page.get("rows") or [] if r.get("kind") == kind]
+            self._show_hits(rows, batch)
+            self.hits.focus()
+
+        fetch(
+            self,
+            show,
+            "layers",
+            on_error=self._hits_error,
+            run=self.app.run_name,
+            batch=batch,
+            sort="order",
+            limit=5000,
+        )
+
+    # -- results -------------------------------------------------------------------------
+
+    def _show_hits(self, rows: list[dict[str, Any]], batch: int) -> None:
+        self.hits.show_rows(rows, batch)
+        self.hits.add_class("-shown")
+        self.call_tree.add_class("-hidden")
+        self.set_summary(f"{len(rows)} calls found")
+
+    def _hits_error(self, message: str) -> None:
+        self.set_summary(message)
+
+    def close_results(self, focus_tree: bool = True) -> None:
+        self.query_one("#search", Input).remove_class("-shown")
+        self.hits.remove_class("-shown")
+        self.call_tree.remove_class("-hidden")
+        if self.filter != "all":
+            self.filter = "all"
+            self._refresh_footer()
+        if focus_tree:
+            self.call_tree.focus()
+
+    def action_close(self) -> None:
+        self.close_results()
+
+    @on(OptionList.OptionHighlighted)
+    def _hit_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        row = self._hit(event.option_index)
+        if row is not None:
+            self.post_message(
+                Selected(Selection("call", batch=self.hits.batch_index, call=row["id"], row=row))
+            )
+
+    @on(OptionList.OptionSelected)
+    def _hit_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        row = self._hit(event.option_index)
+        if row is not None:
+            self.close_results()
+            self.post_message(
+                GotoCall(row["id"], batch=self.hits.batch_index, path=row.get("path"))
+            )
+
+    def _hit(self, index: int) -> dict[str, Any] | None:
+        rows = self.hits.hit_rows
+        return rows[index] if 0 <= index < len(rows) else None

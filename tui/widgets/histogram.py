@@ -1,0 +1,40 @@
+"""A recorded histogram (32 bins between lo and hi) as block bars coloured by bin value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+
+from tvis.tui import colors, fmt
+from tvis.tui.widgets.sparkline import BLOCKS, resample_series
+
+
+def histogram(hist: dict[str, Any] | None, width: int, diverging: bool, rows: int = 2) -> Text:
+    """``rows`` lines of bars (tallest bin = full height) and a line with lo and hi.
+
+    Each bar takes the colour its bin's value has in the heatmap, so the two read together.
+    """
+    counts = list((hist or {}).get("counts") or [])
+    if not counts or width < 8:
+        return Text("no histogram", style=colors.MUTED)
+    lo, hi = float(hist.get("lo", 0.0)), float(hist.get("hi", 0.0))
+    bars = resample_series([float(c) for c in counts], width)
+    if len(bars) < width:  # stretch the bins over the width the card has
+        bars = [bars[i * len(bars) // width] for i in range(width)]
+    top = max(bars) or 1.0
+    centres = np.linspace(lo, hi, len(bars))
+    rgb = colors.colorize(centres[None, :], lo, hi, diverging)[0]
+    text = Text()
+    for row in range(rows - 1, -1, -1):
+        for value, c in zip(bars, rgb, strict=True):
+            level = value / top * rows * 8 - row * 8
+            ch = BLOCKS[int(min(8, max(0, round(level))))] if value > 0 else " "
+            if ch == " " and row == 0 and value > 0:
+                ch = BLOCKS[1]  # a non-empty bin always shows
+            text.append(ch, style=f"rgb({c[0]},{c[1]},{c[2]})")
+        text.append("\n")
+    lo_s, hi_s = fmt.num(lo), fmt.num(hi)
+    text.append(lo_s + " " * max(1, len(bars) - len(lo_s) - len(hi_s)) + hi_s, style=colors.MUTED)
+    return text

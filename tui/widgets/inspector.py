@@ -1,0 +1,340 @@
+"""The inspector: what the selected call (or batch, group, parameter) is and holds.
+
+Its header comes from the row the tree already has, so it changes the moment the cursor
+moves; the tensor cards follow when the agent answers ``call``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.timer import Timer
+from textual.widgets import Static
+
+from tvis.tui import colors, fmt, keys, marks
+from tvis.tui.fetch import fetch
+from tvis.tui.messages import Selection
+from tvis.tui.widgets.sparkline import hbar
+from tvis.tui.widgets.tensor_card import TensorCard, TensorRef, ValueLine
+
+DEBOUNCE_S = 0.03
+"""Wait this long after the cursor stops before asking for a call: holding j down then
+costs one request at the end instead of one per row passed."""
+
+PHASES = ("data", "forward", "loss", "backward", "optimizer")
+
+
+def call_header(row: dict[str, Any]) -> Text:
+    """Class, module path, definition and call site, phase, times, flags — always seven
+    unwrapped lines, so moving between calls never re-lays out the cards below."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    cls, name = row.get("cls"), fmt.call_name(row)
+    text.append(cls or name, style="bold")
+    if cls and name != cls:
+        text.append(f"  {name}")
+    phase = row.get("phase")
+    text.append(f"   {colors.phase_label(phase)}", style=f"bold {colors.phase_color(phase)}")
+    text.append("\n")
+
+    def line(label: str, value: str | Text, hint: str = "") -> None:
+        text.append(f"{label:<9}", style=colors.MUTED)
+        text.append(value)
+        if hint:
+            text.append(f"  {hint}", style=colors.MUTED)
+        text.append("\n")
+
+    line("kind", f"{row.get('kind', '?')}" + ("  (no_grad)" if row.get("no_grad") else ""))
+    line("module", (row.get("name") or "(the model)") if row.get("kind") == "module" else "—")
+    line("defined", fmt.where(row.get("def")), "d: source")
+    line("called", fmt.where(row.get("site")), "u: source")
+    times = Text()
+    times.append(f"fwd {fmt.ms(row.get('fwd_ms'))}", style=colors.PHASE["forward"])
+    times.append("   ")
+    times.append(f"bwd {fmt.ms(row.get('bwd_ms'), approx=True)}", style=colors.PHASE["backward"])
+    times.append("  (bwd approx.)", style=colors.MUTED)
+    line("time", times)
+    flags = Text()
+    for m in marks.of_row(row):
+        flags.append(f"{m.symbol} {m.label}  ", style=m.color)
+    flags.append("  ".join(marks.info_flags(row.get("flags"))) or "—")
+    line("flags", flags)
+    text.rstrip()
+    return text
+
+
+def batch_header(info: dict[str, Any]) -> Text:
+    """A batch: its step, loss, size and where its time went, phase by phase."""
+    text = Text()
+    text.append(f"batch {info.get('index')}", style="bold")
+    text.append(f"   step {info.get('step')} · micro-batch {info.get('micro', 0)}")
+    text.append(
+        f"   loss {fmt.num(info.get('loss'))}   batch size {info.get('batch_size', '—')}\n\n"
+    )
+    phase_ms = info.get("phase_ms") or {}
+    total = sum(v for v in phase_ms.values() if isinstance(v, (int, float))) or 1.0
+    for phase in PHASES:
+        ms = phase_ms.get(phase)
+        text.append(f"{colors.phase_label(phase):<9}", style=colors.phase_color(phase))
+        text.append(hbar((ms or 0) / total, 30), style=colors.phase_color(phase))
+        text.append(f" {fmt.ms(ms)}\n")
+    if info.get("overhead_ms") is not None:
+        text.append(
+            f"tvis's own work ({fmt.ms(info['overhead_ms'])}) is already subtracted.",
+            style=colors.MUTED,
+        )
+    return text
+
+
+def group_table(rows: list[dict[str, Any]]) -> Table:
+    """Repeated blocks side by side, so the odd one out stands out."""
+    table = Table(box=None, pad_edge=False, header_style=colors.MUTED)
+    for col in ("block", "out σ", "‖grad‖", "fwd", "≈bwd", ""):
+        table.add_column(col, justify="left" if col in ("block", "") else "right")
+    for r in rows:
+        stats = r.get("out_stats") or {}
+        found = marks.of_row(r)
+        table.add_row(
+            fmt.call_name(r),
+            fmt.num(stats.get("std")),
+            fmt.num(r.get("grad_norm")),
+            fmt.ms(r.get("fwd_ms")),
+            fmt.ms(r.get("bwd_ms"), approx=True),
+            Text(" ".join(m.label for m in found), style=found[0].color if found else ""),
+        )
+    return table
+
+
+def param_header(param: dict[str, Any]) -> Text:
+    norms = param.get("norms") or {}
+    text = Text()
+    text.append(param.get("name", "?"), style="bold")
+    text.append(f"   {fmt.shape(param.get('shape'))} {param.get('dtype', '')}\n")
+    text.append(f"{'module':<9}", style=colors.MUTED)
+    text.append(
+        f"{param.get('module') or '—'}   optimizer {param.get('optimizer', '—')} group {param.get('group', '—')}\n"
+    )
+    text.append(f"{'norms':<9}", style=colors.MUTED)
+    text.append(
+        f"‖w‖ {fmt.num(norms.get('w'))}   ‖grad‖ {fmt.num(norms.get('grad'))}   ‖Δw‖ {fmt.num(norms.get('update'))}   "
+    )
+    ratio = norms.get("ratio")
+    text.append(f"‖Δw‖/‖w‖ {fmt.num(ratio)}", style=colors.ratio_color(ratio))
+    text.append("\n")
+    text.append(
+        "weight is the value before the step; Δw = p_after − p_before exactly.", style=colors.MUTED
+    )
+    return text
+
+
+class Inspector(VerticalScroll, can_focus=True):
+    """The selected call's header and its tensors as cards (outputs first)."""
+
+    BINDINGS = keys.INSPECTOR
+
+    DEFAULT_CSS = """
+    Inspector { padding: 0 1; }
+    Inspector > #header { height: auto; margin-bottom: 1; }
+    Inspector > #args { height: auto; }
+    Inspector .section { color: $text-muted; text-style: bold; height: 1; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.selection: Selection | None = None
+        self.shown: Selection | None = None  # the selection the cards below belong to
+        self.current = 0
+        self._timer: Timer | None = None
+        self._refs: list[tuple[TensorCard, TensorRef]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("Nothing selected yet.", id="header")
+        yield Vertical(id="args")
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "show_grad", self._redraw_cards, init=False)
+        self.watch(self.app, "sample", self._redraw_cards, init=False)
+
+    # -- what to show --------------------------------------------------------------------
+
+    def show(self, selection: Selection) -> None:
+        """Show ``selection``: the header at once, the tensors after a short debounce."""
+        if self.selection is not None and selection.key() == self.selection.key():
+            return
+        self.selection = selection
+        header = self.query_one("#header", Static)
+        if selection.kind == "call" and selection.row:
+            header.update(call_header(selection.row))
+        elif selection.kind == "group" and selection.row:
+            rows = selection.row.get("rows") or []
+            title = Text(f"{selection.row.get('label')}  ", style="bold")
+            title.append(f"{len(rows)} × {rows[0].get('cls') or 'call'}\n" if rows else "\n")
+            header.update(Text.assemble(title))
+        elif selection.kind == "batch" and selection.row:
+            header.update(batch_header(selection.row))
+        elif selection.kind == "param" and selection.param:
+            header.update(param_header(selection.param))
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(DEBOUNCE_S, self._load)
+
+    def _load(self) -> None:
+        self._timer = None
+        selection = self.selection
+        if selection is None:
+            return
+        if selection.kind == "call":
+            self._load_call(selection)
+        elif selection.kind == "param":
+            self._load_param(selection)
+        elif selection.kind == "group":
+            self._set_args([Static(group_table(selection.row.get("rows") or []))], [])
+        else:
+            self._set_args([], [])
+
+    @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
+    def _load_call(self, selection: Selection) -> None:
+        fetch(
+            self,
+            lambda call: self._show_call(selection, call),
+            "call",
+            on_error=self._error,
+            run=self.app.run_name,
+            batch=selection.batch,
+            call=selection.call,
+        )
+
+    @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
+    def _load_param(self, selection: Selection) -> None:
+        param = selection.param or {}
+        entries = {}
+
+        def keep(which: str):
+            return lambda entry: entries.__setitem__(which, entry)
+
+        for which in ("weight", "grad", "update"):
+            if isinstance(param.get(which), int):
+                fetch(
+                    self,
+                    keep(which),
+                    "tensor",
+                    run=self.app.run_name,
+                    step=selection.step,
+                    tensor=param[which],
+                )
+        self.app.call_from_thread(self._show_param, selection, entries)
+
+    def _error(self, message: str) -> None:
+        self._set_args([Static(Text(message, style=colors.BAD))], [])
+
+    def _show_call(self, selection: Selection, call: dict[str, Any]) -> None:
+        if selection != self.selection:
+            return
+        row = {
+            **(selection.row or {}),
+            **{k: v for k, v in call.items() if k not in ("inputs", "outputs")},
+        }
+        self.query_one("#header", Static).update(call_header(row))
+        widgets: list = []
+        refs: list[tuple[TensorCard, TensorRef]] = []
+        for side, args in (
+            ("outputs", call.get("outputs") or []),
+            ("inputs", call.get("inputs") or []),
+        ):
+            if not args:
+                continue
+            widgets.append(Static(side, classes="section"))
+            for i, arg in enumerate(args):
+                entry = arg.get("entry") if isinstance(arg, dict) else None
+                if entry is None:
+                    line = ValueLine()
+                    line.show(
+                        arg if isinstance(arg, dict) else {"name": f"{side}[{i}]", "repr": str(arg)}
+                    )
+                    widgets.append(line)
+                    continue
+                ref = TensorRef(
+                    title=str(arg.get("name") or f"{side[:-1]} {i}"),
+                    entry=entry,
+                    run=self.app.run_name,
+                    batch=selection.batch,
+                )
+                card = TensorCard(ref, self.app.show_grad, self.app.sample)
+                widgets.append(card)
+                refs.append((card, ref))
+        self._set_args(widgets, refs)
+
+    def _show_param(self, selection: Selection, entries: dict[str, dict]) -> None:
+        if selection != self.selection:
+            return
+        widgets, refs = [], []
+        for which in ("weight", "grad", "update"):
+            entry = entries.get(which)
+            if entry is None:
+                widgets.append(Static(Text(f"{which}: not recorded", style=colors.MUTED)))
+                continue
+            ref = TensorRef(
+                title=which,
+                entry=entry,
+                run=self.app.run_name,
+                step=selection.step,
+                param=selection.param["name"],
+                which=which,
+                gradient_view=which != "weight",
+            )
+            card = TensorCard(ref, self.app.show_grad, self.app.sample)
+            refs.append((card, ref))
+            widgets.append(card)
+        self._set_args(widgets, refs)
+
+    def _set_args(self, widgets: list, refs: list[tuple[TensorCard, TensorRef]]) -> None:
+        self.shown = self.selection
+        args = self.query_one("#args", Vertical)
+        args.remove_children()
+        self._refs = refs
+        self.current = 0
+        if widgets:
+            args.mount_all(widgets)
+        self._mark_current()
+
+    def _redraw_cards(self, *_: Any) -> None:
+        for card, ref in self._refs:
+            if card.is_mounted:
+                card.show(ref, self.app.show_grad, self.app.sample)
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def on_focus(self) -> None:
+        self._mark_current()
+
+    def on_blur(self) -> None:
+        self._mark_current()
+
+    def _mark_current(self) -> None:
+        for i, (card, _) in enumerate(self._refs):
+            card.set_class(i == self.current and self.has_focus, "-current")
+
+    def action_next_card(self) -> None:
+        self._move(1)
+
+    def action_prev_card(self) -> None:
+        self._move(-1)
+
+    def _move(self, delta: int) -> None:
+        if not self._refs:
+            return
+        self.current = (self.current + delta) % len(self._refs)
+        self._mark_current()
+        self.scroll_to_widget(self._refs[self.current][0])
+
+    def action_index(self, delta: int) -> None:
+        if self._refs:
+            self._refs[self.current][0].step_index(delta)
+
+    @property
+    def cards(self) -> list[TensorCard]:
+        return [card for card, _ in self._refs]

@@ -1,0 +1,229 @@
+"""A project file as it was when the run was recorded, each executed line annotated with
+what it produced (shape, op, how often, how long). Enter on an annotated line selects the
+call that ran it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
+
+from tvis.tui import colors, fmt, keys
+from tvis.tui.fetch import fetch
+from tvis.tui.messages import GotoCall
+
+GUTTER = 6
+
+
+def annotation_text(anns: list[dict[str, Any]]) -> str:
+    """What a line produced: ``8×16×32×32 conv2d ×2 0.41 ms`` (the first op, and how many more)."""
+    if not anns:
+        return ""
+    a = anns[0]
+    parts = [fmt.shape(a.get("shape")), str(a.get("op") or "")]
+    if (a.get("count") or 1) > 1:
+        parts.append(f"×{a['count']}")
+    if a.get("ms") is not None:
+        parts.append(fmt.ms(a.get("ms")))
+    text = " ".join(p for p in parts if p)
+    if len(anns) > 1:
+        text += f" +{len(anns) - 1}"
+    return text
+
+
+def highlight(text: str) -> list[Text]:
+    """The file's lines, syntax-highlighted with the terminal's own palette."""
+    syntax = Syntax("", "python", theme="ansi_dark", tab_size=4)
+    return syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True)
+
+
+class SourceView(ScrollView, can_focus=True):
+    """Line-API view of one file with a cursor line."""
+
+    BINDINGS = keys.SOURCE
+
+    DEFAULT_CSS = """
+    SourceView { background: $surface; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.file: str | None = None
+        self.lines: list[Text] = []
+        self.annotations: dict[int, list[dict[str, Any]]] = {}
+        self.cursor = 0
+        self.batch_index: int | None = None
+        self._cache: dict[tuple, Strip] = {}
+
+    def set_source(
+        self,
+        file: str | None,
+        text: str,
+        annotations: dict[int, list[dict[str, Any]]],
+        line: int | None,
+    ) -> None:
+        self.file = file
+        self.lines = highlight(text) if text else []
+        self.annotations = {int(k): v for k, v in annotations.items()}
+        self._cache.clear()
+        self.virtual_size = Size(self.size.width, len(self.lines))
+        self.move_to(line - 1 if line else self._first_annotated())
+
+    def _first_annotated(self) -> int:
+        return min(self.annotations, default=1) - 1
+
+    def move_to(self, index: int) -> None:
+        self.cursor = max(0, min(index, len(self.lines) - 1))
+        self._cache.clear()
+        top = self.cursor - self.size.height // 3
+        if not (self.scroll_y <= self.cursor < self.scroll_y + self.size.height):
+            self.scroll_to(y=max(0, top), animate=False)
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        index = int(self.scroll_y) + y
+        width = self.size.width
+        key = (index, width, index == self.cursor, self.has_focus)
+        if key in self._cache:
+            return self._cache[key]
+        if index >= len(self.lines):
+            return Strip.blank(width)
+        anns = self.annotations.get(index + 1, [])
+        note = annotation_text(anns)
+        note_w = min(len(note), max(0, width // 2 - 2))
+        code_w = max(1, width - GUTTER - (note_w + 2 if note_w else 0))
+        row = Text()
+        row.append(f"{index + 1:>4} ", style=colors.MUTED)
+        row.append("●" if anns else " ", style=colors.PHASE["forward"])
+        code = self.lines[index].copy()
+        code.truncate(code_w, overflow="ellipsis", pad=True)
+        row.append_text(code)
+        if note_w:
+            row.append("  ")
+            row.append(fmt.clip(note, note_w).rjust(note_w), style=colors.PHASE["forward"])
+        if index == self.cursor:
+            row.stylize(
+                Style(reverse=self.has_focus, bold=not self.has_focus, underline=not self.has_focus)
+            )
+        strip = Strip(list(row.render(self.app.console)), row.cell_len).adjust_cell_length(width)
+        self._cache[key] = strip
+        return strip
+
+    def on_resize(self) -> None:
+        self._cache.clear()
+        self.virtual_size = Size(self.size.width, len(self.lines))
+
+    def on_focus(self) -> None:
+        self._cache.clear()
+        self.refresh()
+
+    on_blur = on_focus
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_to(self.cursor + delta)
+
+    def action_next_annotated(self, direction: int) -> None:
+        lines = sorted(self.annotations)
+        here = self.cursor + 1
+        after = [n for n in lines if (n - here) * direction > 0]
+        if after:
+            self.move_to((min(after) if direction > 0 else max(after)) - 1)
+
+    def action_select_line(self) -> None:
+        anns = self.annotations.get(self.cursor + 1)
+        if not anns:
+            self.app.notify("this line did not run in the recorded batches", timeout=3)
+            return
+        ann = anns[0]
+        batches = ann.get("batches") or []
+        batch = self.batch_index if self.batch_index in batches or not batches else batches[0]
+        if isinstance(ann.get("call"), int):
+            self.post_message(GotoCall(ann["call"], batch=batch))
+
+    def action_next_file(self) -> None:
+        self.parent.next_file()
+
+
+class SourcePane(Vertical):
+    """The Source pane: which file, then the annotated lines."""
+
+    DEFAULT_CSS = """
+    SourcePane #source-header { height: 1; color: $text-muted; }
+    SourcePane SourceView { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.files: list[str] = []
+        self.requested: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("no file shown yet: d / u on a call jumps to its source", id="source-header")
+        yield SourceView()
+
+    @property
+    def view(self) -> SourceView:
+        return self.query_one(SourceView)
+
+    def reset(self) -> None:
+        self.files, self.requested = [], None
+        self.view.set_source(None, "", {}, None)
+
+    def set_files(self, files: list[str]) -> None:
+        self.files = files
+
+    def show(self, file: str, line: int | None = None) -> None:
+        """Show ``file`` with ``line`` under the cursor (fetching it unless it is shown)."""
+        self.requested = file
+        if file == self.view.file:
+            if line:
+                self.view.move_to(line - 1)
+            return
+        self._load(file, line)
+
+    def next_file(self) -> None:
+        if not self.files:
+            return
+        current = self.view.file
+        i = self.files.index(current) + 1 if current in self.files else 0
+        self.show(self.files[i % len(self.files)])
+
+    @work(thread=True, exclusive=True, group="source", exit_on_error=False)
+    def _load(self, file: str, line: int | None) -> None:
+        fetch(
+            self,
+            lambda src: self._show(src, line),
+            "source",
+            on_error=self._error,
+            run=self.app.run_name,
+            file=file,
+        )
+
+    def _show(self, src: dict[str, Any], line: int | None) -> None:
+        anns = src.get("lines") or {}
+        self.view.set_source(src.get("file", "?"), src.get("text") or "", anns, line)
+        header = Text(src.get("file", "?"), style="bold")
+        position = (
+            f"  file {self.files.index(src['file']) + 1} of {len(self.files)} · F next"
+            if src.get("file") in self.files
+            else ""
+        )
+        header.append(
+            f"{position} · {len(anns)} executed lines · n/N next/prev · enter selects its call",
+            style=colors.MUTED,
+        )
+        self.query_one("#source-header", Static).update(header)
+
+    def _error(self, message: str) -> None:
+        self.query_one("#source-header", Static).update(Text(message, style=colors.BAD))

@@ -1,0 +1,69 @@
+"""The bottom line: where the data comes from, which run, batch and step, the followed
+sample, whether heatmaps show values or gradients, and how pictures are drawn."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tvis.tui import colors, fmt
+
+
+class StatusLine(Static):
+    """Re-renders from the app's state whenever that state changes."""
+
+    DEFAULT_CSS = """
+    StatusLine { dock: bottom; height: 1; background: $panel; padding: 0 1; }
+    """
+
+    def on_mount(self) -> None:
+        for name in ("run_name", "batch", "sample", "show_grad", "run_status", "status_note"):
+            self.watch(self.app, name, self._changed, init=False)
+        self._changed()
+
+    def on_resize(self) -> None:
+        self._changed()
+
+    def _state(self) -> Text:
+        app = self.app
+        text = Text()
+        if app.run_name:
+            if app.run_status == "running":
+                text.append(" ● live", style=colors.BAD)
+            elif app.run_status and app.run_status != "complete":
+                text.append(f" ({app.run_status})", style=colors.WARN)
+            text.append(f" · batch {app.batch}/{max(app.batch_count - 1, 0)}")
+            step = app.current_step
+            text.append(f" · step {step if step is not None else '—'}")
+            text.append(f" · sample {app.sample}", style=colors.PHASE["data"])
+            if app.show_grad:
+                text.append(" · gradient", style=colors.PHASE["backward"])
+            else:
+                text.append(" · value", style=colors.PHASE["forward"])
+        text.append(f" · {'images ' if self._roomy() else ''}{app.image_mode}", style=colors.MUTED)
+        if app.status_note:
+            text.append(f" · {app.status_note}", style=colors.WARN)
+        return text
+
+    def _roomy(self) -> bool:
+        return (self.size.width or 120) >= 100
+
+    def _changed(self, *_: object) -> None:
+        app = self.app
+        state = self._state()
+        # The target and the run name give way (shortened in the middle) to the state;
+        # on a narrow terminal the target goes first.
+        room = max(12, (self.size.width or 120) - 2 - state.cell_len)
+        run = app.run_id or app.run_name or ""
+        text = Text()
+        if not run:
+            text.append(fmt.clip_middle(app.target_label, room), style="bold")
+        elif room < 40:
+            text.append(fmt.clip_middle(run, room))
+        else:
+            run_room = min(len(run), room * 3 // 5)
+            text.append(fmt.clip_middle(app.target_label, room - run_room - 3), style="bold")
+            text.append(" · ")
+            text.append(fmt.clip_middle(run, run_room))
+        text.append_text(state)
+        self.update(text)

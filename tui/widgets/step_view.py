@@ -1,0 +1,163 @@
+"""One optimizer step: its micro-batches (time per phase, loss), the loss across the run, and
+every parameter's ‖w‖, ‖grad‖, ‖Δw‖ and ‖Δw‖/‖w‖ judged good / warn / bad."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from tvis.tui import colors, fmt, keys
+from tvis.tui.fetch import fetch
+from tvis.tui.messages import Selected, Selection
+from tvis.tui.widgets.sparkline import sparkline
+
+PHASES = ("data", "forward", "loss", "backward", "optimizer")
+
+
+def micro_batch_table(batches: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style=colors.MUTED)
+    table.add_column("batch", justify="right")
+    table.add_column("micro", justify="right")
+    table.add_column("loss", justify="right", style=colors.PHASE["loss"])
+    for phase in PHASES:
+        table.add_column(
+            colors.phase_label(phase), justify="right", style=colors.phase_color(phase)
+        )
+    for b in batches:
+        phase_ms = b.get("phase_ms") or {}
+        table.add_row(
+            str(b.get("index")),
+            str(b.get("micro", 0)),
+            fmt.num(b.get("loss")),
+            *(fmt.ms(phase_ms.get(p)) for p in PHASES),
+        )
+    return table
+
+
+def optimizer_text(optimizers: list[dict[str, Any]]) -> str:
+    parts = []
+    for opt in optimizers or []:
+        groups = opt.get("groups") or [{}]
+        hyper = ", ".join(
+            f"{k}={fmt.num(v) if isinstance(v, (int, float)) else v}"
+            for k, v in list(groups[0].items())[:4]
+        )
+        parts.append(f"{opt.get('cls', '?')}({hyper})")
+    return "; ".join(parts) or "—"
+
+
+class ParamTable(DataTable):
+    """Parameters of the step; enter shows one in the inspector."""
+
+    BINDINGS = keys.LIST
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self.params: list[dict[str, Any]] = []
+        self.step: int | None = None
+        self._filling = False
+
+    def on_mount(self) -> None:
+        for label in ("parameter", "shape", "‖w‖", "‖grad‖", "‖Δw‖", "‖Δw‖/‖w‖"):
+            self.add_column(label, key=label)
+
+    def fill(self, step: int, params: list[dict[str, Any]]) -> None:
+        self.step, self.params = step, params
+        self._filling = True  # the first row's highlight is not a user's choice
+        self.call_after_refresh(setattr, self, "_filling", False)
+        self.clear()
+        for i, p in enumerate(params):
+            n = p.get("norms") or {}
+            ratio = n.get("ratio")
+            self.add_row(
+                p.get("name", "?"),
+                Text(fmt.shape(p.get("shape")), style=colors.MUTED),
+                Text(fmt.num(n.get("w")), justify="right"),
+                Text(fmt.num(n.get("grad")), justify="right"),
+                Text(fmt.num(n.get("update")), justify="right"),
+                Text(fmt.num(ratio), justify="right", style=colors.ratio_color(ratio)),
+                key=str(i),
+            )
+
+    def _selection(self, key: str) -> Selection:
+        return Selection("param", step=self.step, param=self.params[int(key)])
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if self.has_focus and not self._filling and event.row_key.value is not None:
+            self.post_message(Selected(self._selection(event.row_key.value)))
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.post_message(Selected(self._selection(event.row_key.value), open_inspector=True))
+
+
+class StepView(Vertical):
+    """The Step pane."""
+
+    DEFAULT_CSS = """
+    StepView > Static { height: auto; margin-bottom: 1; }
+    StepView ParamTable { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.step: int | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="step-header")
+        yield Static("", id="step-micro")
+        yield ParamTable()
+
+    def load(self, step: int | None) -> None:
+        self.step = step
+        if step is None:
+            self.query_one("#step-header", Static).update(
+                Text(
+                    "this batch belongs to no optimizer step (no step was recorded after it)",
+                    style=colors.MUTED,
+                )
+            )
+            self.query_one("#step-micro", Static).update("")
+            self.query_one(ParamTable).clear()
+            return
+        self._fetch(step)
+
+    @work(thread=True, exclusive=True, group="step", exit_on_error=False)
+    def _fetch(self, step: int) -> None:
+        fetch(
+            self,
+            lambda rec: self._show(step, rec),
+            "step",
+            on_error=self._error,
+            run=self.app.run_name,
+            step=step,
+        )
+
+    def _error(self, message: str) -> None:
+        self.query_one("#step-header", Static).update(Text(message, style=colors.BAD))
+
+    def _show(self, step: int, record: dict[str, Any]) -> None:
+        info = record.get("step") or {}
+        run_batches = (self.app.run_info or {}).get("batches") or []
+        mine = [b for b in run_batches if b.get("index") in (info.get("batches") or [])]
+        header = Text(f"step {step}", style="bold")
+        header.append(f"   batches {', '.join(str(b) for b in info.get('batches') or [])}")
+        header.append(f"   loss {fmt.num(info.get('loss'))}", style=colors.PHASE["loss"])
+        header.append(f"\noptimizer  {optimizer_text(info.get('optimizers'))}", style=colors.MUTED)
+        losses = [b.get("loss") for b in run_batches]
+        if len(losses) > 1:
+            header.append("\nloss per batch  ", style=colors.MUTED)
+            header.append_text(sparkline(losses, 40, colors.PHASE["loss"]))
+            header.append(f"  {fmt.num(losses[0])} → {fmt.num(losses[-1])}", style=colors.MUTED)
+        self.query_one("#step-header", Static).update(header)
+        self.query_one("#step-micro", Static).update(micro_batch_table(mine))
+        self.query_one(ParamTable).fill(step, record.get("params") or [])

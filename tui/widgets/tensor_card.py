@@ -1,0 +1,276 @@
+"""A tensor as the inspector shows it: shape, dtype, a stats row, a histogram and a heatmap
+of its values or its gradient for the followed sample. Never its repr."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tvis.tui import colors, fmt
+from tvis.tui.fetch import fetch
+from tvis.tui.marks import DEAD_ZEROS
+from tvis.tui.widgets.heatmap import Heatmap
+from tvis.tui.widgets.histogram import histogram
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Where a card's tensor lives: an argument of a call in a batch, or a parameter's
+    weight / grad / update at a step."""
+
+    title: str
+    entry: dict[str, Any]
+    run: str
+    batch: int | None = None
+    step: int | None = None
+    param: str | None = None
+    which: str = "weight"
+    gradient_view: bool = False  # for parameters: this card *is* a gradient or an update
+
+
+def stats_text(entry: dict[str, Any]) -> Text:
+    """The stats row: μ σ min max mean|x| ‖·‖ zeros NaN Inf (warnings coloured)."""
+    s = entry.get("stats") or {}
+    text = Text()
+
+    def item(label: str, value: str, style: str = "") -> None:
+        text.append(label + " ", style=colors.MUTED)
+        text.append(value + "  ", style=style)
+
+    item("μ", fmt.num(s.get("mean")))
+    item("σ", fmt.num(s.get("std")))
+    item("min", fmt.num(s.get("min")))
+    item("max", fmt.num(s.get("max")))
+    text.append("\n")
+    item("mean|x|", fmt.num(s.get("absmean")))
+    item("‖·‖", fmt.num(s.get("norm")))
+    zeros = s.get("zeros")
+    item("zeros", fmt.pct(zeros), colors.WARN if zeros is not None and zeros > DEAD_ZEROS else "")
+    bad = (s.get("nan") or 0) + (s.get("inf") or 0)
+    if bad:
+        item("NaN", fmt.num(s.get("nan") or 0), colors.BAD)
+        item("Inf", fmt.num(s.get("inf") or 0), colors.BAD)
+    return text
+
+
+def leading_dims(shape: list[int], batch_dim: int | None, sliced: bool) -> list[int]:
+    """The dims a 2-D view must fix: all but the last two, after the sample is taken out."""
+    dims = list(shape)
+    if sliced and batch_dim is not None and 0 <= batch_dim < len(dims):
+        del dims[batch_dim]
+    return dims[:-2] if len(dims) > 2 else []
+
+
+class TensorCard(Widget):
+    """One tensor argument, output or parameter tensor."""
+
+    DEFAULT_CSS = """
+    TensorCard { height: auto; padding: 0 1; margin-bottom: 1; border-left: tall $panel; }
+    TensorCard.-current { border-left: tall $accent; }
+    TensorCard > Static { height: auto; }
+    TensorCard > .title { text-style: bold; }
+    """
+
+    def __init__(
+        self, ref: TensorRef, grad: bool, sample: int | None, max_rows: int = 10, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        self.max_rows = max_rows
+        self._initial = (ref, grad, sample)
+        self.ref: TensorRef | None = None
+        self.index: list[int] = []
+        self._lead: list[int] = []
+        self._grad = False
+        self._sample: int | None = None
+        self._view_shape: list[int] | None = None
+        self._note = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="title")
+        yield Static(classes="stats")
+        yield Static(classes="hist")
+        yield Heatmap(max_rows=self.max_rows)
+        yield Static(classes="dims")
+
+    def on_mount(self) -> None:
+        self.show(*self._initial)
+
+    def show(self, ref: TensorRef, grad: bool, sample: int | None) -> None:
+        """Show ``ref``; ``grad`` picks the gradient (for call arguments), ``sample`` the
+        followed sample (ignored by tensors without a batch dim)."""
+        same = self.ref is not None and self.ref.entry.get("id") == ref.entry.get("id")
+        if not same:
+            self.index = []
+        self.ref, self._grad, self._sample = ref, grad and ref.param is None, sample
+        self._refresh_text()
+        self._load_view()
+
+    def step_index(self, delta: int) -> None:
+        """Move through the leading dims (e.g. channels), the last one fastest."""
+        if not self._lead:
+            return
+        index = (self.index + [0] * len(self._lead))[: len(self._lead)]
+        flat = 0
+        for i, size in zip(index, self._lead, strict=True):
+            flat = flat * size + i
+        total = 1
+        for size in self._lead:
+            total *= size
+        flat = (flat + delta) % total
+        new = []
+        for size in reversed(self._lead):
+            flat, i = divmod(flat, size)
+            new.insert(0, i)
+        self.index = new
+        self._refresh_text()
+        self._load_view()
+
+    def _entry(self) -> dict[str, Any] | None:
+        assert self.ref is not None
+        if self._grad:
+            return self.ref.entry.get("grad_entry")
+        return self.ref.entry
+
+    def _sliced(self) -> bool:
+        return (
+            self._sample is not None
+            and self.ref is not None
+            and self.ref.entry.get("batch_dim") is not None
+        )
+
+    def _refresh_text(self) -> None:
+        ref = self.ref
+        assert ref is not None
+        entry = self._entry()
+        title = Text()
+        title.append(ref.title)
+        title.append(
+            f"  {fmt.shape(ref.entry.get('shape'))} {ref.entry.get('dtype', '')}", style=""
+        )
+        if ref.entry.get("device") and ref.entry.get("device") != "cpu":
+            title.append(f" {ref.entry['device']}", style=colors.MUTED)
+        if self._grad:
+            title.append("  gradient", style=colors.PHASE["backward"])
+        elif ref.gradient_view:
+            title.append(
+                f"  {ref.which}",
+                style=colors.PHASE["backward" if ref.which == "grad" else "optimizer"],
+            )
+        if ref.entry.get("batch_dim_inferred"):
+            title.append("  batch dim inferred", style=colors.WARN)
+        self.query_one(".title", Static).update(title)
+        if entry is None:
+            self.query_one(".stats", Static).update(
+                Text("no gradient recorded for this tensor", style=colors.MUTED)
+            )
+            self.query_one(".hist", Static).update("")
+            self.query_one(Heatmap).clear()
+            self.query_one(".dims", Static).update("")
+            self._lead = []
+            return
+        self.query_one(".stats", Static).update(stats_text(entry))
+        width = max(16, self.size.width - 4 if self.size.width else 48)
+        diverging = self._grad or ref.gradient_view
+        self.query_one(".hist", Static).update(
+            histogram(entry.get("hist"), min(width, 64), diverging)
+        )
+        self._lead = leading_dims(
+            list(entry.get("shape") or []), ref.entry.get("batch_dim"), self._sliced()
+        )
+        self._refresh_dims()
+
+    def _refresh_dims(self) -> None:
+        text = Text(style=colors.MUTED)
+        if self._sliced():
+            text.append(f"sample {self._sample}  ")
+        if self._lead:
+            index = (self.index + [0] * len(self._lead))[: len(self._lead)]
+            where = ", ".join(f"{i}/{n}" for i, n in zip(index, self._lead, strict=True))
+            text.append(f"[{where}] ‹ › ", style="")
+        if self._view_shape:
+            text.append(f"plane {fmt.shape(self._view_shape)}  ")
+        text.append(self._note)
+        self.query_one(".dims", Static).update(text)
+
+    @work(thread=True, exclusive=True, group="view", exit_on_error=False)
+    def _load_view(self) -> None:
+        ref = self.ref
+        target = self._entry() if ref is not None else None
+        if ref is None or target is None:
+            return
+        if ref.param is None and not target.get("value"):
+            self.app.call_from_thread(self._no_values, "values not kept (stats only)")
+            return
+        width = max(8, self.query_one(Heatmap).size.width or 48)
+        height = 2 * (self.max_rows - 1)
+        if ref.param is not None:
+            fetch(
+                self,
+                self._show_view,
+                "param",
+                on_error=self._no_values,
+                run=ref.run,
+                step=ref.step,
+                name=ref.param,
+                which=ref.which,
+                index=self.index,
+                width=width,
+                height=height,
+            )
+            return
+        params: dict[str, Any] = {
+            "run": ref.run,
+            "tensor": ref.entry["id"],
+            "grad": self._grad,
+            "index": self.index,
+            "width": width,
+            "height": height,
+        }
+        if ref.batch is not None:
+            params["batch"] = ref.batch
+        else:
+            params["step"] = ref.step
+        if self._sliced():
+            params["sample"] = self._sample
+        fetch(self, self._show_view, "view", on_error=self._no_values, **params)
+
+    def _show_view(self, view: dict[str, Any]) -> None:
+        heatmap = self.query_one(Heatmap)
+        lo, hi = view.get("lo"), view.get("hi")
+        diverging = self._grad or bool(self.ref and self.ref.gradient_view)
+        heatmap.show_array(
+            view["array"], lo if lo is not None else 0.0, hi if hi is not None else 0.0, diverging
+        )
+        self._view_shape = view.get("shape")
+        self._note = "block means" if view.get("downsampled") else ""
+        value = (self._entry() or {}).get("value") or {}
+        if value.get("kept") == "samples":
+            self._note += f"  values kept for the first {value.get('count', '?')} samples"
+        elif value.get("kept") == "rows":
+            self._note += f"  values kept for the first {value.get('count', '?')} rows"
+        self._refresh_dims()
+
+    def _no_values(self, message: str) -> None:
+        self.query_one(Heatmap).clear()
+        self._view_shape = None
+        self._note = message
+        self._refresh_dims()
+
+
+class ValueLine(Static):
+    """A non-tensor argument in one line: ``name = value`` (the recorder's short repr)."""
+
+    DEFAULT_CSS = "ValueLine { height: auto; padding: 0 1; }"
+
+    def show(self, arg: dict[str, Any]) -> None:
+        text = Text()
+        text.append(str(arg.get("name", "?")), style="bold")
+        text.append(" = ")
+        text.append(fmt.clip(str(arg.get("repr", "?")), 200))
+        self.update(text)
