@@ -2,7 +2,8 @@
 
 torchvision only comes as a large CUDA build here, so it lives in its own environment,
 ``.venv-tv`` at the repository root (``python3 -m venv .venv-tv && .venv-tv/bin/pip
-install torch torchvision && .venv-tv/bin/pip install -e .``); without it these tests skip.
+install torch==2.14.1 torchvision==0.29.1 && .venv-tv/bin/pip install -e .``); without it
+these tests skip (.ci/run builds it).
 The script is recorded there by ``tvis run``, and the run is read here.
 """
 
@@ -24,7 +25,7 @@ TV_TVIS = ROOT / ".venv-tv" / "bin" / "tvis"
 pytestmark = pytest.mark.skipif(
     not TV_TVIS.exists(),
     reason="needs torchvision in .venv-tv (python3 -m venv .venv-tv && .venv-tv/bin/pip "
-    "install torch torchvision && .venv-tv/bin/pip install -e .)",
+    "install torch==2.14.1 torchvision==0.29.1 && .venv-tv/bin/pip install -e .)",
 )
 
 SCRIPT = """

@@ -144,7 +144,16 @@ class BatchBuilder:
         entry_id = len(self.entries)
         self._by_identity[key] = entry_id
         self.objects[entry_id] = t
-        keep_values = keep_values and not self.light and self.keeps_item()
+        if not self.keeps_item():
+            # Items past the kept samples: the call tree shows their shapes; statistics of
+            # each item would cost more than the pipeline itself, and the collated batch
+            # has whole-batch statistics anyway.
+            entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
+            entry.update(stats={"numel": t.numel()}, hist=None, value=None, batch_dim=None)
+            entry["batch_dim_inferred"] = False
+            self.entries.append(entry)
+            return entry_id
+        keep_values = keep_values and not self.light
         self.entries.append(self._summarize(t, entry_id, keep_values))
         return entry_id
 

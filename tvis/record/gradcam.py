@@ -1,9 +1,12 @@
 """Grad-CAM at the loss call, while the graph is alive.
 
-One extra ``torch.autograd.grad`` pass per class choice (predicted, true) from the summed
-class scores to every conv activation of the batch. It never writes ``.grad`` and runs with
-tvis's hooks paused. Summing per-sample scores gives each sample's own gradient, except
-through layers that mix samples (BatchNorm in training): the result is labelled so.
+An extra ``torch.autograd.grad`` pass from the summed class scores of the first samples to
+every conv activation of the batch: one for the predicted class, and one for the true class
+only where some kept sample's prediction differs (where they agree, the maps are the same).
+It never writes ``.grad`` and runs with tvis's hooks paused. Summing per-sample scores gives
+each sample's own gradient, except through layers that mix samples (BatchNorm in training):
+the result is labelled so. Each pass costs about a backward, so it runs for the first batch
+of each optimizer step only (with gradient accumulation, the other micro-batches skip it).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
     """Grad-CAM maps for the first samples, per conv layer, for pred and true class."""
     if not logits.requires_grad or target.dim() != 1 or target.shape[0] != logits.shape[0]:
         return []
+    if not rec.first_batch_of_step():
+        return []
     layers = _conv_outputs(batch)
     if not layers:
         return []
@@ -27,36 +32,55 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
             level="info",
         )
         return []
-    acts = [t for _, t in layers]
-    with torch.no_grad():
-        pred = logits.detach().argmax(-1)
-    classes = {"pred": pred, "true": target.long()}
-    mixes = any("mixes_samples" in c.flags for c in batch.calls)
     k = rec.settings.samples
+    with torch.no_grad():
+        pred = logits.detach()[:k].argmax(-1)
+    true = target[:k].long()
+    mixes = any("mixes_samples" in c.flags for c in batch.calls)
     out = []
     rec.paused = True
     try:
-        for which, cls in classes.items():
-            score = logits.gather(1, cls[:, None]).sum()
-            grads = torch.autograd.grad(score, acts, retain_graph=True, allow_unused=True)
-            with torch.no_grad():
-                for (call, act), g in zip(layers, grads, strict=True):
-                    if g is None:
-                        continue
-                    weights = g[:k].mean(dim=(2, 3), keepdim=True)
-                    cam = torch.relu((weights * act[:k].detach()).sum(1))
-                    insights.note(rec.data_info, "gradcam", call.name)
-                    out.append(
-                        {
-                            "call": call.id,
-                            "layer": call.name,
-                            "which": which,
-                            "tensor": batch.derived(cam),
-                            "approximate": mixes,
-                        }
-                    )
+        maps = _maps(logits, pred, layers)
+        out += _entries(rec, batch, layers, maps, "pred", mixes)
+        if not torch.equal(pred, true):
+            maps = _maps(logits, true, layers)
+        out += _entries(rec, batch, layers, maps, "true", mixes)
     finally:
         rec.paused = False
+    return out
+
+
+def _maps(logits: torch.Tensor, classes: torch.Tensor, layers: list) -> list:
+    """Grad-CAM of the first ``len(classes)`` samples at each layer (None if unreached)."""
+    k = len(classes)
+    score = logits[:k].gather(1, classes[:, None]).sum()
+    grads = torch.autograd.grad(score, [t for _, t in layers], retain_graph=True, allow_unused=True)
+    maps = []
+    with torch.no_grad():
+        for (_, act), g in zip(layers, grads, strict=True):
+            if g is None:
+                maps.append(None)
+                continue
+            weights = g[:k].mean(dim=(2, 3), keepdim=True)
+            maps.append(torch.relu((weights * act[:k].detach()).sum(1)))
+    return maps
+
+
+def _entries(rec, batch, layers, maps, which: str, mixes: bool) -> list[dict]:
+    out = []
+    for (call, _), cam in zip(layers, maps, strict=True):
+        if cam is None:
+            continue
+        insights.note(rec.data_info, "gradcam", call.name)
+        out.append(
+            {
+                "call": call.id,
+                "layer": call.name,
+                "which": which,
+                "tensor": batch.derived(cam),
+                "approximate": mixes,
+            }
+        )
     return out
 
 

@@ -27,7 +27,11 @@ class ModuleCalls:
     def module_name(self, module: torch.nn.Module) -> str:
         name = self.module_names.get(id(module))
         if name is None and self.in_data:
-            return type(module).__name__  # a transform, not part of a model
+            # A transform: named like a model, but not one of the run's models.
+            name = self.module_names[id(module)] = (
+                self._global_name(module) or type(module).__name__
+            )
+            return name
         if name is None:
             root_name = self._global_name(module) or type(module).__name__
             self.roots[id(module)] = module

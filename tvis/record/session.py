@@ -390,6 +390,11 @@ class Recorder(ModuleCalls, Steps):
             named, keep_values=not batch.light
         )
 
+    def first_batch_of_step(self) -> bool:
+        """Whether the open batch is the first of its optimizer step (no earlier batch is
+        waiting for a step)."""
+        return not any(b.get("step") is None and not b["light"] for b in self.batch_maps)
+
     # -- stopping ----------------------------------------------------------------------
 
     def check_stop(self) -> None:

@@ -40,12 +40,20 @@ A batch index (``batches/N/index.msgpack``)::
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
      "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call"}, ...],
-     ...}                             # later sections: "data", "loss", "decode", "gradcam", ...
+     "data": {"batch": [arg, ...], "indices": [dataset index, ...],
+              "items": [{"index", "calls": [first, end)}, ...]},
+     "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
+              "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
+              "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...]},
+     "gradcam": [{"call", "layer", "which": "pred" | "true", "tensor": id, "approximate"}],
+     "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
+     "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample
+     "tokens": {...}}                 # texts, ids and token strings of tokenizer calls
 
 A call::
 
     {"id", "parent" (-1 for a root), "depth",
-     "kind": "module" | "function" | "loss" | "data" | "optimizer",
+     "kind": "module" | "function" | "loss" | "transform" | "tokenizer",
      "name": "features.0" (module path) or a function's qualified name, "cls": "Conv2d" | None,
      "phase": "data" | "forward" | "loss" | "backward" | "optimizer",
      "def": [file, line] | None, "site": [file, line] | None,
@@ -55,6 +63,11 @@ A call::
      "no_grad": bool, "flags": [str, ...]}
 
     arg = {"name": "x", "tensor": id} | {"name": "dim", "repr": "1"}
+        | {"name": "text", "text": "..."} | {"name": "img", "image": id}
+
+Entries with ``"derived": true`` are arrays tvis computed (per-sample loss, p(target),
+Grad-CAM maps, pooled representations); they and the tensors of dataset items past the kept
+samples may carry statistics of ``{"numel"}`` only.
 
 Files are project-relative for project files (keys of sources.msgpack), absolute otherwise.
 
@@ -72,7 +85,8 @@ The run index (``run.msgpack``)::
 
     {"batches": [the "batch" map of each batch], "steps": [the "step" map of each step],
      "params": [{"name", "module", "shape", "dtype"}], "notices": [{"level", "text"}],
-     "data": {"classes": [...] | None, "normalize": {"mean", "std"} | None, ...},
+     "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
+              "tokenizer": {...}, "insights": {...}},   # each key only when known
      "project": str, "model": {"params": int, "modules": int}}
 """
 

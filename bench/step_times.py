@@ -1,0 +1,65 @@
+"""Time each optimizer step of a script, plainly or under the recorder, from inside.
+
+A global optimizer step hook (registered before tvis's own) notes the time of every
+step; the median interval between steps is the per-step cost, immune to process start-up
+and robust to the odd slow step on a shared machine. Both arms stop after --steps steps.
+
+    python bench/step_times.py [--record] --steps 12 SCRIPT [ARGS...]   # prints JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+class _Enough(BaseException):
+    """Ends the plain arm after the wanted steps, as tvis ends the recorded one."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    opts = parser.parse_args()
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    stamps: list[float] = []
+
+    def note(optimizer, args, kwargs) -> None:
+        stamps.append(time.perf_counter())
+        if not opts.record and len(stamps) >= opts.steps:
+            raise _Enough()
+
+    register_optimizer_step_post_hook(note)
+    script = Path(opts.script).resolve()
+    size = 0
+    if opts.record:
+        from tvis.record.builder import Settings
+        from tvis.record.runner import record_script
+
+        out = Path(tempfile.mkdtemp())
+        outcome = record_script(script, opts.args, Settings(steps=opts.steps), script.parent, out)
+        size = outcome.bytes
+    else:
+        sys.argv = [str(script), *opts.args]
+        sys.path.insert(0, str(script.parent))
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except _Enough:
+            pass
+    intervals = [b - a for a, b in zip(stamps[1:], stamps[2:])]  # skip the warm-up step
+    print(json.dumps({"median_ms": statistics.median(intervals) * 1e3, "bytes": size, "steps": len(stamps)}))
+
+
+if __name__ == "__main__":
+    main()
