@@ -2,9 +2,9 @@
 
 Two measurements:
 
-* examples — per-step time ratio with process start-up excluded: each side runs the same
-  script for N1 and N2 optimizer steps, and a step costs (T(N2) - T(N1)) / (N2 - N1);
-  plus the run's bytes per step.
+* examples — per-step time ratio with process start-up excluded: bench/step_times.py
+  times every optimizer step from inside the process (plainly, or under the recorder) and
+  reports the median interval; plus the run's bytes per step.
 * scripts — the real-script set (bench/scripts/): whole-process wall time of
   `tvis run --steps 3` over the plain script stopped at the same step, and the run's size.
 
@@ -16,6 +16,7 @@ Runs alternate plain / recorded so drift on a shared machine hits both sides ali
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -61,44 +62,30 @@ def _run_size(out: Path) -> int:
     return sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
 
 
-def bench_example(name: str, extra: list[str], rounds: int, n1: int, n2: int) -> dict:
+def _step_ms(folder: Path, extra: list[str], steps: int, record: bool) -> tuple[float, int]:
+    """Median per-step time (ms) and run bytes, timed inside the process by step_times.py."""
+    cmd = [PYTHON, str(ROOT / "bench" / "step_times.py"), "--steps", str(steps)]
+    cmd += ["--record"] if record else []
+    cmd += [str(folder / "train.py"), "--steps", "100000", *extra]
+    done = subprocess.run(cmd, cwd=folder, check=True, capture_output=True, text=True, env=ENV)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["median_ms"], result["bytes"]
+
+
+def bench_example(name: str, extra: list[str], rounds: int, steps: int) -> dict:
     folder = ROOT / "examples" / name
-    script = str(folder / "train.py")
-    plain = {n1: [], n2: []}
-    recorded = {n1: [], n2: []}
-    size = 0
+    plain, recorded, size = [], [], 0
     for _ in range(rounds):
-        for n in (n1, n2):
-            plain[n].append(_wall([PYTHON, script, "--steps", str(n), *extra], folder))
-            out = Path(tempfile.mkdtemp())
-            recorded[n].append(
-                _wall(
-                    [
-                        TVIS,
-                        "run",
-                        "--steps",
-                        str(n),
-                        "--out",
-                        str(out),
-                        script,
-                        "--steps",
-                        "100000",
-                        *extra,
-                    ],
-                    folder,
-                )
-            )
-            if n == n2:
-                size = _run_size(out)
-            shutil.rmtree(out)
-    per_plain = (statistics.median(plain[n2]) - statistics.median(plain[n1])) / (n2 - n1)
-    per_tvis = (statistics.median(recorded[n2]) - statistics.median(recorded[n1])) / (n2 - n1)
+        plain.append(_step_ms(folder, extra, steps, record=False)[0])
+        ms, size = _step_ms(folder, extra, steps, record=True)
+        recorded.append(ms)
+    p, r = statistics.median(plain), statistics.median(recorded)
     return {
         "name": name,
-        "plain_ms": per_plain * 1e3,
-        "tvis_ms": per_tvis * 1e3,
-        "ratio": per_tvis / per_plain,
-        "bytes_per_step": size / n2,
+        "plain_ms": p,
+        "tvis_ms": r,
+        "ratio": r / p,
+        "bytes_per_step": size / steps,
     }
 
 
@@ -122,8 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=["examples", "scripts", "all"], default="all")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--n1", type=int, default=2)
-    parser.add_argument("--n2", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=12, help="steps per example run")
     parser.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
     args = parser.parse_args()
     global WALL
@@ -131,11 +117,11 @@ def main() -> None:
     clock = "wall" if WALL else "CPU"
     if args.set in ("examples", "all"):
         print(
-            f"examples: per-step {clock} time, steps {args.n1}..{args.n2}, median of {args.rounds}"
+            f"examples: median per-step wall time over {args.steps} steps, median of {args.rounds}"
         )
         print(f"{'example':18} {'plain ms':>9} {'tvis ms':>9} {'ratio':>6} {'MB/step':>8}")
         for name, extra in EXAMPLES.items():
-            r = bench_example(name, extra, args.rounds, args.n1, args.n2)
+            r = bench_example(name, extra, args.rounds, args.steps)
             print(
                 f"{r['name']:18} {r['plain_ms']:9.1f} {r['tvis_ms']:9.1f} {r['ratio']:6.2f} "
                 f"{r['bytes_per_step'] / 2**20:8.2f}"

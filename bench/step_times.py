@@ -4,7 +4,7 @@ A global optimizer step hook (registered before tvis's own) notes the time of ev
 step; the median interval between steps is the per-step cost, immune to process start-up
 and robust to the odd slow step on a shared machine. Both arms stop after --steps steps.
 
-    python bench/step_times.py [--record] --steps 12 SCRIPT [ARGS...]   # prints JSON
+    python bench/step_times.py [--record [--without ops ...]] --steps 12 SCRIPT [ARGS...]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--without", nargs="*", default=[], help="functions, ops, gradcam")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
@@ -48,7 +49,9 @@ def main() -> None:
         from tvis.record.runner import record_script
 
         out = Path(tempfile.mkdtemp())
-        outcome = record_script(script, opts.args, Settings(steps=opts.steps), script.parent, out)
+        off = {name: False for name in opts.without}
+        settings = Settings(steps=opts.steps, **off)
+        outcome = record_script(script, opts.args, settings, script.parent, out)
         size = outcome.bytes
     else:
         sys.argv = [str(script), *opts.args]
@@ -57,8 +60,12 @@ def main() -> None:
             runpy.run_path(str(script), run_name="__main__")
         except _Enough:
             pass
-    intervals = [b - a for a, b in zip(stamps[1:], stamps[2:])]  # skip the warm-up step
-    print(json.dumps({"median_ms": statistics.median(intervals) * 1e3, "bytes": size, "steps": len(stamps)}))
+    intervals = [b - a for a, b in zip(stamps[1:-1], stamps[2:], strict=True)]  # skip warm-up
+    print(
+        json.dumps(
+            {"median_ms": statistics.median(intervals) * 1e3, "bytes": size, "steps": len(stamps)}
+        )
+    )
 
 
 if __name__ == "__main__":

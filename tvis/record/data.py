@@ -126,7 +126,12 @@ class DataPipeline(Extension):
                 for position, idx in enumerate(possibly_batched_index):
                     batch.item = position
                     first = len(batch.calls)
-                    data.append(fetcher.dataset[idx])
+                    if batch.keeps_item():
+                        data.append(fetcher.dataset[idx])
+                    else:
+                        # Items past the kept samples run unobserved, at full speed.
+                        with recorder.quiet():
+                            data.append(fetcher.dataset[idx])
                     if position < MAX_INDICES:
                         items.append({"index": _plain(idx), "calls": [first, len(batch.calls)]})
             finally:

@@ -15,6 +15,12 @@ class Extension:
     def on_module_exit(self, recorder, batch, call, module, output) -> None:
         pass
 
+    def pause(self) -> None:
+        """Stop observing for a moment (see Recorder.quiet)."""
+
+    def resume(self) -> None:
+        """Observe again after ``pause``."""
+
     def on_call_stack_change(self, recorder) -> None:
         """A module call began or ended (the innermost open call may have changed)."""
 

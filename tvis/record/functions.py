@@ -42,6 +42,16 @@ class FunctionTracer(Extension):
         if self.previous is None and sys.gettrace() == self._global:
             sys.settrace(None)
 
+    # While any trace function is set, CPython 3.11 runs every frame on its slow path, so
+    # quiet stretches (dataset items past the kept samples) run with none at all.
+    def pause(self) -> None:
+        if self.previous is None and sys.gettrace() == self._global:
+            sys.settrace(None)
+
+    def resume(self) -> None:
+        if self.previous is None and sys.gettrace() is None:
+            sys.settrace(self._global)
+
     def _global(self, frame, event, arg):
         code = frame.f_code
         if not self.project.is_traced(code):

@@ -20,10 +20,18 @@ class LineOps(Extension):
     def install(self, recorder) -> None:
         self.mode = _LineMode(recorder)
         self.active = False
+        self._wanted_before_pause = False
         self._set(True)
 
     def uninstall(self, recorder) -> None:
         self._set(False)
+
+    def pause(self) -> None:
+        self._wanted_before_pause = self.active
+        self._set(False)
+
+    def resume(self) -> None:
+        self._set(self._wanted_before_pause)
 
     def on_call_stack_change(self, recorder) -> None:
         top = recorder.stack[-1] if recorder.stack else False

@@ -12,6 +12,7 @@ in the training script. The only exception tvis raises on purpose is ``StopRecor
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -389,6 +390,17 @@ class Recorder(ModuleCalls, Steps):
         batch.sections.setdefault("data", {})["batch"] = batch.args(
             named, keep_values=not batch.light
         )
+
+    @contextlib.contextmanager
+    def quiet(self):
+        """Run a stretch of the script unobserved (function tracing and line ops off)."""
+        for extension in self.extensions:
+            extension.pause()
+        try:
+            yield
+        finally:
+            for extension in reversed(self.extensions):
+                extension.resume()
 
     def first_batch_of_step(self) -> bool:
         """Whether the open batch is the first of its optimizer step (no earlier batch is
