@@ -11,7 +11,7 @@ through ``tvis agent --stdio`` over ssh (one shared ControlMaster connection):
 - array throughput (``array`` pages of 48 MiB) versus ``ssh host cat blob`` on the same
   shared connection.
 
-Prints a Markdown table (the figures in bench/README_agent.md come from it).
+Prints a Markdown table (the figures in bench/README.md come from it).
 """
 
 from __future__ import annotations
