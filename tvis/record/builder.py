@@ -116,10 +116,8 @@ class BatchBuilder:
         self.phase_ms: dict[str, float] = {}
         self.batch_size: int | None = None
         self.had_data = False
-        self.had_forward = False
         self.root_forwards = 0
         self.had_backward = False
-        self.stepped = False
         self.loss: float | None = None
         self.step: int | None = None
         self.micro = 0

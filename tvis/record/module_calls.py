@@ -120,7 +120,6 @@ class ModuleCalls:
             self.in_loss += 1
         call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
         self.open_call(batch, call)
-        batch.had_forward = True
         cuda_timing.start(call, args)
 
     def open_call(self, batch: BatchBuilder, call: Call) -> None:
