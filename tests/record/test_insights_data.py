@@ -52,9 +52,15 @@ def test_each_item_holds_the_calls_made_while_fetching_it(tmp_path):
     run, seen = _picture_run(tmp_path)
     record = run.batch(1).record
     calls = record["calls"]
-    for item, index in zip(record["data"]["items"], seen[1], strict=True):
+    kept = run.meta["settings"]["samples"]
+    items = record["data"]["items"]
+    assert [item["index"] for item in items] == [int(i) for i in seen[1]]
+    for position, (item, index) in enumerate(zip(items, seen[1], strict=True)):
         first, end = item["calls"]
         names = [c["name"] for c in calls[first:end]]
+        if position >= kept:
+            assert names == []  # fetched unobserved, past the kept samples
+            continue
         assert names == [
             "Pictures.__getitem__",
             "Compose.__call__",
@@ -69,16 +75,15 @@ def test_pipeline_values_kept_for_the_first_samples_only(tmp_path):
     batch = run.batch(0)
     record = batch.record
     for position, item in enumerate(record["data"]["items"]):
-        first, _ = item["calls"]
-        compose = record["calls"][first + 1]
-        picture = compose["inputs"][0]
+        first, end = item["calls"]
+        if position >= 2:
+            assert first == end  # no calls, pictures or values past the kept samples
+            continue
+        picture = record["calls"][first + 1]["inputs"][0]
         to_tensor = record["calls"][first + 2]
         value = batch.tensor(to_tensor["outputs"][0]["tensor"])["value"]
-        if position < 2:
-            raw = np.array(batch.array(picture["image"]))
-            assert raw.shape == (8, 8, 3) and value is not None
-        else:
-            assert "image" not in picture and value is None
+        raw = np.array(batch.array(picture["image"]))
+        assert raw.shape == (8, 8, 3) and value is not None
 
 
 def test_normalize_mean_and_std_remembered(tmp_path):
