@@ -45,6 +45,7 @@ def no_tvis_left_installed():
         "torch.autograd.backward": torch.autograd.backward,
         "DataLoader._get_iterator": dataloader.DataLoader._get_iterator,
         "_BaseDataLoaderIter.__next__": dataloader._BaseDataLoaderIter.__next__,
+        "Optimizer.__init__": torch.optim.Optimizer.__init__,
     }
     for what, fn in patched.items():
         assert getattr(fn, "__module__", None) or "", f"{what} is still patched"

@@ -53,6 +53,7 @@ def record_script(
             run_dir_for(out, script),
             {"script": str(script), "argv": argv},
             module.__dict__,
+            whole_script=True,
         )
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -65,11 +66,13 @@ def record(
     run_dir: Path,
     meta: dict | None = None,
     names: dict | None = None,
+    whole_script: bool = False,
 ) -> Outcome:
     """Call ``fn`` under the recorder, writing the run to ``run_dir``.
 
     ``names`` is a namespace whose variables name the models found (the script's
-    globals). Exceptions from ``fn`` are recorded, not raised.
+    globals); ``whole_script`` says that ``fn`` builds everything it trains (a script run
+    from its start). Exceptions from ``fn`` are recorded, not raised.
     """
     import torch
 
@@ -101,6 +104,7 @@ def record(
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project), names)
+    recorder.whole_script = whole_script
     recorder.extensions += [
         DataPipeline(),
         LossCapture(),

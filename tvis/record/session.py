@@ -127,6 +127,8 @@ class Recorder(ModuleCalls, Steps):
         self.stopped = False
         self.stop_due = False  # steps are done; stop at the next hook that may raise
         self.loose_params: list | None = None
+        self.optimizers_built = 0
+        self.whole_script = False  # set when everything the script builds happens under tvis
         self.on_hard_stop = None
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
         self.extensions: list = []
@@ -150,6 +152,13 @@ class Recorder(ModuleCalls, Steps):
         ]
         original_backward = torch.autograd.backward
         self.patches.set(torch.autograd, "backward", partial(self._backward, original_backward))
+        original_init = torch.optim.Optimizer.__init__
+
+        def counting_init(optimizer, *args, **kwargs):
+            self.optimizers_built += 1
+            return original_init(optimizer, *args, **kwargs)
+
+        self.patches.set(torch.optim.Optimizer, "__init__", counting_init)
         for extension in self.extensions:
             extension.install(self)
         self.stack_watchers = [

@@ -51,9 +51,7 @@ class Steps:
     def _after_backward(self, batch: BatchBuilder) -> None:
         try:
             if self.no_optimizer is None and not self.optimizers:
-                self.no_optimizer = not any(
-                    issubclass(type(o), torch.optim.Optimizer) for o in gc.get_objects()
-                )
+                self.no_optimizer = not self._optimizer_exists()
                 if self.no_optimizer:
                     self.notice(
                         "the script uses no torch.optim optimizer: each backward counts as "
@@ -67,6 +65,14 @@ class Steps:
                 self.snapshots = param_records.snapshot_tensors(params + self.loose_params)
         except Exception as e:
             self.guard("after backward", e)
+
+    def _optimizer_exists(self) -> bool:
+        """Whether an optimizer exists that has not stepped yet. A script's optimizers are
+        all built after tvis installs, so counting constructions answers; otherwise (an
+        in-process recording of existing objects) one gc scan does."""
+        if self.optimizers_built or self.whole_script:
+            return bool(self.optimizers_built)
+        return any(issubclass(type(o), torch.optim.Optimizer) for o in gc.get_objects())
 
     def _settle_manual_step(self) -> None:
         """In no-optimizer mode, the update between a backward and the next forward is
