@@ -337,8 +337,6 @@ class Recorder(ModuleCalls, Steps):
                 extension.on_batch_close(self, batch)
             batch.release()
             record = batch.record()
-            if batch.step is None and batch.mode == "train":
-                record["batch"]["step"] = None
             self.batch_maps.append(record["batch"])
             self._account(record, batch.arrays)
             self.writer.put_batch(batch.index, record, batch.arrays)

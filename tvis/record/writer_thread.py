@@ -9,6 +9,10 @@ from __future__ import annotations
 import queue
 import threading
 
+import msgpack
+
+from tvis.store import atomic
+from tvis.store.format import RUN_INDEX
 from tvis.store.writer import RunWriter
 
 # Batches in flight between the recorder and the disk; each holds its kept values.
@@ -36,15 +40,10 @@ class BackgroundWriter:
 
     def put_index(self, index: dict) -> None:
         # Packed now: the recorder keeps mutating its lists after handing them over.
-        import msgpack
-
         data = msgpack.packb(index, use_bin_type=True)
         self._queue.put((self._write_index_bytes, (data,)))
 
     def _write_index_bytes(self, data: bytes) -> None:
-        from tvis.store import atomic
-        from tvis.store.format import RUN_INDEX
-
         atomic.write_bytes(self.writer.path / RUN_INDEX, data)
 
     def close(self) -> None:

@@ -24,8 +24,3 @@ def write_msgpack(path: Path, obj: Any) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     write_bytes(path, json.dumps(obj, indent=1, default=str).encode())
-
-
-def read_msgpack(path: Path) -> Any:
-    with open(path, "rb") as f:
-        return msgpack.unpackb(f.read(), raw=False, strict_map_key=False)
