@@ -73,18 +73,26 @@ def _step_ms(folder: Path, extra: list[str], steps: int, record: bool) -> tuple[
 
 
 def bench_example(name: str, extra: list[str], rounds: int, steps: int) -> dict:
+    """Each round times a plain and a recorded run back to back (in alternating order);
+    the ratio is the median of the rounds' own ratios, so a slow spell on a shared machine
+    spoils one round rather than one side."""
     folder = ROOT / "examples" / name
-    plain, recorded, size = [], [], 0
-    for _ in range(rounds):
-        plain.append(_step_ms(folder, extra, steps, record=False)[0])
-        ms, size = _step_ms(folder, extra, steps, record=True)
-        recorded.append(ms)
-    p, r = statistics.median(plain), statistics.median(recorded)
+    plain, recorded, ratios, size = [], [], [], 0
+    for round_ in range(rounds):
+        sides = [False, True] if round_ % 2 == 0 else [True, False]
+        times = {}
+        for record in sides:
+            times[record], got = _step_ms(folder, extra, steps, record)
+            size = got or size
+        plain.append(times[False])
+        recorded.append(times[True])
+        ratios.append(times[True] / times[False])
     return {
         "name": name,
-        "plain_ms": p,
-        "tvis_ms": r,
-        "ratio": r / p,
+        "plain_ms": statistics.median(plain),
+        "tvis_ms": statistics.median(recorded),
+        "ratio": statistics.median(ratios),
+        "spread": (min(ratios), max(ratios)),
         "bytes_per_step": size / steps,
     }
 
@@ -109,7 +117,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=["examples", "scripts", "all"], default="all")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=12, help="steps per example run")
+    parser.add_argument("--steps", type=int, default=20, help="steps per example run")
     parser.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
     args = parser.parse_args()
     global WALL
@@ -117,14 +125,19 @@ def main() -> None:
     clock = "wall" if WALL else "CPU"
     if args.set in ("examples", "all"):
         print(
-            f"examples: median per-step wall time over {args.steps} steps, median of {args.rounds}"
+            f"examples: median per-step wall time over {args.steps} steps; ratio = median of "
+            f"{args.rounds} rounds' ratios (range in brackets)"
         )
-        print(f"{'example':18} {'plain ms':>9} {'tvis ms':>9} {'ratio':>6} {'MB/step':>8}")
+        print(
+            f"{'example':18} {'plain ms':>9} {'tvis ms':>9} {'ratio':>6} {'range':>13} "
+            f"{'MB/step':>8}"
+        )
         for name, extra in EXAMPLES.items():
             r = bench_example(name, extra, args.rounds, args.steps)
+            low, high = r["spread"]
             print(
                 f"{r['name']:18} {r['plain_ms']:9.1f} {r['tvis_ms']:9.1f} {r['ratio']:6.2f} "
-                f"{r['bytes_per_step'] / 2**20:8.2f}"
+                f"{f'[{low:.2f}-{high:.2f}]':>13} {r['bytes_per_step'] / 2**20:8.2f}"
             )
     if args.set in ("scripts", "all"):
         print(f"\nreal scripts: whole-process {clock} time, --steps 3, median of {args.rounds}")

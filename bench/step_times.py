@@ -35,9 +35,11 @@ def main() -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     stamps: list[float] = []
+    cpu: list[float] = []
 
     def note(optimizer, args, kwargs) -> None:
         stamps.append(time.perf_counter())
+        cpu.append(time.process_time())
         if not opts.record and len(stamps) >= opts.steps:
             raise _Enough()
 
@@ -60,12 +62,21 @@ def main() -> None:
             runpy.run_path(str(script), run_name="__main__")
         except _Enough:
             pass
-    intervals = [b - a for a, b in zip(stamps[1:-1], stamps[2:], strict=True)]  # skip warm-up
     print(
         json.dumps(
-            {"median_ms": statistics.median(intervals) * 1e3, "bytes": size, "steps": len(stamps)}
+            {
+                "median_ms": _median_interval(stamps),
+                "cpu_ms": _median_interval(cpu),
+                "bytes": size,
+                "steps": len(stamps),
+            }
         )
     )
+
+
+def _median_interval(times: list[float]) -> float:
+    """Median milliseconds between steps, the first (warm-up) interval skipped."""
+    return statistics.median(b - a for a, b in zip(times[1:-1], times[2:], strict=True)) * 1e3
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ _FLAG_MARKS = {"nan": NAN, "inf": NAN, "nan_inf": NAN, "dead": DEAD, "vanishing"
 
 INFO_FLAGS = {
     "mixes_samples": "mixes samples",
+    "patch_embedding": "patch embedding",
     "truncated": "values truncated",
     "approx": "approximate",
     "bwd_inferred": "backward time inferred",

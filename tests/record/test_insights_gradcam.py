@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from helpers import record_here
 from insight_models import Stripes, conv_setup, train_classifier
+from torch import nn
 
 from tvis.store.reader import RunReader
 
@@ -128,3 +129,37 @@ def test_no_gradcam_flag_of_tvis_run(tmp_path):
         (runs[bool(flags)],) = out.iterdir()
     assert "gradcam" in RunReader(runs[False]).batch(0).record
     assert "gradcam" not in RunReader(runs[True]).batch(0).record
+
+
+class PatchStem(nn.Module):
+    """A ViT-style patch embedding (kernel = stride) under an ordinary 3x3 conv."""
+
+    def __init__(self, conv_after: bool) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1) if conv_after else nn.Identity()
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv(self.patch(x)).mean(dim=(2, 3)))
+
+
+def test_patch_embeddings_are_not_gradcam_layers(tmp_path):
+    data = Stripes()
+    x, y = data.images[:8], data.labels[:8]
+    for conv_after in (True, False):
+        torch.manual_seed(0)
+        model = PatchStem(conv_after)
+        out = tmp_path / str(conv_after)
+        step = lambda model=model: F.cross_entropy(model(x), y).backward()  # noqa: E731
+        outcome = record_here(step, out, steps=1)
+        run = RunReader(outcome.run_dir)
+        batch = run.batch(0).record
+        patch = next(c for c in batch["calls"] if c["name"] == "patch")
+        assert "patch_embedding" in patch["flags"]
+        layers = {c["layer"] for c in batch.get("gradcam", [])}
+        notices = " ".join(n["text"] for n in run.index()["notices"])
+        if conv_after:
+            assert layers == {"conv"}
+        else:
+            assert not layers and "patch embeddings" in notices

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from helpers import record_here
+from torch import nn
 from training import setup, train
 
 from tvis.store.reader import RunReader
@@ -107,3 +109,45 @@ def test_instrumentation_failure_becomes_notice(tmp_path, monkeypatch):
     assert outcome.status == "complete"
     assert [float(a) for a, _ in plain_log] == [float(a) for a, _ in log]
     assert any("stats exploded" in n and "training was not affected" in n for n in outcome.notices)
+
+
+class _Nan(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * float("nan")
+
+
+class _InPlaceAfterCapture(nn.Module):
+    """A BatchNorm output (big enough for its statistics to be computed later, off the
+    training thread) changed in place by ReLU, a layer whose output is all zeros and one
+    whose output is NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.dead = nn.Linear(64, 8)
+        self.dead.weight.data.zero_()
+        self.dead.bias.data.zero_()
+        self.nan = _Nan()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn(x)
+        self.reference = y.detach().clone()  # what BatchNorm returned, before ReLU
+        return self.dead(self.relu(y)).sum() + self.nan(x[:2]).sum()
+
+
+def test_deferred_statistics_describe_the_tensor_before_a_later_in_place_change(tmp_path):
+    torch.manual_seed(0)
+    model = _InPlaceAfterCapture()
+    x = torch.randn(1024, 64)
+    outcome = record_here(lambda: model(x).backward(), tmp_path, steps=1)
+    batch = RunReader(outcome.run_dir).batch(0).record
+    calls = {c["name"]: c for c in batch["calls"]}
+    entry = batch["tensors"][calls["bn"]["outputs"][0]["tensor"]]
+    ref = model.reference.double()
+    assert entry["stats"]["numel"] == 1024 * 64
+    assert entry["stats"]["min"] == pytest.approx(float(ref.min()))  # negative: pre-ReLU
+    assert entry["stats"]["mean"] == pytest.approx(float(ref.mean()), abs=1e-6)
+    assert entry["stats"]["zeros"] == 0.0
+    assert "dead" in calls["dead"]["flags"] and "dead" not in calls["bn"]["flags"]
+    assert "nonfinite" in calls["nan"]["flags"] and "nonfinite" not in calls["bn"]["flags"]

@@ -58,3 +58,21 @@ def test_values_widen_bf16_and_keep_exact_float32():
     np.testing.assert_array_equal(to_numpy(x), x.float().numpy())
     y = torch.randn(5, 2).t()  # non-contiguous
     np.testing.assert_array_equal(to_numpy(y), y.numpy())
+
+
+def test_chunked_statistics_and_subsampled_histogram_of_a_large_tensor():
+    x = torch.randn(3, 100_003, generator=torch.Generator().manual_seed(1))
+    x[:, ::5] = 0
+    s, hist = stats(x)
+    ref = x.double()
+    assert s["mean"] == pytest.approx(float(ref.mean()), abs=1e-6)
+    assert s["std"] == pytest.approx(float(ref.std(correction=0)), rel=1e-6)
+    assert s["absmean"] == pytest.approx(float(ref.abs().mean()), rel=1e-6)
+    assert s["norm"] == pytest.approx(float(ref.norm()), rel=1e-6)
+    assert (s["min"], s["max"]) == (float(ref.min()), float(ref.max()))
+    assert s["zeros"] == pytest.approx(float((ref == 0).double().mean()), abs=1e-12)
+    assert hist["sampled"] > 1 and sum(hist["counts"]) < x.numel()
+    # The subset's shape matches the whole tensor's: the zero spike lands in one bin.
+    whole = np.histogram(x.numpy(), bins=32, range=(s["min"], s["max"]))[0] / x.numel()
+    sampled = np.array(hist["counts"]) / sum(hist["counts"])
+    assert np.abs(whole - sampled).max() < 0.02

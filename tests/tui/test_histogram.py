@@ -5,8 +5,8 @@ from __future__ import annotations
 from tvis.tui.widgets.histogram import histogram
 
 
-def test_strided_histogram_says_it_is_sampled():
-    hist = {"lo": -1.0, "hi": 1.0, "counts": list(range(32)), "stride": 33}
+def test_subsampled_histogram_says_it_is_sampled():
+    hist = {"lo": -1.0, "hi": 1.0, "counts": list(range(32)), "sampled": 33}
     assert "sampled 1/33" in histogram(hist, 48, diverging=False).plain
 
 

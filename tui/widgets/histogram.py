@@ -36,8 +36,8 @@ def histogram(hist: dict[str, Any] | None, width: int, diverging: bool, rows: in
             text.append(ch, style=f"rgb({c[0]},{c[1]},{c[2]})")
         text.append("\n")
     lo_s, hi_s = fmt.num(lo), fmt.num(hi)
-    # A large tensor's histogram counts every stride-th element: say so between lo and hi.
-    mid = f" sampled 1/{hist['stride']} " if hist.get("stride") else " "
+    # A large tensor's histogram counts a spread-out subset: say so between lo and hi.
+    mid = f" sampled 1/{hist['sampled']} " if hist.get("sampled") else " "
     gap = max(len(mid), len(bars) - len(lo_s) - len(hi_s))
     text.append(lo_s + mid.center(gap) + hi_s, style=colors.MUTED)
     return text

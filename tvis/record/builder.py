@@ -34,6 +34,14 @@ TEXT_CHARS = 4000
 # multi-crop pipeline making dozens of views per item would otherwise fill the batch.
 IMAGES_PER_ITEM = 16
 
+# CPU tensors of at least DEFER_MIN elements get their statistics on the writer thread,
+# up to DEFER_BYTES of private copies per batch (past that, on the spot).
+DEFER_MIN = 1 << 15
+DEFER_BYTES = 1 << 26
+
+# An output with more than this share of exact zeros is marked "dead".
+DEAD_ZEROS = 0.9
+
 
 @dataclass
 class Settings:
@@ -125,6 +133,9 @@ class BatchBuilder:
         self.dropped_calls = 0
         self.raw_images = 0
         self.kept_bytes = 0
+        # (entry, private copy) pairs whose statistics the writer thread computes.
+        self.pending: list[tuple[dict, torch.Tensor]] = []
+        self.pending_bytes = 0
         self.bytes_left = settings.max_bytes  # set by the session from the run's budget
         self.samples = settings.samples  # lowered by the session as the budget runs out
         # Position within the batch of the dataset item being fetched (None outside a
@@ -166,7 +177,7 @@ class BatchBuilder:
         entry_id = len(self.entries)
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None, "derived": True}
         if summarize:
-            entry["stats"], entry["hist"] = tensors.stats(t)
+            self._statistics(t, entry)
         else:
             entry["stats"], entry["hist"] = {"numel": t.numel()}, None
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
@@ -222,7 +233,7 @@ class BatchBuilder:
 
     def _summarize(self, t: torch.Tensor, entry_id: int, keep_values: bool) -> dict:
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
-        entry["stats"], entry["hist"] = tensors.stats(t)
+        self._statistics(t, entry)
         dim, span, inferred = self.batch_dim(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = dim, inferred
         if span > 1:
@@ -236,6 +247,24 @@ class BatchBuilder:
                 entry["value"] = how
                 self.kept_bytes += values.nbytes
         return entry
+
+    def _statistics(self, t: torch.Tensor, entry: dict) -> None:
+        """Statistics of ``t`` into ``entry`` now, or a private copy queued for the writer
+        thread: for a large CPU tensor one copy costs the training thread a fraction of the
+        passes statistics take, and a copy is safe from later in-place changes."""
+        n = t.numel()
+        nbytes = n * t.element_size()
+        if (
+            n >= DEFER_MIN
+            and t.device.type == "cpu"
+            and t.layout == torch.strided
+            and self.pending_bytes + nbytes <= DEFER_BYTES
+        ):
+            self.pending.append((entry, t.detach().clone()))
+            self.pending_bytes += nbytes
+            entry["stats"], entry["hist"] = {"numel": n}, None
+        else:
+            entry["stats"], entry["hist"] = tensors.stats(t)
 
     def relabel_batch_dims(self) -> None:
         """Give tensors captured before the batch size was known their batch dim."""
@@ -309,6 +338,23 @@ class BatchBuilder:
             "lines": list(self.lines.values()),
             **self.sections,
         }
+
+
+def settle(record: dict, pending: list) -> int:
+    """Finish a batch record on the writer thread: the statistics put off, then the marks
+    that read statistics (non-finite or mostly-zero outputs). Returns how many failed."""
+    failed = tensors.fill(pending)
+    entries = record["tensors"]
+    for call in record["calls"]:
+        if call["kind"] == "function":
+            continue
+        for arg in call["outputs"]:
+            s = entries[arg["tensor"]]["stats"] if "tensor" in arg else {}
+            if s.get("nan") or s.get("inf"):
+                call["flags"].append("nonfinite")
+            if s.get("zeros", 0) > DEAD_ZEROS and s.get("numel", 0) > 1:
+                call["flags"].append("dead")
+    return failed
 
 
 def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) -> None:

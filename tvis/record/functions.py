@@ -35,22 +35,25 @@ class FunctionTracer(Extension):
             )
             return
         self.project = recorder.project
+        # One bound method, so the recorder can tell it apart by identity.
+        recorder.tracer = self._global
         # Only the calling (training) thread is traced; worker threads stay untouched.
-        sys.settrace(self._global)
+        sys.settrace(recorder.tracer)
 
     def uninstall(self, recorder) -> None:
-        if self.previous is None and sys.gettrace() == self._global:
+        if self.previous is None and sys.gettrace() is recorder.tracer:
             sys.settrace(None)
+        recorder.tracer = None
 
     # While any trace function is set, CPython 3.11 runs every frame on its slow path, so
     # quiet stretches (dataset items past the kept samples) run with none at all.
     def pause(self) -> None:
-        if self.previous is None and sys.gettrace() == self._global:
+        if self.previous is None and sys.gettrace() is self.recorder.tracer:
             sys.settrace(None)
 
     def resume(self) -> None:
         if self.previous is None and sys.gettrace() is None:
-            sys.settrace(self._global)
+            sys.settrace(self.recorder.tracer)
 
     def _global(self, frame, event, arg):
         code = frame.f_code

@@ -7,6 +7,11 @@ It never writes ``.grad`` and runs with tvis's hooks paused. Summing per-sample 
 each sample's own gradient, except through layers that mix samples (BatchNorm in training):
 the result is labelled so. Each pass costs about a backward, so it runs for the first batch
 of each optimizer step only (with gradient accumulation, the other micro-batches skip it).
+
+A patch embedding (a ViT's kernel = stride conv) is not a Grad-CAM layer: its map is the
+input gradient at patch resolution, not class evidence in learned features, and reaching
+it costs two backward passes through the whole transformer. A ViT's attention rollout
+shows where its tokens look.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
         return []
     layers = _conv_outputs(batch)
     if not layers:
+        if any("patch_embedding" in c.flags for c in batch.calls):
+            rec.notice(
+                "Grad-CAM skipped for patch embeddings (a conv with kernel = stride); the "
+                "attention rollout on the Insights page shows where a ViT's tokens look.",
+                level="info",
+            )
         return []
     if _user_backward_hooks(rec):
         rec.notice(
@@ -88,6 +99,8 @@ def _conv_outputs(batch) -> list:
     layers = []
     for call in batch.calls:
         if call.cls not in ("Conv2d", "LazyConv2d") or not call.outputs:
+            continue
+        if "patch_embedding" in call.flags:
             continue
         entry_id = call.outputs[0].get("tensor")
         t = batch.objects.get(entry_id)

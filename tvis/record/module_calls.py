@@ -19,6 +19,17 @@ from tvis.record.stop import StopRecording
 _MIXING = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm2d"}
 
 
+def _is_patch_embedding(module: torch.nn.Module) -> bool:
+    """A conv that cuts its input into patches (kernel = stride > 1, no padding): a ViT's
+    token projection rather than a feature map with overlapping receptive fields."""
+    return (
+        isinstance(module, torch.nn.Conv2d)
+        and module.kernel_size == module.stride
+        and max(module.kernel_size) > 1
+        and module.padding in ((0, 0), "valid")
+    )
+
+
 class ModuleCalls:
     """The part of the Recorder that handles ``nn.Module`` calls and their gradients."""
 
@@ -116,6 +127,8 @@ class ModuleCalls:
             no_grad=not grad,
             project=self.project.is_project_class(cls),
         )
+        if _is_patch_embedding(module):
+            call.flags.append("patch_embedding")
         if is_loss:
             self.in_loss += 1
         call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
@@ -197,16 +210,11 @@ class ModuleCalls:
         return None
 
     def _flag_call(self, batch: BatchBuilder, call: Call) -> None:
+        """Marks known at the call's exit (those that read statistics come when the batch
+        is written: ``builder.settle``)."""
         for arg in call.outputs:
             entry = batch.entries[arg["tensor"]] if "tensor" in arg else None
-            if not entry:
-                continue
-            s = entry["stats"]
-            if s.get("nan") or s.get("inf"):
-                call.flags.append("nonfinite")
-            if s.get("zeros", 0) > 0.9 and s.get("numel", 0) > 1:
-                call.flags.append("dead")
-            if entry.get("value") and entry["value"].get("kept") != "all":
+            if entry and entry.get("value") and entry["value"].get("kept") != "all":
                 call.flags.append("truncated")
         if call.cls in _MIXING and call.kind == "module":
             call.flags.append("mixes_samples")

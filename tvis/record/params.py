@@ -73,19 +73,27 @@ def _plain(value) -> object:
 
 
 def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes):
-    """The step record and the arrays it stores (weight, grad, update per parameter),
-    values within ``max_bytes`` in all."""
+    """The step record, the arrays it stores (weight, grad, update per parameter) within
+    ``max_bytes`` in all, and the statistics left for the writer thread (``settle``)."""
     entries: list[dict] = []
     arrays: dict = {}
+    pending: list = []
     left = [max_bytes]
 
     def add(t: torch.Tensor) -> int:
+        """An entry for ``t``, a copy tvis made: its values are stored without another
+        copy, and on the CPU its statistics are computed off the training thread (device
+        copies are summarized now, so none outlives the step)."""
         entry_id = len(entries)
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
-        entry["stats"], entry["hist"] = tensors.stats(t)
+        if t.device.type == "cpu":
+            entry["stats"], entry["hist"] = {"numel": t.numel()}, None
+            pending.append((entry, t))
+        else:
+            entry["stats"], entry["hist"] = tensors.stats(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
-        values, how = tensors.keep(t, None, 0, max_elems, max_bytes=left[0])
+        values, how = tensors.keep(t, None, 0, max_elems, max_bytes=left[0], owned=True)
         if values is not None:
             entry["value"] = how
             arrays[entry_id] = values
@@ -100,9 +108,6 @@ def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes
         name, module = names.get(id(p), (f"param{i}", ""))
         w_id, u_id = add(before), add(update)
         g_id = add(grad) if grad is not None else None
-        w_norm = entries[w_id]["stats"].get("norm", 0.0)
-        u_norm = entries[u_id]["stats"].get("norm", 0.0)
-        g_norm = entries[g_id]["stats"].get("norm") if g_id is not None else None
         params.append(
             {
                 "name": name,
@@ -114,12 +119,7 @@ def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes
                 "grad": g_id,
                 "update": u_id,
                 "sparse_grad": bool(grad is not None and grad.is_sparse),
-                "norms": {
-                    "w": w_norm,
-                    "grad": g_norm,
-                    "update": u_norm,
-                    "ratio": (u_norm / w_norm) if w_norm and math.isfinite(w_norm) else None,
-                },
+                "norms": None,  # by settle, from the statistics
             }
         )
     opt_info = []
@@ -136,4 +136,22 @@ def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes
         "params": params,
         "tensors": entries,
     }
-    return record, arrays
+    return record, arrays, pending
+
+
+def settle(record: dict, pending: list) -> int:
+    """Finish a step record on the writer thread: statistics, then the norms they give.
+    Returns how many statistics failed."""
+    failed = tensors.fill(pending)
+    entries = record["tensors"]
+    for param in record["params"]:
+        w_norm = entries[param["weight"]]["stats"].get("norm", 0.0)
+        u_norm = entries[param["update"]]["stats"].get("norm", 0.0)
+        g_id = param["grad"]
+        param["norms"] = {
+            "w": w_norm,
+            "grad": entries[g_id]["stats"].get("norm") if g_id is not None else None,
+            "update": u_norm,
+            "ratio": (u_norm / w_norm) if w_norm and math.isfinite(w_norm) else None,
+        }
+    return failed

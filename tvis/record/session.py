@@ -13,6 +13,7 @@ in the training script. The only exception tvis raises on purpose is ``StopRecor
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 import traceback
@@ -54,7 +55,7 @@ class _Work:
     """Brackets tvis's own work: its duration is overhead, and torch ops inside it are
     not the user's (``busy``). Only the outermost bracket counts, so nesting is free."""
 
-    __slots__ = ("recorder", "started", "_plain")
+    __slots__ = ("recorder", "started", "_plain", "_traced")
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
@@ -62,18 +63,26 @@ class _Work:
         # tvis's own torch ops bypass every __torch_function__ (its own line mode, the
         # user's modes and tensor subclasses): cheaper, and tvis never records itself.
         self._plain = torch._C.DisableTorchFunction()
+        self._traced = False
 
     def __enter__(self) -> None:
         rec = self.recorder
         if not rec.busy:
             self.started = _perf()
             self._plain.__enter__()
+            # While a trace function is set, CPython runs every frame on its slow path and
+            # calls the tracer for each: tvis's own work runs with its tracer off.
+            self._traced = rec.tracer is not None and sys.gettrace() is rec.tracer
+            if self._traced:
+                sys.settrace(None)
         rec.busy += 1
 
     def __exit__(self, *exc) -> None:
         rec = self.recorder
         rec.busy -= 1
         if not rec.busy:
+            if self._traced:
+                sys.settrace(rec.tracer)
             self._plain.__exit__(None, None, None)
             rec.overhead += _perf() - self.started
 
@@ -99,6 +108,7 @@ class Recorder(ModuleCalls, Steps):
         self._notice_keys: set[str] = set()
         self.overhead = 0.0
         self.busy = 0
+        self.tracer = None  # the function tracer's global trace function, once installed
         self.work = _Work(self)
         self._step_snapshot = None
         self._step_started = 0.0
@@ -339,7 +349,7 @@ class Recorder(ModuleCalls, Steps):
             record = batch.record()
             self.batch_maps.append(record["batch"])
             self._account(record, batch.arrays)
-            self.writer.put_batch(batch.index, record, batch.arrays)
+            self.writer.put_batch(batch.index, record, batch.arrays, batch.pending)
             self.write_index()
         except Exception as e:
             self.guard(f"writing batch {batch.index}", e)

@@ -151,7 +151,7 @@ class Steps:
             batch_ids.append(current.index)
             if current.loss is not None:
                 losses.append(current.loss)
-        record, arrays = param_records.build_step(
+        record, arrays, pending = param_records.build_step(
             step,
             snapshot,
             optimizer,
@@ -167,7 +167,7 @@ class Steps:
             )
         self.step_maps.append(record["step"])
         self.contributors["parameters (weight, grad, Δw)"] += sum(a.nbytes for a in arrays.values())
-        self.writer.put_step(step, record, arrays)
+        self.writer.put_step(step, record, arrays, pending)
         self.write_index()
 
     def _param_names(self) -> dict[int, tuple[str, str]]:

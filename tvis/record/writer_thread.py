@@ -11,6 +11,7 @@ import threading
 
 import msgpack
 
+from tvis.record import builder, params
 from tvis.store import atomic
 from tvis.store.format import RUN_INDEX
 from tvis.store.writer import RunWriter
@@ -30,13 +31,22 @@ class BackgroundWriter:
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
         self._thread.start()
 
-    def put_batch(self, index: int, record: dict, arrays: dict) -> None:
+    def put_batch(self, index: int, record: dict, arrays: dict, pending: list) -> None:
+        """Queue a batch; ``pending`` statistics (``builder.settle``) are computed here."""
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        self._queue.put((self.writer.write_batch, (index, record, arrays)))
+        job = (builder.settle, self.writer.write_batch, index, record, arrays, pending)
+        self._queue.put((self._settle_and_write, job))
 
-    def put_step(self, index: int, record: dict, arrays: dict) -> None:
+    def put_step(self, index: int, record: dict, arrays: dict, pending: list) -> None:
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        self._queue.put((self.writer.write_step, (index, record, arrays)))
+        job = (params.settle, self.writer.write_step, index, record, arrays, pending)
+        self._queue.put((self._settle_and_write, job))
+
+    def _settle_and_write(self, settle, write, index, record, arrays, pending) -> None:
+        failed = settle(record, pending)
+        if failed:
+            self.errors.append(f"statistics of {failed} tensors could not be computed")
+        write(index, record, arrays)
 
     def put_index(self, index: dict) -> None:
         # Packed now: the recorder keeps mutating its lists after handing them over.

@@ -21,7 +21,7 @@ entry") looks like::
 
     {"id": 7, "shape": [8, 16, 32, 32], "dtype": "float32", "device": "cpu",
      "stats": {"numel", "mean", "std", "min", "max", "absmean", "norm", "zeros", "nan", "inf"},
-     "hist": {"lo": float, "hi": float, "counts": [32 ints]},
+     "hist": {"lo": float, "hi": float, "counts": [32 ints], "sampled"?: int},
      "value": {"offset": int, "nbytes": int, "dtype": "<f4", "shape": [...],
                "kept": "all" | "samples" | "rows", "count": int} | None,
      "batch_dim": 0 | None, "batch_dim_inferred": bool,
@@ -30,6 +30,8 @@ entry") looks like::
 ``value.shape`` is the stored (possibly sliced) shape; ``kept`` says how it was cut:
 ``all`` (whole tensor), ``samples`` (first ``count`` entries along ``batch_dim``) or
 ``rows`` (first ``count`` entries along dim 0, for tensors without a batch dim).
+Statistics always cover the whole tensor; a large tensor's histogram counts a spread-out
+subset of about one element in ``sampled``.
 
 A batch index (``batches/N/index.msgpack``)::
 
