@@ -1,8 +1,10 @@
 """Tensor summaries: statistics, a histogram and the values worth keeping.
 
-Statistics always describe the whole tensor and are computed on its device in a few
-fused reductions with a single host sync; only the values that will be kept are copied
-to the host, early, so nothing captured waits on the device until the batch ends.
+Statistics always describe the whole tensor. On a device they are a few reductions with
+a single host sync; on the CPU, a few passes over cache-sized chunks (and ``fill`` computes
+them later, on the writer thread, for copies the recorder queued). Only the values that
+will be kept are copied to the host, early, so nothing captured waits on the device until
+the batch ends.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def _sums_cpu(flat: torch.Tensor) -> list[float]:
     return [total, sq, lo, hi, l1, nonzero]
 
 
-# Per thread: gradient hooks may run on autograd's own threads.
+# Per thread: statistics run on the training thread, the writer thread and autograd's.
 _SCRATCH = threading.local()
 
 

@@ -32,14 +32,15 @@ class BackgroundWriter:
         self._thread.start()
 
     def put_batch(self, index: int, record: dict, arrays: dict, pending: list) -> None:
-        """Queue a batch; ``pending`` statistics (``builder.settle``) are computed here."""
-        self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        job = (builder.settle, self.writer.write_batch, index, record, arrays, pending)
-        self._queue.put((self._settle_and_write, job))
+        """Queue a batch; its ``pending`` statistics are computed here (``builder.settle``)."""
+        self._put(builder.settle, self.writer.write_batch, index, record, arrays, pending)
 
     def put_step(self, index: int, record: dict, arrays: dict, pending: list) -> None:
+        self._put(params.settle, self.writer.write_step, index, record, arrays, pending)
+
+    def _put(self, settle, write, index: int, record: dict, arrays: dict, pending: list) -> None:
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        job = (params.settle, self.writer.write_step, index, record, arrays, pending)
+        job = (settle, write, index, record, arrays, pending)
         self._queue.put((self._settle_and_write, job))
 
     def _settle_and_write(self, settle, write, index, record, arrays, pending) -> None:
