@@ -1,26 +1,33 @@
 """The tvis viewer: connects through the agent client, opens a run, and hosts the pages.
 
-The app holds what every page shares — the open run, the batch, the followed sample and
-whether heatmaps show values or gradients — as reactives that pages watch. Pages are app
-modes (see ``pages``); each gets the tab bar and the status line.
+The app holds what every page shares — the open run, the batch (by its recorded index: light
+no-grad groups leave gaps), the followed sample and whether heatmaps show values or
+gradients — as reactives that pages watch. Pages are app modes (see ``pages``); each gets the
+tab bar and the status line.
+
+When an ssh connection drops the app goes offline: one line says so, the page is greyed and
+takes no input (so nothing on it half-updates), and ``R`` reconnects through the same
+connector (same ControlMaster and jump hosts), then reloads the run on the same batch,
+sample and selection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.reactive import var
 from textual.screen import Screen
+from textual.widget import Widget
 
 from tvis.agent.protocol import AgentError
 from tvis.tui import keys
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
 from tvis.tui.fetch import fetch
-from tvis.tui.help import HelpScreen
+from tvis.tui.help import HelpScreen, ids_on_screen
 from tvis.tui.messages import GotoCall
 from tvis.tui.notice import Notice
 from tvis.tui.pages import PageSpec, build, pages_for
@@ -32,6 +39,10 @@ from tvis.tui.widgets.status_line import StatusLine
 
 LIVE_POLL_S = 1.5
 """How often a run that is still recording is re-read: a new batch shows within 2 s."""
+
+
+OFFLINE_BLOCKED = frozenset({"toggle_grad", "sample", "batch", "pick_run"})
+"""App actions that change what pages show, refused while the connection is down."""
 
 
 def sentence(error: BaseException) -> str:
@@ -79,19 +90,33 @@ class TvisApp(App[None]):
         self.runs: list[dict[str, Any]] = []
         self.run_id: str | None = None
         self.error: str | None = None
+        self.offline: str | None = None  # why the connection dropped, until reconnected
+        self.page_screens: dict[str, Screen | None] = {}  # page id -> its screen, once built
+        self._refocus: Widget | None = None
         self.internal_errors: list[str] = []
         self._poll_timer = None
 
     # -- shared state --------------------------------------------------------------------
 
     @property
+    def batch_indices(self) -> list[int]:
+        """The recorded batch indices, in order; light no-grad groups leave gaps."""
+        return [b.get("index") for b in (self.run_info or {}).get("batches") or []]
+
+    @property
     def batch_count(self) -> int:
-        return len((self.run_info or {}).get("batches") or [])
+        return len(self.batch_indices)
+
+    @property
+    def batch_position(self) -> int | None:
+        """Where the current batch is in the run's list (None: not recorded yet)."""
+        indices = self.batch_indices
+        return indices.index(self.batch) if self.batch in indices else None
 
     @property
     def batch_info(self) -> dict[str, Any] | None:
-        batches = (self.run_info or {}).get("batches") or []
-        return batches[self.batch] if 0 <= self.batch < len(batches) else None
+        position = self.batch_position
+        return None if position is None else (self.run_info or {})["batches"][position]
 
     @property
     def current_step(self) -> int | None:
@@ -180,16 +205,17 @@ class TvisApp(App[None]):
             on_error=lambda m: self._failed(m),
             run=run,
         )
-        # While the page mounts, ask for what its first screen shows: the roots of batch 0
-        # and the call the cursor starts on. The page's own requests then find them ready.
+        # While the page mounts, ask for what its first screen shows: the roots of the first
+        # batch and the call the cursor starts on. The page's own requests then find them ready.
         if self.run_name == run and self.batch_count:
+            first = self.batch_indices[0]
             page = self.data.prefetch(
-                "calls", run=run, batch=0, parent=-1, offset=0, limit=TREE_PAGE
+                "calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE
             )
             rows = (page or {}).get("calls") or []
             if rows:
                 self.data.prefetch(
-                    "call", run=run, batch=0, call=rows[first_interesting(rows)]["id"]
+                    "call", run=run, batch=first, call=rows[first_interesting(rows)]["id"]
                 )
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
@@ -200,13 +226,12 @@ class TvisApp(App[None]):
         self.sample = 0
         self.run_info = info
         self.run_name = run
-        self.batch = 0
+        self.batch = self.batch_indices[0] if self.batch_count else 0
         if self.batch_count == 0:
             self.status_note = "waiting for the first batch"
         self._start_polling()
         for spec in self.pages():
-            if spec.id not in self._modes:
-                self.add_mode(spec.id, lambda spec=spec: build(spec, self))
+            self._add_page(spec)
         self._refresh_tabs()
         if first:
             self.call_later(self.action_page, 1)
@@ -227,7 +252,8 @@ class TvisApp(App[None]):
         if run != self.run_name:
             return
         before = self.batch_count
-        following = self.batch >= before - 1
+        position = self.batch_position
+        following = position is None or position >= before - 1
         self.run_status = info.get("status") or ""
         self.data.live = self.run_status == "running"
         self.run_info = info
@@ -235,7 +261,7 @@ class TvisApp(App[None]):
         if after > before:
             self.status_note = ""
             if following or before == 0:
-                self.batch = after - 1
+                self.batch = self.batch_indices[-1]
         if self.run_status != "running":
             self._start_polling()
 
@@ -247,11 +273,21 @@ class TvisApp(App[None]):
         if not 1 <= n <= len(pages):
             return
         spec = pages[n - 1]
-        if spec.id not in self._modes:
-            self.add_mode(spec.id, lambda spec=spec: build(spec, self))
+        self._add_page(spec)
         await self.switch_mode(spec.id)
         await self._decorate(self.screen)
         self._refresh_tabs()
+        if self.offline is not None:
+            self._grey(self.screen, True)
+
+    def _add_page(self, spec: PageSpec) -> None:
+        if spec.id not in self.page_screens:
+            self.page_screens[spec.id] = None
+            self.add_mode(spec.id, lambda spec=spec: self._build_page(spec))
+
+    def _build_page(self, spec: PageSpec) -> Screen:
+        screen = self.page_screens[spec.id] = build(spec, self)
+        return screen
 
     async def _decorate(self, screen: Screen) -> None:
         if not screen.query(PageTabs):
@@ -261,20 +297,25 @@ class TvisApp(App[None]):
         pages = self.pages()
         current = next((i for i, p in enumerate(pages) if p.id == self.current_mode), None)
         for tabs in self.screen.query(PageTabs):
-            tabs.show([p.title for p in pages], current, "? keys · ctrl+p palette")
+            tabs.show([p.title for p in pages], current)
 
     def explore_page(self):
         """The Explore page once it exists (the palette and tests reach it through this)."""
         from tvis.tui.pages.explore import ExplorePage
 
-        stack = self._screen_stacks.get("explore") or []
-        return next((s for s in stack if isinstance(s, ExplorePage)), None)
+        page = self.page_screens.get("explore")
+        return page if isinstance(page, ExplorePage) else None
 
     # -- actions -------------------------------------------------------------------------
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(ids_on_screen(self.screen)))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own commands, labelled as such so they stand apart from tvis's."""
+        for command in super().get_system_commands(screen):
+            yield SystemCommand(f"Textual: {command.title}", command.help, command.callback)
 
     def action_pick_run(self) -> None:
         if self.data is None:
@@ -285,6 +326,10 @@ class TvisApp(App[None]):
         if run is not None and run != self.run_name:
             self.open_run(run)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Offline, nothing that changes what the pages show may run: they would half-update.
+        return not (self.offline and action in OFFLINE_BLOCKED)
+
     def action_toggle_grad(self) -> None:
         self.show_grad = not self.show_grad
 
@@ -293,10 +338,21 @@ class TvisApp(App[None]):
         self.sample = (self.sample + delta) % max(1, size)
 
     def action_batch(self, delta: int) -> None:
-        self.set_batch(self.batch + delta)
+        """Move ``delta`` batches along the recorded ones (skipping the gaps between indices)."""
+        indices = self.batch_indices
+        if not indices:
+            return
+        position = self.batch_position
+        position = 0 if position is None else max(0, min(position + delta, len(indices) - 1))
+        self.set_batch(indices[position])
 
     def set_batch(self, index: int) -> None:
-        index = max(0, min(index, self.batch_count - 1))
+        """Show the batch recorded with ``index`` (the nearest recorded one if it has none)."""
+        indices = self.batch_indices
+        if not indices:
+            return
+        if index not in indices:
+            index = min(indices, key=lambda i: (abs(i - index), i))
         if index != self.batch:
             self.batch = index
 
@@ -314,13 +370,75 @@ class TvisApp(App[None]):
         if page is not None:
             page.action_toggle_mode()
 
+    # -- connection --------------------------------------------------------------------
+
     def connection_lost(self, message: str) -> None:
-        if self.error is None:
-            self.error = message
-            self.status_note = "connection lost"
-            self.notify(message, severity="error", timeout=30)
+        """Go offline: say so once, grey the page and stop anything from changing it."""
+        if self.offline is not None or self.data is None:
+            return
+        self.offline = message
+        if self._poll_timer is not None:
+            self._poll_timer.stop()
+            self._poll_timer = None
+        self.status_note = f"offline · {keys.shown(self, 'app.reconnect')} reconnects"
+        self.notify(message, severity="error", timeout=30)
+        self._refocus = self.screen.focused
+        self._grey(self.screen, True)
+
+    def _grey(self, screen: Screen, offline: bool) -> None:
+        """Disabled widgets draw dimmed and take no keys: the page stays as it was."""
+        for child in screen.children:
+            if not isinstance(child, (PageTabs, StatusLine)):
+                child.disabled = offline
+
+    def action_reconnect(self) -> None:
+        if self.offline is None:
+            self.notify(f"connected to {self.target_label}; nothing to reconnect", timeout=3)
+            return
+        self.status_note = f"reconnecting to {self.target_label} …"
+        self._reconnect()
+
+    @work(thread=True, exclusive=True, group="connect", exit_on_error=False)
+    def _reconnect(self) -> None:
+        try:
+            data = Data(self.connector())
+            runs = data.call("runs")
+            info = data.call("run", run=self.run_name) if self.run_name else None
+        except Exception as e:
+            self.call_from_thread(self._reconnect_failed, sentence(e))
+            return
+        self.call_from_thread(self._reconnected, data, runs, info)
+
+    def _reconnect_failed(self, message: str) -> None:
+        self.status_note = f"offline · {keys.shown(self, 'app.reconnect')} reconnects"
+        self.notify(f"could not reconnect: {message}", severity="error", timeout=10)
+
+    def _reconnected(self, data: Data, runs: list[dict[str, Any]], info: dict | None) -> None:
+        """Back online on the same run, batch, sample and selection: every page reloads what
+        it shows from the new connection."""
+        old, self.data, self.runs = self.data, data, runs
+        self.offline = None
+        self.status_note = ""
+        if old is not None:
+            old.close()
+        for screen in self.page_screens.values():
+            if screen is not None:
+                self._grey(screen, False)
+        if self._refocus is not None and self._refocus.is_attached:
+            self._refocus.focus()
+        self._refocus = None
+        if info is not None:
+            self.run_status = info.get("status") or ""
+            self.data.live = self.run_status == "running"
+            self.run_info = info
+            self._start_polling()
+            self.batch = self.batch  # always_update: every page reloads this batch
+        self.notify(f"reconnected to {self.target_label}", timeout=3)
 
     def action_quit(self) -> None:
+        if self.offline is not None:
+            self.exit(return_code=0, message=f"tvis: {self.offline}")
+            return
         self.exit(return_code=1 if self.error else 0)
 
     def on_unmount(self) -> None:

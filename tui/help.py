@@ -1,5 +1,6 @@
 """The `?` / F1 screen: every key of the viewer, generated from the bindings (after the
-user's keymap), so it never disagrees with what the keys do."""
+user's keymap), so it never disagrees with what the keys do. The keys of what is on screen
+come first — the focused pane's, then the rest of the page's — and every other scope after."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis.tui import colors, keys
@@ -24,12 +26,50 @@ def key_label(app, key: str) -> str:
     return app.get_key_display(Binding(key, ""))
 
 
-def help_table(app, keymap: dict[str, str]) -> Table:
+def _binding_ids(widget: Widget) -> list[str]:
+    ids = []
+    for cls in type(widget).__mro__:
+        for binding in cls.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.id and binding.id not in ids:
+                ids.append(binding.id)
+    return ids
+
+
+def ids_on_screen(screen: Screen) -> list[str]:
+    """Binding ids of what ``screen`` shows: the focused widget and its ancestors first."""
+    ids: list[str] = []
+    focused = screen.focused
+    chain = list(focused.ancestors_with_self) if focused is not None else [screen]
+    shown = [w for w in screen.walk_children(with_self=False) if w.region]
+    for widget in [*chain, *shown]:
+        if isinstance(widget, Widget):
+            ids += [i for i in _binding_ids(widget) if i not in ids]
+    return ids
+
+
+def ordered_scopes(first: list[str]) -> list[tuple[str, list[Binding], bool]]:
+    """Every scope as ``(title, bindings, on_screen)``: on-screen scopes in the order their keys
+    come in ``first``, then "Everywhere", then the others in table order."""
+    rank = {id: i for i, id in enumerate(first)}
+    scopes = [(title, scope) for title, scope in keys.SCOPES if title != "Everywhere"]
+    here = [s for s in scopes if any(b.id in rank for b in s[1])]
+    here.sort(key=lambda s: min(rank[b.id] for b in s[1] if b.id in rank))
+    everywhere = [s for s in keys.SCOPES if s[0] == "Everywhere"]
+    rest = [s for s in scopes if s not in here]
+    return [(t, s, True) for t, s in here + everywhere] + [(t, s, False) for t, s in rest]
+
+
+def help_table(app, keymap: dict[str, str], first: list[str] | None = None) -> Table:
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column("keys", style="bold", no_wrap=True, min_width=12)
     table.add_column("does")
     table.add_column("id", style=colors.MUTED, no_wrap=True)
-    for title, scope in keys.SCOPES:
+    elsewhere = False
+    for title, scope, on_screen in ordered_scopes(first or []):
+        if not on_screen and not elsewhere:
+            elsewhere = True
+            table.add_row(Text("Elsewhere", style=f"bold {colors.MUTED}"), "", "")
+            table.add_row("", "", "")
         table.add_row(Text(title, style=f"bold {colors.PHASE['forward']}"), "", "")
         for binding in scope:
             if binding.id and binding.id.startswith("app.page"):
@@ -43,19 +83,23 @@ def help_table(app, keymap: dict[str, str]) -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, grouped by where it works."""
+    """Every key, the ones of what is on screen first."""
 
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close")]
+    BINDINGS = keys.HELP
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 90%; max-width: 110; height: 90%; border: round $accent; padding: 0 1; background: $surface; }
     """
 
+    def __init__(self, first: list[str] | None = None) -> None:
+        super().__init__()
+        self.first = first or []
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(
                 Text("Keys — remap any of them by id in " + str(keys.keymap_path()), style="bold")
             )
-            yield Static(help_table(self.app, self.app.keymap))
-            yield Static(Text("escape closes", style=colors.MUTED))
+            yield Static(help_table(self.app, self.app.keymap, self.first))
+            yield Static(Text(f"{keys.shown(self.app, 'help.close')} closes", style=colors.MUTED))

@@ -14,8 +14,12 @@ from pathlib import Path
 from textual.binding import Binding
 
 
-def _b(keys: str, action: str, description: str, id: str, show: bool = False) -> Binding:
-    return Binding(keys, action, description, show=show, id=id, tooltip=description)
+def _b(
+    keys: str, action: str, description: str, id: str, show: bool = False, priority: bool = False
+) -> Binding:
+    return Binding(
+        keys, action, description, show=show, id=id, tooltip=description, priority=priority
+    )
 
 
 def page_bindings() -> list[Binding]:
@@ -33,6 +37,7 @@ APP = [
     _b("right_square_bracket", "sample(1)", "Next sample", "app.sample_next"),
     _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
     _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
+    _b("R", "reconnect", "Reconnect after the connection dropped", "app.reconnect"),
     *page_bindings(),
 ]
 
@@ -49,6 +54,7 @@ EXPLORE = [
     _b("f", "cycle_filter", "Filter by kind", "explore.filter"),
     _b("d", "goto_source('def')", "Source of the definition", "explore.goto_def"),
     _b("u", "goto_source('site')", "Source of the call site", "explore.goto_site"),
+    _b("escape", "back", "Back to the call tree", "explore.back"),
 ]
 
 TREE = [
@@ -67,8 +73,10 @@ TREE = [
 LIST = [
     _b("j,down", "cursor_down", "Down", "list.down"),
     _b("k,up", "cursor_up", "Up", "list.up"),
+    _b("g", "first_row", "First row", "list.first"),
+    _b("G", "last_row", "Last row", "list.last"),
 ]
-"""Extra keys for lists and tables; enter selects the row in every one of them."""
+"""Keys of every list and table (see ``widgets.lists``); enter selects the row in each."""
 
 LAYERS = [
     _b("o", "sort_next", "Sort by next column", "layers.sort"),
@@ -103,6 +111,30 @@ SOURCE = [
     _b("F", "next_file", "Next source file", "source.file"),
 ]
 
+LIVE = [
+    _b("L", "listen", "Listen for catches (on a free port if taken)", "live.listen"),
+    # Priority: the table would take left/right for its columns, the app [ ] for samples.
+    _b("left_square_bracket,left", "step(-1)", "Older value", "live.older", priority=True),
+    _b("right_square_bracket,right", "step(1)", "Newer value", "live.newer", priority=True),
+    _b("end", "newest", "Follow the newest value", "live.newest", priority=True),
+]
+
+SEARCH = [
+    _b("escape", "close", "Back to the tree", "calls.close"),
+]
+
+HITS = [
+    _b("escape", "close", "Back to the tree", "hits.close"),
+]
+
+RUNS = [
+    _b("escape", "cancel", "Close the run picker", "runs.close"),
+]
+
+HELP = [
+    _b("escape,q,question_mark,f1", "dismiss", "Close the keys", "help.close"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Explore", EXPLORE),
@@ -111,9 +143,30 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Source", SOURCE),
     ("Layers", LAYERS),
     ("Timeline", TIMELINE),
-    ("Lists (runs, samples, step)", LIST),
+    ("Live", LIVE),
+    ("Lists and tables", LIST),
+    ("Search results", [*SEARCH, *HITS]),
+    ("Run picker", RUNS),
+    ("This screen", HELP),
 ]
 """The scopes the help screen lists, in the order a user meets them."""
+
+
+def binding(id: str) -> Binding:
+    """The binding with ``id`` as the table defines it."""
+    return next(b for _, scope in SCOPES for b in scope if b.id == id)
+
+
+def keys_of(id: str, keymap: dict[str, str]) -> list[str]:
+    """The keys that trigger binding ``id`` once the user's keymap is applied."""
+    spec = keymap.get(id, binding(id).key)
+    return [k.strip() for k in spec.split(",") if k.strip()]
+
+
+def shown(app, id: str) -> str:
+    """How binding ``id``'s first key reads on screen after ``app``'s keymap (``"c"``, ``"^p"``)."""
+    first = keys_of(id, getattr(app, "keymap", None) or {})[0]
+    return app.get_key_display(Binding(first, ""))
 
 
 def keymap_path() -> Path:

@@ -9,13 +9,13 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.fetch import fetch
+from tvis.tui.widgets.lists import ListTable
 
 POLL_S = 2.0
 """How often the list is refreshed: new runs and finished recordings show within seconds."""
@@ -42,14 +42,14 @@ def when(started: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(started))
 
 
-class RunTable(DataTable):
-    BINDINGS = keys.LIST
+class RunTable(ListTable):
+    pass
 
 
 class RunPicker(ModalScreen[str | None]):
     """Pick a run; dismisses with its ``run`` name (None on escape)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Close", id="runs.close")]
+    BINDINGS = keys.RUNS
 
     DEFAULT_CSS = """
     RunPicker { align: center middle; }

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 
 import numpy as np
-from live_support import python
+from live_support import free_port, python
 from textual.app import App
 from textual.widgets import DataTable
 
@@ -27,12 +29,12 @@ SENDER = """
 class PageApp(App):
     """The smallest app that shows a LivePage, as the real app shell will."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, listen: bool = True) -> None:
         super().__init__()
-        self.address = address
+        self.address, self.listen = address, listen
 
     def on_mount(self) -> None:
-        self.push_screen(LivePage(self.address))
+        self.push_screen(LivePage(self.address, listen=self.listen))
 
 
 async def settle(pilot, predicate, timeout: float = 30.0) -> bool:
@@ -86,16 +88,33 @@ async def test_live_page_shows_rows_heatmap_and_steps_through_history():
         assert page.view.rows[2].cells[2] == "[bold]done[…"
 
 
-async def test_live_page_says_so_when_it_cannot_listen():
+async def test_a_taken_port_names_its_holder_and_l_listens_on_a_free_one():
     app = PageApp("127.0.0.1:0")
     async with app.run_test() as pilot:
         taken = app.screen.server.address
         second = PageApp(taken)
         async with second.run_test() as pilot2:
-            status = str(second.screen.query_one("#live-status").content)
-            assert status.startswith(f"Could not listen on {taken}")
+            page = second.screen
+            status = str(page.query_one("#live-status").content)
+            assert status.startswith(f"{taken} is already in use by pid {os.getpid()} (")
+            assert "press L to listen on a free port" in status
+            await pilot2.press("L")
+            assert page.server is not None and page.server.address != taken
             await pilot2.pause()
         await pilot.pause()
+
+
+async def test_a_page_not_told_to_listen_binds_nothing_until_l():
+    port = free_port()
+    app = PageApp(f"127.0.0.1:{port}", listen=False)
+    async with app.run_test() as pilot:
+        page = app.screen
+        assert page.server is None
+        assert "L listens on 127.0.0.1:" in str(page.query_one("#live-status").content)
+        with socket.create_server(("127.0.0.1", port)):
+            pass  # the port is still free
+        await pilot.press("L")
+        assert page.server is not None and page.server.port == port
 
 
 def test_sparkline_scales_min_to_max_and_marks_gaps_and_nonfinite():

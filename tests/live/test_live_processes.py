@@ -116,3 +116,20 @@ def test_forked_child_catches_through_its_own_sender(server):
         raise AssertionError("the forked child hung")
     assert wait_until(lambda: server.store.entries("child") != [])
     assert server.store.entries("child")[0].sender["pid"] == pid
+
+
+def test_first_catch_imports_only_the_sending_path(server):
+    child = python(
+        f"""
+        import sys, time
+        import numpy as np
+        import tvis
+        tvis.catch(np.ones(3), name="x", server="{server.address}")
+        unwanted = ("rich", "textual", "torch", "tvis.live.server", "tvis.live.session",
+                    "tvis.live.store", "tvis.live.report")
+        print(sorted(m for m in unwanted if m in sys.modules), flush=True)
+        """
+    )
+    out, err = child.communicate(timeout=120)
+    assert out.strip() == "[]", err
+    assert wait_until(lambda: server.store.entries("x") != [])

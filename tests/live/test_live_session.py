@@ -71,15 +71,25 @@ def test_summary_lists_every_name_with_its_shape_and_stats(session_server, capsy
     assert "msg[/]" in out and "'[/]hello'" in out
 
 
-def test_status_shows_until_ctrl_c_then_returns(session_server, monkeypatch, capsys):
+def test_status_prints_once_and_returns_what_arrived(session_server, capsys):
+    catch_and_wait(session_server, 1.0, "loss")
+    result = tvis.status()
+    out = capsys.readouterr().out
+    assert out.count("receiving on") == 1 and "loss" in out
+    assert result.names == ["loss"] and result.received == 1
+    assert result.address == session_server.address
+
+
+def test_status_watch_refreshes_until_ctrl_c_then_returns(session_server, monkeypatch, capsys):
     catch_and_wait(session_server, 1.0, "loss")
 
     def interrupt(_):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(report.time, "sleep", interrupt)
-    tvis.status()
+    result = tvis.status(watch=True)
     assert "loss" in capsys.readouterr().out
+    assert result.names == ["loss"]
 
 
 def test_help_lists_the_api(capsys):

@@ -67,6 +67,13 @@ def screen_text(app) -> str:
     return console.export_text()
 
 
+def render_text(renderable, width: int = 120) -> str:
+    """A Rich renderable as plain text."""
+    console = Console(width=width, file=io.StringIO(), color_system=None, record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
 def explore(app):
     return app.explore_page()
 

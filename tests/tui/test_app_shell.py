@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, open_explore, screen_text, wait_for
+from conftest import make_app, open_explore, render_text, screen_text, wait_for
 from fake_client import FakeClient
 from textual.command import CommandPalette
 
+from tvis.tui import keys
 from tvis.tui.app import TvisApp
-from tvis.tui.help import HelpScreen
+from tvis.tui.help import HelpScreen, help_table
 from tvis.tui.run_picker import RunPicker
 
 
@@ -76,17 +77,65 @@ async def test_run_picker_lists_runs_newest_first_and_opens_the_pick(two_runs: P
         assert app.run_id == "20000101-000000_train_000000"
 
 
-async def test_help_lists_every_binding_with_its_id(run_dir: Path):
+async def test_help_shows_the_keys_on_screen_first_then_every_other_binding(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
         text = screen_text(app)
-        for expected in ("app.toggle_grad", "explore.search", "tree.expand", "Value / gradient"):
-            assert expected in text
+        assert "tree.expand" in text and "explore.search" in text
+        assert text.index("Call tree") < text.index("Explore")  # the focused pane first
+        listed = render_text(help_table(app, app.keymap, app.screen.first), width=110)
+        assert listed.index("Inspector") < listed.index("Everywhere") < listed.index("Elsewhere")
+        assert listed.index("Elsewhere") < listed.index("live.older")
+        for _, scope in keys.SCOPES:
+            for binding in scope:
+                assert (
+                    binding.id if not binding.id.startswith("app.page") else "app.page1"
+                ) in listed
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+
+
+async def test_help_on_the_live_page_lists_the_live_keys_first():
+    app = TvisApp(None, "live", "halfcell", live_address="127.0.0.1:0")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        text = screen_text(app)
+        assert text.index("live.older") < text.index("Everywhere")
+        assert "list.down" in text and "tree.down" not in text
+
+
+async def test_a_remapped_pane_key_shows_its_new_letter_and_works(run_dir: Path):
+    app = make_app(run_dir, keymap={"explore.layers": "L"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        bar = screen_text(app).splitlines()[1]
+        assert " L layers " in bar and " y layers " not in bar
+        await pilot.press("L")
+        await wait_for(pilot, lambda: "layers" in page.visible_panes(), "the layers pane")
+
+
+async def test_escape_steps_back_from_the_inspector_at_80x24(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("i")
+        await wait_for(pilot, lambda: page.visible_panes() == ["inspector"], "the inspector")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: page.visible_panes() == ["calls"], "back on the tree")
+        assert app.focused is page.calls.call_tree
+
+
+async def test_the_tab_bar_hints_the_focused_panes_keys(run_dir: Path):
+    app = make_app(run_dir, keymap={"tree.expand": "E"})
+    async with app.run_test(size=(160, 40)) as pilot:
+        await open_explore(pilot)
+        tabs = screen_text(app).splitlines()[0]
+        assert "j down" in tabs and "E expand" in tabs and "? keys" in tabs
 
 
 async def test_keymap_remaps_a_binding_and_help_shows_the_new_key(run_dir: Path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +89,39 @@ def test_keymap_file_is_read_and_a_damaged_one_is_ignored_with_a_sentence(tmp_pa
 def test_every_binding_has_a_unique_id():
     ids = [b.id for _, scope in keys.SCOPES for b in scope]
     assert all(ids) and len(ids) == len(set(ids))
+
+
+def _tui_classes_with_bindings() -> list[type]:
+    import tvis.tui
+
+    found = []
+    for info in pkgutil.walk_packages(tvis.tui.__path__, "tvis.tui."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and value.__module__ == info.name
+                and "BINDINGS" in vars(value)
+            ):
+                found.append(value)
+    return found
+
+
+def test_every_binding_of_the_viewer_is_in_the_keys_table():
+    table = {b.id for _, scope in keys.SCOPES for b in scope}
+    outside = [
+        f"{cls.__name__}: {getattr(b, 'id', None) or b}"
+        for cls in _tui_classes_with_bindings()
+        for b in vars(cls)["BINDINGS"]
+        if getattr(b, "id", None) not in table
+    ]
+    assert outside == []
+
+
+def test_a_keymap_remaps_bindings_that_used_to_live_outside_the_table(tmp_path: Path):
+    path = tmp_path / "keymap.json"
+    path.write_text(
+        '{"live.older": "comma", "help.close": "x", "runs.close": "x", "calls.close": "x"}'
+    )
+    keymap, problem = keys.load_keymap(path)
+    assert problem is None and keymap["live.older"] == "comma"

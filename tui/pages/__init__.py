@@ -42,8 +42,9 @@ def _live(app: TvisApp) -> Screen:
     from tvis.live.address import resolve
     from tvis.tui.pages.live import LivePage
 
-    # No --live address: the one catches go to by default ($TVIS_SERVER, else 127.0.0.1:2875).
-    return LivePage(resolve(app.live_address))
+    # No --live address: the one catches go to by default ($TVIS_SERVER, else 127.0.0.1:2875),
+    # bound only when the user asks; --live binds at once.
+    return LivePage(resolve(app.live_address), listen=app.live_address is not None)
 
 
 PAGES = [

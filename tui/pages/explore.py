@@ -38,15 +38,7 @@ MEDIUM_MIN = 100
 """Columns from which the tree and one pane fit side by side; below, one pane at a time."""
 
 PANES = ("calls", "inspector", "source", "layers", "timeline", "step", "samples")
-PANE_KEYS = {
-    "calls": "c",
-    "inspector": "i",
-    "source": "s",
-    "layers": "y",
-    "timeline": "t",
-    "step": "p",
-    "samples": "a",
-}
+"""Each pane is brought up by the binding ``explore.<pane>`` (see keys.EXPLORE)."""
 SIDE = ("source", "layers", "timeline", "step", "samples")
 """Panes that share the last column (wide) or the right column (medium, with inspector)."""
 
@@ -74,8 +66,8 @@ class PaneBar(Static):
                 dim=not on_screen,
                 meta={"@click": f"screen.pane('{name}')"},
             )
-            text.append(f" {PANE_KEYS[name]} {name} ", style=style)
-        text.append(f"   {mode} mode (m)", style=colors.MUTED)
+            text.append(f" {keys.shown(self.app, f'explore.{name}')} {name} ", style=style)
+        text.append(f"   {mode} mode ({keys.shown(self.app, 'explore.mode')})", style=colors.MUTED)
         self.update(text)
 
 
@@ -220,6 +212,11 @@ class ExplorePage(Screen):
         await self._apply_layout()
         self._focus_target(name).focus()
 
+    async def action_back(self) -> None:
+        """Escape: out of a pane, back to the call tree (the one pane at 80×24)."""
+        if self._focused_pane() != "calls" or self.front != "calls":
+            await self.action_pane("calls")
+
     # -- data ----------------------------------------------------------------------------
 
     def _run_changed(self, *_: Any) -> None:
@@ -263,7 +260,7 @@ class ExplorePage(Screen):
         else:
             summary = f"batch {app.batch} · {info.get('n_calls', '?')} calls"
         if self.layout_name == "compact":
-            summary += " · enter inspects"
+            summary += f" · enter inspects, {keys.shown(self.app, 'explore.back')} back"
         self.calls.set_summary(summary)
 
     def _ensure_loaded(self, name: str) -> None:

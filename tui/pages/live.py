@@ -1,6 +1,8 @@
 """The Live page: what `tvis.catch` calls in a running job are sending, as it arrives.
 
-The page runs its own receiving server (`tvis.live.server.LiveServer`) in this process. A table
+The page runs its own receiving server (`tvis.live.server.LiveServer`) in this process, started
+by `tvis tui --live` or by the user's `L` on the page — never by merely visiting it, so a tab
+opened in passing does not take the port a later `tvis tui --live` needs. A table
 lists one row per name (trend sparkline, newest value, shape, rate, counts, drops); the selected
 name's value is drawn below as a heatmap and a histogram (a scalar shows its recent history), and
 ``[``/``]`` step back and forth through the kept history. A timer rebuilds the view four times a
@@ -9,6 +11,7 @@ second in a worker thread, so summarizing a large tensor never stalls the screen
 
 from __future__ import annotations
 
+import errno
 import time
 from dataclasses import dataclass
 
@@ -16,15 +19,17 @@ import numpy as np
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from tvis.live.address import parse_address
 from tvis.live.codec import Array
+from tvis.live.holder import port_holder
 from tvis.live.server import LiveServer
 from tvis.live.store import Entry
+from tvis.tui import keys
+from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.live_bars import LiveBars, sparkline
 from tvis.tui.widgets.live_heatmap import HeatmapImage, LiveHeatmap, fit
 
@@ -83,11 +88,7 @@ class Request:
 class LivePage(Screen):
     """The Live page, receiving on ``address`` (``HOST:PORT``; port 0 picks a free one)."""
 
-    BINDINGS = [
-        Binding("left_square_bracket,left", "step(-1)", "older", id="live.older", priority=True),
-        Binding("right_square_bracket,right", "step(1)", "newer", id="live.newer", priority=True),
-        Binding("end", "newest", "newest", id="live.newest", priority=True),
-    ]
+    BINDINGS = keys.LIVE
 
     DEFAULT_CSS = """
     LivePage #live-status { height: 1; background: $boost; }
@@ -99,8 +100,9 @@ class LivePage(Screen):
     LivePage #live-heatmap { width: 3fr; }
     """
 
-    def __init__(self, address: str, token: str | None = None) -> None:
+    def __init__(self, address: str, token: str | None = None, listen: bool = True) -> None:
         super().__init__()
+        self.listen = listen
         parsed = parse_address(address)
         self.host, self.port = parsed.host, parsed.port
         self.token = token or parsed.token
@@ -115,7 +117,7 @@ class LivePage(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("Live", id="live-status")
-        yield DataTable(id="live-names", cursor_type="row", zebra_stripes=True)
+        yield ListTable(id="live-names", cursor_type="row", zebra_stripes=True)
         with Vertical(id="live-detail"):
             yield Static("", id="live-title")
             yield Static("", id="live-stats")
@@ -127,19 +129,44 @@ class LivePage(Screen):
         table = self.query_one(DataTable)
         for column in COLUMNS:
             table.add_column(column, key=column)
-        try:
-            self.server = LiveServer(self.host, self.port, self.token)
-            self.server.start()
-        except (OSError, ValueError) as exc:
-            self.server = None
-            self.query_one("#live-status", Static).update(
-                Text(
-                    f"Could not listen on {self.host}:{self.port} ({exc}); "
-                    "pick another address with tvis tui --live HOST:PORT."
-                )
+        if self.listen:
+            self.action_listen()
+        else:
+            self._say(
+                f"Live · not receiving · {keys.shown(self.app, 'live.listen')} listens on "
+                f"{self.host}:{self.port}, where tvis.catch sends by default"
             )
+
+    def _say(self, message: str) -> None:
+        # Text, never markup: an address or an error may hold "[...]".
+        self.query_one("#live-status", Static).update(Text(message))
+
+    def action_listen(self) -> None:
+        """Start receiving; a port already taken is named with its holder and a way out."""
+        if self.server is not None:
             return
+        try:
+            server = LiveServer(self.host, self.port, self.token)
+            server.start()
+        except (OSError, ValueError) as exc:
+            self._say(self._refusal(exc))
+            return
+        self.server = server
         self.set_interval(1 / REFRESH_HZ, self._tick)
+        self._tick()
+
+    def _refusal(self, exc: Exception) -> str:
+        where = f"{self.host}:{self.port}"
+        if not (isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE):
+            return (
+                f"Could not listen on {where} ({exc}); pick another with tvis tui --live HOST:PORT."
+            )
+        holder = port_holder(self.port) or "another program"
+        self.port = 0  # the next try takes a free port
+        return (
+            f"{where} is already in use by {holder}; press {keys.shown(self.app, 'live.listen')} "
+            "to listen on a free port instead and point senders at it with TVIS_SERVER."
+        )
 
     def on_unmount(self) -> None:
         if self.server is not None:
@@ -160,6 +187,11 @@ class LivePage(Screen):
         """Follow the newest value again."""
         self._pin, self._step = None, 0
         self._tick()
+
+    def _history_keys(self) -> str:
+        app = self.app
+        older, newer = keys.shown(app, "live.older"), keys.shown(app, "live.newer")
+        return f"{older} {newer} older/newer, {keys.shown(app, 'live.newest')} newest"
 
     def _tick(self) -> None:
         if self.server is None or self._busy:
@@ -195,8 +227,7 @@ class LivePage(Screen):
         self.view = view
         if view.selected == self.selected:
             self._pin = view.pin
-        # Text, never markup: names and strings come from the wire and may hold "[...]".
-        self.query_one("#live-status", Static).update(Text(view.status))
+        self._say(f"{view.status} · {self._history_keys()}")
         table = self.query_one(DataTable)
         for row in view.rows:
             if row.name not in self._cells:
@@ -239,7 +270,7 @@ def build_view(server: LiveServer, request: Request, cache: dict[tuple, Detail])
         rows.append(Row(name, cells))
     status = (
         f"Live · receiving on {server.address} · {len(rows)} names · {server.connected} "
-        f"connected · {server.stats.refused} refused · [ ] older/newer, end newest"
+        f"connected · {server.stats.refused} refused"
     )
     selected = request.selected or (rows[0].name if rows else None)
     entries = store.entries(selected) if selected else []
@@ -319,7 +350,7 @@ def _newest(entry: Entry) -> str:
         return _clip(_describe(entry.value), 12)
     if digest.scalar is None:
         return ""
-    label = "" if entry.kind == "scalar" or entry.value.data.size == 1 else "‖‖ "
+    label = "" if entry.kind == "scalar" or entry.value.data.size == 1 else "‖x‖ "
     return f"{label}{digest.scalar:.4g}"
 
 

@@ -254,9 +254,9 @@ class CallTree(Tree[Node], inherit_bindings=False):
             else:
                 node.add_leaf("", item)
         if node is self.root and cursor is None and node.children:
-            self._build()
+            self._lay_out()
             self.move_cursor(self._first_interesting(node))
-        elif cursor is not None and cursor.tree is self and cursor._line >= 0:
+        elif cursor is not None and cursor.tree is self and cursor.line >= 0:
             self.move_cursor(cursor)
 
     @staticmethod
@@ -275,7 +275,9 @@ class CallTree(Tree[Node], inherit_bindings=False):
         longest = max(((r.get("fwd_ms") or 0) + (r.get("bwd_ms") or 0) for r in rows), default=0.0)
         if top and longest > self.time_scale:
             self.time_scale = longest
-            self._invalidate()
+            # The root is on every line's path: refreshing it re-renders every time bar.
+            self.root.refresh()
+            self.refresh()
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[Node]) -> None:
         event.stop()
@@ -355,7 +357,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
             parent = node
         if node is None or generation != self._generation:
             return False
-        self._build()
+        self._lay_out()
         self.move_cursor(node)
         return True
 
@@ -384,11 +386,13 @@ class CallTree(Tree[Node], inherit_bindings=False):
 
     def call_nodes(self) -> list[TreeNode[Node]]:
         """The loaded call rows that are on display, top to bottom."""
-        return [
-            line.node
-            for line in self._tree_lines
-            if line.node.data and line.node.data.kind == "call"
-        ]
+        nodes = (self.get_node_at_line(i) for i in range(self.last_line + 1))
+        return [n for n in nodes if n is not None and n.data and n.data.kind == "call"]
+
+    def _lay_out(self) -> None:
+        """Lay out the lines of nodes added since the last paint, so that moving the cursor to
+        one of them finds its line (reading ``last_line`` builds the lines)."""
+        _ = self.last_line
 
     # -- keys ----------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, OptionList, Static
@@ -19,6 +18,7 @@ from tvis.tui import colors, fmt, keys, marks
 from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall, Selected, Selection
 from tvis.tui.widgets.call_tree import KIND_GLYPH, CallTree
+from tvis.tui.widgets.lists import ListOptions
 
 SEARCH_DEBOUNCE_S = 0.15
 """Typing pauses shorter than this are one query: a search per keystroke would queue
@@ -46,13 +46,10 @@ def hit_text(row: dict[str, Any]) -> Text:
     return text
 
 
-class HitList(OptionList):
+class HitList(ListOptions):
     """Calls found by search or filter, in call order."""
 
-    BINDINGS = [
-        *keys.LIST,
-        Binding("escape", "close", "Back to the tree", id="hits.close", show=False),
-    ]
+    BINDINGS = keys.HITS
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -83,7 +80,7 @@ class CallsPane(Vertical):
     CallsPane #calls-footer { height: 1; color: $text-muted; }
     """
 
-    BINDINGS = [Binding("escape", "close", "Back to the tree", id="calls.close", show=False)]
+    BINDINGS = keys.SEARCH
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -129,7 +126,9 @@ class CallsPane(Vertical):
 
     @on(Input.Submitted, "#search")
     def _query_submitted(self, event: Input.Submitted) -> None:
+        # Enter ends typing: the box gives its line back to the results.
         if self.hits.hit_rows:
+            event.input.remove_class("-shown")
             self.hits.focus()
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)

@@ -11,10 +11,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
-from tvis.tui import colors, fmt, keys
+from tvis.tui import colors, fmt
 from tvis.tui.fetch import fetch
 from tvis.tui.widgets.heatmap import Heatmap
 from tvis.tui.widgets.image_pane import ImagePane
+from tvis.tui.widgets.lists import ListTable
 
 PREVIEW_PX = 64
 """Side of the preview picture asked of the agent: sharp in half blocks at 32 cells wide."""
@@ -26,9 +27,7 @@ def label(value: Any, classes: list[str] | None) -> str:
     return "—" if value is None else str(value)
 
 
-class SampleTable(DataTable):
-    BINDINGS = keys.LIST
-
+class SampleTable(ListTable):
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
 

@@ -32,7 +32,9 @@ class StatusLine(Static):
                 text.append(" ● live", style=colors.BAD)
             elif app.run_status and app.run_status != "complete":
                 text.append(f" ({app.run_status})", style=colors.WARN)
-            text.append(f" · batch {app.batch}/{max(app.batch_count - 1, 0)}")
+            # Recorded indices, not positions: "batch 102/103" when eval groups left gaps.
+            last = app.batch_indices[-1] if app.batch_count else 0
+            text.append(f" · batch {app.batch}/{last}")
             step = app.current_step
             text.append(f" · step {step if step is not None else '—'}")
             text.append(f" · sample {app.sample}", style=colors.PHASE["data"])

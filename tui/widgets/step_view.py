@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from tvis.tui import colors, fmt, keys
+from tvis.tui import colors, fmt
 from tvis.tui.fetch import fetch
 from tvis.tui.messages import Selected, Selection
+from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.sparkline import sparkline
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
@@ -52,10 +53,8 @@ def optimizer_text(optimizers: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "—"
 
 
-class ParamTable(DataTable):
+class ParamTable(ListTable):
     """Parameters of the step; enter shows one in the inspector."""
-
-    BINDINGS = keys.LIST
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)

@@ -25,6 +25,18 @@ LANES = ("forward", "backward")
 MAX_ZOOM = 4096.0
 
 
+def fit_label(label: str, width: int) -> str:
+    """``label`` padded to ``width`` cells, or clipped with "…" when it does not fit; a band too
+    narrow for a letter and the "…" stays blank rather than showing a cut-off fragment."""
+    if width <= 0:
+        return ""
+    if len(label) < width:
+        return label.ljust(width)
+    if width < 3:
+        return " " * width
+    return label[: width - 1] + "…"
+
+
 def _dim(hex_color: str, factor: float) -> Color:
     c = Color.parse(hex_color).get_truecolor()
     return Color.from_rgb(c.red * factor, c.green * factor, c.blue * factor)
@@ -144,16 +156,22 @@ class Timeline(ScrollView, can_focus=True):
             )
         return self._bar_row(lane, depth, width)
 
-    def _phase_band(self, width: int) -> Strip:
-        cells = [(" ", Style())] * width
+    def phase_spans(self, width: int) -> list[tuple[str, int, int]]:
+        """Each phase band as ``(phase, first column, end column)`` at ``width``."""
+        spans = []
         for p in self.phases:
             x0 = max(0, math.floor(self._x(p["t0"], width)))
             x1 = min(width, max(x0 + 1, math.ceil(self._x(p["t1"], width))))
-            style = Style(bgcolor=_dim(colors.phase_color(p["phase"]), 0.45), color="white")
-            label = colors.phase_label(p["phase"])
+            spans.append((p["phase"], x0, x1))
+        return spans
+
+    def _phase_band(self, width: int) -> Strip:
+        cells = [(" ", Style())] * width
+        for phase, x0, x1 in self.phase_spans(width):
+            style = Style(bgcolor=_dim(colors.phase_color(phase), 0.45), color="white")
+            label = fit_label(colors.phase_label(phase), x1 - x0)
             for x in range(x0, x1):
-                ch = label[x - x0] if x - x0 < len(label) and x1 - x0 > len(label) else " "
-                cells[x] = (ch, style)
+                cells[x] = (label[x - x0], style)
         return Strip([Segment(ch, st) for ch, st in cells], width)
 
     def _axis(self, width: int) -> Strip:
@@ -182,7 +200,7 @@ class Timeline(ScrollView, can_focus=True):
             shade = 0.85 if i % 2 else 0.62
             bg = Color.parse("white") if selected else _dim(colors.phase_color(phase), shade)
             style = Style(bgcolor=bg, color="black", bold=selected, meta={"bar": i})
-            label = "▏" + (bar.get("name") or str(bar.get("call")))
+            label = "▏" + fit_label(bar.get("name") or str(bar.get("call")), x1 - x0 - 1)
             for x in range(max(0, x0), min(width, x1)):
                 k = x - x0
                 cells[x] = (label[k] if k < len(label) else " ", style)

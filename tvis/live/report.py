@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -23,23 +24,64 @@ def summary() -> None:
     Console().print(_table(server()))
 
 
-def status() -> None:
-    """Show what is arriving, refreshed live, until Ctrl-C."""
+@dataclass(frozen=True)
+class Status:
+    """What `status()` returns: where the session receives and how much has arrived."""
+
+    address: str
+    names: list[str]
+    connected: int
+    connections: int
+    refused: int
+    received: int
+    dropped: int
+
+
+def status(watch: bool = False) -> Status:
+    """Print what is arriving once and return it as a ``Status``.
+
+    ``watch=True`` keeps the view refreshing until Ctrl-C (receiving goes on) instead.
+    """
     live_server = server()
+    console = Console()
+    if not watch:
+        console.print(Text(_status_line(live_server)))
+        console.print(_table(live_server))
+        return _status(live_server)
     spinner = Spinner("dots")
     try:
-        with Live(console=Console(), refresh_per_second=STATUS_HZ) as live:
+        with Live(console=console, refresh_per_second=STATUS_HZ) as live:
             while True:
-                stats = live_server.stats
-                spinner.text = (
-                    f"receiving on {live_server.address} · {len(live_server.store.names())} "
-                    f"names · {stats.connections} connections · {stats.refused} refused "
-                    "· Ctrl-C to stop watching (receiving goes on)"
-                )
+                spinner.text = _status_line(live_server) + " · Ctrl-C stops watching"
                 live.update(Group(spinner, _table(live_server)))
                 time.sleep(1 / STATUS_HZ)
     except KeyboardInterrupt:
         pass
+    return _status(live_server)
+
+
+def _status_line(live_server: LiveServer) -> str:
+    stats = live_server.stats
+    return (
+        f"receiving on {live_server.address} · {len(live_server.store.names())} names · "
+        f"{live_server.connected} connected · {stats.connections} connections · "
+        f"{stats.refused} refused"
+    )
+
+
+def _status(live_server: LiveServer) -> Status:
+    store = live_server.store
+    names = store.names()
+    infos = [info for info in map(store.info, names) if info is not None]
+    return Status(
+        address=live_server.address,
+        names=list(names),
+        connected=live_server.connected,
+        connections=live_server.stats.connections,
+        refused=live_server.stats.refused,
+        received=sum(i.received for i in infos),
+        dropped=sum(i.dropped for i in infos),
+    )
 
 
 def help() -> None:
@@ -63,7 +105,8 @@ HELP = """[bold]tvis live catching[/bold]
   tvis.get_all(name)         every kept value of name, oldest first
   tvis.ingest_all()          bind the newest value of every name in your namespace
   tvis.summary()             per name: count, shape, dtype, statistics, rate, drops
-  tvis.status()              the same, refreshed live until Ctrl-C
+  tvis.status(watch=False)   print where it receives and what arrived once, and return it;
+                             watch=True refreshes it live until Ctrl-C
   tvis.help()                this text
 
 [bold]In the terminal[/bold]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from pathlib import Path
 
-from tvis.store.listing import human_bytes
+from tvis.record.report import report
 
 USAGE_ERROR = 2
 
@@ -104,22 +103,3 @@ def main(args: argparse.Namespace) -> int:
     outcome = record_script(script, list(args.args), settings, project, out)
     report(outcome)
     return outcome.exit_code
-
-
-def report(outcome) -> None:
-    """What `tvis run` says at the end: what was recorded, where, how to view it."""
-    err = sys.stderr
-    print(
-        f"\ntvis: recorded {outcome.steps} step(s), {outcome.batches} batch(es), "
-        f"{human_bytes(outcome.bytes)} — {outcome.status}",
-        file=err,
-    )
-    if outcome.contributors:
-        largest = ", ".join(f"{name} {human_bytes(n)}" for name, n in outcome.contributors)
-        print(f"tvis: largest parts: {largest}", file=err)
-    for text in outcome.notices:
-        print(f"tvis: note: {text}", file=err)
-    path = outcome.run_dir
-    print(f"tvis: run saved in {path}", file=err)
-    print(f"tvis: view it here:        tvis tui {path}", file=err)
-    print(f"tvis: or from your laptop: tvis tui {socket.gethostname()}:{path}", file=err)

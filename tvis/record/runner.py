@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tvis.record.builder import Settings
+from tvis.record.report import report
 from tvis.store.format import COMPLETE, FAILED, INTERRUPTED
 from tvis.store.writer import RunWriter
 
@@ -119,8 +120,6 @@ def record(
 
     def hard_stop() -> None:
         # The script swallowed StopRecording: save, report and end the process here.
-        from tvis.record.command import report
-
         recorder.uninstall()
         _finalize(recorder, background, writer, COMPLETE, 0, None)
         sys.stdout.flush()
