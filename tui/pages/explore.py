@@ -260,7 +260,7 @@ class ExplorePage(Screen):
         else:
             summary = f"batch {app.batch} · {info.get('n_calls', '?')} calls"
         if self.layout_name == "compact":
-            summary += f" · enter inspects, {keys.shown(self.app, 'explore.back')} back"
+            summary += " · enter inspects"
         self.calls.set_summary(summary)
 
     def _ensure_loaded(self, name: str) -> None:

@@ -158,11 +158,17 @@ class Timeline(ScrollView, can_focus=True):
 
     def phase_spans(self, width: int) -> list[tuple[str, int, int]]:
         """Each phase band as ``(phase, first column, end column)`` at ``width``."""
-        spans = []
-        for p in self.phases:
-            x0 = max(0, math.floor(self._x(p["t0"], width)))
-            x1 = min(width, max(x0 + 1, math.ceil(self._x(p["t1"], width))))
-            spans.append((p["phase"], x0, x1))
+        spans: list[tuple[str, int, int]] = []
+        end = 0
+        for p in sorted(self.phases, key=lambda p: p["t0"]):
+            if self._x(p["t1"], width) <= 0 or self._x(p["t0"], width) >= width:
+                continue  # zoomed out of view
+            # A phase gets at least one cell and never draws over the one before it.
+            x0 = max(end, round(self._x(p["t0"], width)))
+            x1 = min(width, max(x0 + 1, round(self._x(p["t1"], width))))
+            if x0 < x1:
+                spans.append((p["phase"], x0, x1))
+                end = x1
         return spans
 
     def _phase_band(self, width: int) -> Strip:
