@@ -16,6 +16,7 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd import ssh_lab  # noqa: E402, F401  (a fixture: pytest finds it by name)
+from support import run_tvis  # noqa: E402
 
 from tvis.agent.client import connect  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
@@ -105,6 +106,51 @@ def node_named(page, name: str):
 @pytest.fixture(scope="session")
 def run_dir(recorded_run: Path) -> Path:
     return recorded_run
+
+
+EVAL_BETWEEN_STEPS = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data, target = torch.randn(16, 4), torch.randint(0, 2, (16,))
+
+
+@torch.no_grad()
+def estimate_loss():
+    model.eval()
+    losses = [nn.functional.cross_entropy(model(torch.randn(16, 4)), target) for _ in range(3)]
+    model.train()
+    return sum(losses) / len(losses)
+
+
+@torch.no_grad()
+def sample():
+    return model(torch.randn(1, 4)).argmax(-1)
+
+
+for step in range(3):
+    estimate_loss()  # evaluation between steps: light groups, and gaps between batch indices
+    sample()
+    loss = nn.functional.cross_entropy(model(data), target)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.fixture(scope="session")
+def gapped_run(tmp_path_factory) -> Path:
+    """A run whose batch indices have gaps: evaluation under no_grad between the steps."""
+    folder = tmp_path_factory.mktemp("gapped")
+    script = folder / "train.py"
+    script.write_text(EVAL_BETWEEN_STEPS)
+    result = run_tvis("run", "--steps", "3", "--out", str(folder / "runs"), str(script), cwd=folder)
+    assert result.returncode == 0, result.stderr
+    (run,) = [p for p in (folder / "runs").iterdir() if p.is_dir()]
+    return run
 
 
 @pytest.fixture(scope="session")
