@@ -17,7 +17,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -66,9 +66,12 @@ EXIT_GRACE_S = 5.0
 
 
 class Client(ABC):
-    """What the viewer talks to. ``info`` is the agent's ``hello`` reply."""
+    """What the viewer talks to. ``info`` is the agent's ``hello`` reply. ``on_lost``, when
+    set, is called (from a client thread) with the sentence once the connection drops, so a
+    viewer can say so before it asks for anything more."""
 
     info: dict[str, Any]
+    on_lost: Callable[[str], None] | None = None
 
     @abstractmethod
     def call(self, method: str, **params: Any) -> Any:
@@ -141,6 +144,7 @@ class PipeClient(Client):
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._lost: str | None = None
+        self._closed = False
         self._answered = False
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
@@ -189,6 +193,7 @@ class PipeClient(Client):
     def close(self) -> None:
         """End the session: the agent exits when its stdin closes."""
         with self._lock:
+            self._closed = True
             if self._lost is None:
                 self._lost = f"the connection to {self.name} was closed."
         try:
@@ -294,8 +299,14 @@ class PipeClient(Client):
                     self._lost = self.explain_exit(code, stderr, reason)
             pending, self._pending = self._pending, {}
             message = self._lost
+            closed_by_us = self._closed
         for future in pending.values():
             future.set_exception(ConnectionLost(message))
+        if self.on_lost is not None and self._answered and not closed_by_us:
+            try:
+                self.on_lost(message)
+            except Exception:
+                log.exception("on_lost failed")
 
 
 class SshClient(PipeClient):

@@ -13,6 +13,7 @@ sample and selection.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -163,8 +164,20 @@ class TvisApp(App[None]):
         self.error = message
         self._say(f"Could not connect to {self.target_label}", f"{message}\n\nq quits", error=True)
 
+    def _watch_connection(self, data: Data) -> None:
+        """Go offline as soon as the client sees the connection drop, not at the next request."""
+
+        def lost(message: str) -> None:
+            try:
+                self.call_from_thread(self.connection_lost, message)
+            except RuntimeError:
+                pass  # the app has closed
+
+        data.client.on_lost = lost
+
     def _connected(self, data: Data, runs: list[dict[str, Any]]) -> None:
         self.data = data
+        self._watch_connection(data)
         self.runs = runs
         self.target_label = data.describe()
         self.status_note = ""
@@ -396,18 +409,35 @@ class TvisApp(App[None]):
             self.notify(f"connected to {self.target_label}; nothing to reconnect", timeout=3)
             return
         self.status_note = f"reconnecting to {self.target_label} …"
-        self._reconnect()
+        if getattr(self.connector, "may_prompt", False) and not self.is_headless:
+            # ssh may ask for a password or a second factor: it gets the terminal meanwhile.
+            with self.suspend():
+                sys.stderr.write(f"tvis: reconnecting to {self.target_label} …\n")
+                outcome = self._dial()
+            self._dialled(outcome)
+        else:
+            self._reconnect()
 
     @work(thread=True, exclusive=True, group="connect", exit_on_error=False)
     def _reconnect(self) -> None:
+        outcome = self._dial()
+        self.call_from_thread(self._dialled, outcome)
+
+    def _dial(self) -> tuple[Data, list[dict[str, Any]], dict | None] | str:
+        """A fresh connection and what the open run looks like now, or why it failed."""
         try:
             data = Data(self.connector())
             runs = data.call("runs")
             info = data.call("run", run=self.run_name) if self.run_name else None
         except Exception as e:
-            self.call_from_thread(self._reconnect_failed, sentence(e))
-            return
-        self.call_from_thread(self._reconnected, data, runs, info)
+            return sentence(e)
+        return data, runs, info
+
+    def _dialled(self, outcome: tuple[Data, list[dict[str, Any]], dict | None] | str) -> None:
+        if isinstance(outcome, str):
+            self._reconnect_failed(outcome)
+        else:
+            self._reconnected(*outcome)
 
     def _reconnect_failed(self, message: str) -> None:
         self.status_note = f"offline · {keys.shown(self, 'app.reconnect')} reconnects"
@@ -417,6 +447,7 @@ class TvisApp(App[None]):
         """Back online on the same run, batch, sample and selection: every page reloads what
         it shows from the new connection."""
         old, self.data, self.runs = self.data, data, runs
+        self._watch_connection(data)
         self.offline = None
         self.status_note = ""
         if old is not None:

@@ -17,8 +17,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tvis.tui import images
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tvis.agent.client import Client
+    from tvis.agent.target import Target
 
 DEFAULT_TARGET = "tvis_runs"
 
@@ -102,11 +109,46 @@ def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[
     if target.is_local:
         return (lambda: connect(target, allow_empty=allow_empty, echo_stderr=False)), label
     sys.stderr.write(f"tvis: connecting to {label} …\n")
+    dialer = Redialer(target, allow_empty=allow_empty)
     try:
-        client = connect(target, allow_empty=allow_empty, echo_stderr=False)
+        dialer.first = dialer()
     except AgentError as e:
         raise _Refused(e.message, 1) from None
-    return (lambda: client), label
+    return dialer, label
+
+
+class Redialer:
+    """The app's connector for an ssh target: the first call hands over the client connected
+    before the app took the terminal; each later call (a reconnect) dials the same target
+    again — same jump hosts, same ControlMaster socket folder."""
+
+    may_prompt = True
+    """ssh may ask for a password or a second factor: the app lends it the terminal."""
+
+    def __init__(
+        self,
+        target: Target,
+        allow_empty: bool = False,
+        ssh_command: list[str] | None = None,
+        control_dir: Path | None = None,
+    ) -> None:
+        self.target, self.allow_empty = target, allow_empty
+        self.ssh_command, self.control_dir = ssh_command, control_dir
+        self.first: Client | None = None
+
+    def __call__(self) -> Client:
+        from tvis.agent.client import connect
+
+        client, self.first = self.first, None
+        if client is not None:
+            return client
+        return connect(
+            self.target,
+            allow_empty=self.allow_empty,
+            ssh_command=self.ssh_command,
+            control_dir=self.control_dir,
+            echo_stderr=False,
+        )
 
 
 def main(args: argparse.Namespace) -> int:

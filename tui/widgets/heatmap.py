@@ -59,7 +59,7 @@ def half_block_strips(rgb: np.ndarray, width: int) -> list[Strip]:
             Segment(UPPER_HALF, _cell_style(tuple(map(int, t)), tuple(map(int, b))))
             for t, b in zip(top, bottom, strict=True)
         ]
-        strips.append(Strip(segments, len(segments)).extend_cell_length(width))
+        strips.append(Strip(segments, len(segments)).extend_cell_length(width, Style()))
     return strips
 
 
@@ -149,10 +149,10 @@ class Heatmap(Widget):
         segments = [Segment(lo_text + " ", label)]
         segments += [Segment(LOWER_HALF, Style(color=Color.from_rgb(*map(int, c)))) for c in ramp]
         segments.append(Segment(" " + hi_text, label))
-        return Strip(segments).extend_cell_length(width)
+        return Strip(segments).extend_cell_length(width, Style())
 
     def render_line(self, y: int) -> Strip:
         strips = self._render_strips(self.size.width)
         if y < len(strips):
             return strips[y].crop(0, self.size.width)
-        return Strip.blank(self.size.width)
+        return Strip.blank(self.size.width, Style())

@@ -137,7 +137,7 @@ class LiveHeatmap(Widget):
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
-        return self._lines[y] if y < len(self._lines) else Strip.blank(self.size.width)
+        return self._lines[y] if y < len(self._lines) else Strip.blank(self.size.width, Style())
 
     def _render_image(self, image: HeatmapImage) -> list[Strip]:
         pixels = image.pixels
@@ -158,9 +158,9 @@ class LiveHeatmap(Widget):
         lines.append(
             Strip(
                 [
-                    Segment(f"{image.vmin:.4g} "),
+                    Segment(f"{image.vmin:.4g} ", Style()),
                     *(Segment(" ", _style(c, c)) for c in bar),
-                    Segment(f" {image.vmax:.4g}"),
+                    Segment(f" {image.vmax:.4g}", Style()),
                 ]
             )
         )

@@ -96,7 +96,7 @@ class SourceView(ScrollView, can_focus=True):
         if key in self._cache:
             return self._cache[key]
         if index >= len(self.lines):
-            return Strip.blank(width)
+            return Strip.blank(width, Style())
         anns = self.annotations.get(index + 1, [])
         note = annotation_text(anns)
         note_w = min(len(note), max(0, width // 2 - 2))

@@ -143,7 +143,7 @@ class Timeline(ScrollView, can_focus=True):
             return self._axis(width)
         index = int(self.scroll_y) + y - HEADER_ROWS
         if not 0 <= index < len(self.rows):
-            return Strip.blank(width)
+            return Strip.blank(width, Style())
         lane, depth = self.rows[index]
         if depth is None:
             title = (
