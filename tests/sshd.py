@@ -53,7 +53,26 @@ class SshServer:
         except FileNotFoundError:
             return 0
 
+    def sessions(self) -> list[int]:
+        """Processes this server forked (its per-connection sshd and what they run)."""
+        found, todo = [], [self.process.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                continue
+            found += map(int, children)
+            todo += map(int, children)
+        return found
+
     def stop(self) -> None:
+        # A listener's sessions outlive it: end them first, so no "sshd: user@notty" stays.
+        for pid in self.sessions():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -73,6 +92,7 @@ class SshLab:
     jump: SshServer
     remote_tvis: str
     control_dirs: list[Path] = field(default_factory=list)
+    _runtime_dir: Path | None = None
 
     @property
     def ssh_command(self) -> list[str]:
@@ -80,8 +100,20 @@ class SshLab:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment for a subprocess (e.g. `tvis tui tvis-test:PATH`) to use this lab."""
-        return {**os.environ, "TVIS_SSH_COMMAND": f"ssh -F {self.config}"}
+        """Environment for a subprocess (e.g. `tvis tui tvis-test:PATH`) to use this lab, with
+        its shared-connection sockets in a folder of the lab's (closed with the lab)."""
+        return {
+            **os.environ,
+            "TVIS_SSH_COMMAND": f"ssh -F {self.config}",
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
+        }
+
+    @property
+    def runtime_dir(self) -> Path:
+        """``XDG_RUNTIME_DIR`` for subprocesses: tvis makes its ControlMaster folder inside."""
+        if self._runtime_dir is None:
+            self._runtime_dir = self.control_dir()
+        return self._runtime_dir
 
     def control_dir(self) -> Path:
         """A fresh folder for connection-sharing sockets, short enough for a socket path."""
@@ -91,8 +123,8 @@ class SshLab:
 
     def close(self) -> None:
         for path in self.control_dirs:
-            for sock in path.iterdir():
-                # Ask each shared master to exit; the servers going away would end it too.
+            for sock in (p for p in path.rglob("*") if p.is_socket()):
+                # Ask each shared master to exit (ControlPersist would keep it for minutes).
                 subprocess.run(
                     [*self.ssh_command, "-S", str(sock), "-O", "exit", "tvis-test"],
                     capture_output=True,

@@ -115,6 +115,7 @@ def test_tvis_tui_in_tmux_shows_the_model_navigates_and_quits_cleanly(run_dir, t
 def test_tvis_tui_over_the_real_sshd_shows_the_same_page(run_dir, tmp_path, no_torch, ssh_lab):
     command = (
         f"TVIS_SSH_COMMAND={shlex.quote(f'ssh -F {ssh_lab.config}')} "
+        f"XDG_RUNTIME_DIR={shlex.quote(str(ssh_lab.runtime_dir))} "
         f"PYTHONPATH={shlex.quote(str(no_torch))} {TVIS} tui "
         f"tvis-test:{shlex.quote(str(run_dir))} --remote-tvis {shlex.quote(ssh_lab.remote_tvis)}"
     )
