@@ -193,16 +193,20 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
 ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
+SETTLED_S = 0.15
+"""A screen is settled when the viewer has written nothing more for this long."""
+
+
 class PtyViewer:
-    """`tvis tui RUN` on a pseudo-terminal of its own (120×40), its output collected with
+    """`tvis tui TARGET` on a pseudo-terminal of its own (120×40), its output collected with
     the time each chunk arrived: what the terminal receives, without a terminal between."""
 
-    def __init__(self, run: Path) -> None:
+    def __init__(self, target: str, extra: list[str] | None = None, env: dict | None = None):
         pid, fd = pty.fork()
         if pid == 0:
-            env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
-            env.update(TERM="xterm-256color", TVIS_IMAGES="halfcell")
-            os.execvpe(TVIS, [TVIS, "tui", str(run)], env)
+            child = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+            child.update(TERM="xterm-256color", TVIS_IMAGES="halfcell", **(env or {}))
+            os.execvpe(TVIS, [TVIS, "tui", target, *(extra or [])], child)
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         self.pid, self.fd = pid, fd
         self.chunks: list[tuple[float, bytes]] = []
@@ -237,6 +241,16 @@ class PtyViewer:
             time.sleep(0.001)
         raise RuntimeError(f"{text!r} was never written")
 
+    def wait_settled(self, t0: float, timeout: float = 30.0) -> float:
+        """Seconds from ``t0`` to the last chunk written before SETTLED_S of silence."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            _, last = self.text_since(t0)
+            if last > t0 and time.perf_counter() - last >= SETTLED_S:
+                return last - t0
+            time.sleep(0.002)
+        raise RuntimeError("the screen never settled")
+
     def press(self, key: str) -> float:
         t0 = time.perf_counter()
         os.write(self.fd, key.encode())
@@ -248,11 +262,12 @@ class PtyViewer:
         os.close(self.fd)
 
 
-def terminal_cursor_moves(run: Path, repeat: int) -> dict[str, list[float]]:
-    """From writing `j`/`k` to the viewer's terminal until it has written (a) the tree rows
-    with the moved cursor and (b) the inspector header of the call the cursor moved to."""
-    viewer = PtyViewer(run)
-    figures: dict[str, list[float]] = {"tree_row": [], "header": []}
+def terminal_cursor_moves(viewer: PtyViewer, repeat: int) -> dict[str, list[float]]:
+    """From writing a key to the viewer's terminal until it has written (a) the tree rows
+    with the moved cursor, (b) the inspector header of the call the cursor moved to, and
+    (c) everything it writes for that move (the screen settled: cards, heatmaps); then
+    (d) the inspector's own keys: focus it and step through its tensor cards, settled."""
+    figures: dict[str, list[float]] = {k: [] for k in ("tree_row", "header", "settled", "card")}
     try:
         viewer.wait_for("values kept", 0.0, timeout=60)
         viewer.wait_for("features", viewer.press("l"))
@@ -263,18 +278,25 @@ def terminal_cursor_moves(run: Path, repeat: int) -> dict[str, list[float]]:
                 # Both rows whose cursor state changed are redrawn: ShapesCNN and features.
                 figures["tree_row"].append(viewer.wait_for("■ features Sequential", t0))
                 figures["header"].append(viewer.wait_for(header, t0))
-                time.sleep(0.4)
+                figures["settled"].append(viewer.wait_settled(t0))
+        viewer.wait_settled(viewer.press("i"))
+        for _ in range(repeat):
+            for key in ("j", "k"):
+                figures["card"].append(viewer.wait_settled(viewer.press(key)))
         return figures
     finally:
         viewer.close()
 
 
-def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int]:
+def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int, dict[str, list[float]]]:
     from sshd import start_lab
 
     with tempfile.TemporaryDirectory(prefix="tvis-bench-ssh-") as folder:
         lab = start_lab(Path(folder))
         try:
+            remote = ["--remote-tvis", lab.remote_tvis]
+            env = {k: lab.env[k] for k in ("TVIS_SSH_COMMAND", "XDG_RUNTIME_DIR")}
+            moves = terminal_cursor_moves(PtyViewer(f"tvis-test:{run}", remote, env), repeat)
             counter = Path(folder) / "counter.py"
             counter.write_text(COUNTER)
             count_file = Path(folder) / "bytes"
@@ -288,7 +310,7 @@ def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int]:
                 count_file.write_text("0")
                 times.append(tmux_first_screen(command, {"TVIS_SSH_COMMAND": ssh}))
                 received = int(count_file.read_text() or 0)
-            return times, received
+            return times, received, moves
         finally:
             lab.close()
 
@@ -296,6 +318,13 @@ def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int]:
 def summary(values: list[float]) -> str:
     ms = sorted(v * 1000 for v in values)
     return f"median {statistics.median(ms):.0f} ms (min {ms[0]:.0f}, max {ms[-1]:.0f}, n={len(ms)})"
+
+
+def print_moves(where: str, keys: dict[str, list[float]]) -> None:
+    print(f"[{where}] tree move, row drawn:      {summary(keys['tree_row'])}   (target ≤ 50 ms)")
+    print(f"[{where}] tree move, inspector header: {summary(keys['header'])}")
+    print(f"[{where}] tree move, screen settled: {summary(keys['settled'])}   (target ≤ 50 ms)")
+    print(f"[{where}] inspector card, settled:   {summary(keys['card'])}   (target ≤ 50 ms)")
 
 
 def main() -> int:
@@ -310,15 +339,13 @@ def main() -> int:
             tmux_first_screen(f"{TVIS} tui {shlex.quote(str(run))}") for _ in range(args.repeat)
         ]
         print(f"first screen, local:        {summary(local)}   (target ≤ 1500 ms)")
+        keys = terminal_cursor_moves(PtyViewer(str(run)), args.repeat)
+        print_moves("local", keys)
         if not args.no_ssh:
-            remote, received = ssh_figures(run, args.repeat)
+            remote, received, moves = ssh_figures(run, args.repeat)
             print(f"first screen, loopback ssh: {summary(remote)}")
             print(f"bytes over ssh, first screen: {received / 1024:.1f} KiB   (target ≤ 256 KiB)")
-        keys = terminal_cursor_moves(run, args.repeat)
-        print(
-            f"cursor move, tree row:      {summary(keys['tree_row'])}   (target ≤ 50 ms; key to output)"
-        )
-        print(f"cursor move, inspector:     {summary(keys['header'])}   (header of the new call)")
+            print_moves("loopback ssh", moves)
         figures = asyncio.run(in_process(run, args.repeat))
         print(f"cursor move, cards drawn:   {summary(figures['cursor_inspector'])}   (in-process)")
         print(

@@ -54,7 +54,10 @@ class ViewCommands(Provider):
 
     def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
         app = self.app
-        commands: list[tuple[str, Callable[[], object], str]] = [
+        commands: list[tuple[str, Callable[[], object], str]] = []
+        if app.offline is not None:
+            commands.append(("reconnect", app.action_reconnect, app.offline))
+        commands += [
             (
                 "toggle value / gradient",
                 app.action_toggle_grad,

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from conftest import open_explore, screen_text, wait_for
+from textual.command import CommandPalette
 
 from tvis.agent.target import Target
 from tvis.tui.app import TvisApp
@@ -61,7 +62,11 @@ async def test_a_drop_greys_the_page_and_r_restores_run_batch_sample_and_selecti
         assert page.query_one("#panes").disabled
         await pilot.press("full_stop", "right_square_bracket", "j")
         assert (app.batch, app.sample) == before[1:3]  # nothing half-updates while offline
-        await pilot.press("R")
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"reconnect")
+        await wait_for(pilot, lambda: "reconnect" in screen_text(app), "the reconnect command")
+        await pilot.press("enter")
         await wait_for(pilot, lambda: app.offline is None, "the app back online")
         assert app.data.client is not old_client
         await wait_for(
@@ -88,3 +93,18 @@ async def test_q_after_a_drop_exits_0_with_one_sentence(ssh_lab, run_dir: Path):
         await pilot.press("q")
     assert app.return_code == 0
     assert app.offline.startswith("the connection to tvis-test dropped")
+
+
+async def test_r_reconnects_from_the_keyboard(ssh_lab, run_dir: Path):
+    app = ssh_app(ssh_lab, run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_explore(pilot)
+        drop(app)
+        await wait_for(pilot, lambda: app.offline, "the app offline")
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.offline is None, "the app back online")
+        await pilot.press("j")
+        await wait_for(
+            pilot, lambda: page.selection and page.inspector.shown == page.selection, "a new call"
+        )
+        assert app.internal_errors == []

@@ -20,6 +20,11 @@ def histogram(hist: dict[str, Any] | None, width: int, diverging: bool, rows: in
     if not counts or width < 8:
         return Text("no histogram", style=colors.MUTED)
     lo, hi = float(hist.get("lo", 0.0)), float(hist.get("hi", 0.0))
+    if not any(counts[1:]) and not hist.get("sampled"):
+        # Every value in the first bin, counted whole: the maximum would land in the last bin
+        # unless it equals the minimum, so this is a constant (a scalar) and its recorded
+        # range [v, v + 1] is made up; an axis from v to v + 1 would mislead.
+        return Text(f"every value is {fmt.num(lo)}", style=colors.MUTED)
     bars = resample_series([float(c) for c in counts], width)
     if len(bars) < width:  # stretch the bins over the width the card has
         bars = [bars[i * len(bars) // width] for i in range(width)]
