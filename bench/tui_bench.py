@@ -142,7 +142,7 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
     from textual import events
 
     from tvis.tui.messages import GotoCall
-    from tvis.tui.widgets.heatmap import Heatmap
+    from tvis.tui.picture import Picture
 
     def cards_drawn(page, call=None) -> bool:
         shown = page.inspector.shown
@@ -152,7 +152,7 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
             and (call is None or shown.call == call)
             and bool(page.inspector.cards)
             and all(
-                c.query(Heatmap) and c.query_one(Heatmap).has_data for c in page.inspector.cards
+                c.query(Picture) and c.query_one(Picture).has_data for c in page.inspector.cards
             )
         )
 

@@ -50,6 +50,8 @@ def fetch(
 def _on_ui(worker, app, fn: Callable[[Any], None], value: Any) -> None:
     if worker.is_cancelled or not app.is_running:
         return
+    if getattr(app, "offline", None) and fn != app.connection_lost:
+        return  # offline the page stays as it was; reconnecting asks again
     try:
         app.call_from_thread(guarded, app, fn, value)
     except RuntimeError:
