@@ -43,6 +43,17 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
+def _layer_order(tree: CallTree, sort: str, desc: bool, skip_data: bool) -> list[dict[str, Any]]:
+    """The layer rows in ``sort`` order (rows without a value last), each numbered by its place
+    in call order among the rows kept (``layer``, from 1)."""
+    rows = [r for r in tree.layer_rows() if not (skip_data and r.get("phase") == "data")]
+    rows = [{**r, "layer": n} for n, r in enumerate(rows, 1)]
+    present = [r for r in rows if isinstance(r.get(sort), (int, float, str))]
+    absent = [r for r in rows if not isinstance(r.get(sort), (int, float, str))]
+    present.sort(key=lambda r: r[sort], reverse=desc)
+    return present + absent
+
+
 class AgentAPI(InsightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
     The insight pages' methods come from ``InsightsAPI`` (agent/insights.py)."""
@@ -213,19 +224,34 @@ class AgentAPI(InsightsAPI):
         desc: bool = False,
         offset: int = 0,
         limit: int = 500,
+        skip_data: bool = False,
+        locate: int | None = None,
     ) -> dict[str, Any]:
-        """Every module, function and loss call as one table row, sorted by ``sort``."""
+        """Every module, function and loss call as one table row, sorted by ``sort``; a page
+        of them. ``skip_data`` leaves out the data pipeline's calls; ``locate`` asks where a
+        call's row is in this order (so a viewer paging the table can jump to it)."""
         if sort not in LAYER_SORT_KEYS:
             raise AgentError(
                 f"cannot sort layers by {sort!r}; use one of {', '.join(LAYER_SORT_KEYS)}.",
                 BAD_REQUEST,
             )
+        chunk = self.store.chunk(run, "batch", batch)
         tree = self._tree(run, batch)
-        rows = tree.layer_rows()
-        present = [r for r in rows if isinstance(r.get(sort), (int, float, str))]
-        absent = [r for r in rows if not isinstance(r.get(sort), (int, float, str))]
-        present.sort(key=lambda r: r[sort], reverse=desc)
-        return {"total": len(rows), "rows": _page(present + absent, offset, limit)}
+        # Sorted once per order and kept with the batch: paging a 20,000-row table costs a
+        # slice per page, not a sort.
+        rows = self.store.derived(
+            chunk,
+            f"layers:{sort}:{desc}:{skip_data}",
+            lambda: _layer_order(tree, sort, desc, skip_data),
+        )
+        result: dict[str, Any] = {
+            "total": len(rows),
+            "hidden": len(tree.layer_rows()) - len(rows) if skip_data else 0,
+            "rows": _page(rows, offset, limit),
+        }
+        if locate is not None:
+            result["located"] = next((i for i, r in enumerate(rows) if r["id"] == locate), None)
+        return result
 
     @rpc
     def timeline(self, run: str, batch: int, limit: int = 5000) -> dict[str, Any]:

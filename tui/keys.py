@@ -81,6 +81,9 @@ LIST = [
 LAYERS = [
     _b("o", "sort_next", "Sort by next column", "layers.sort"),
     _b("O", "sort_reverse", "Reverse sort", "layers.reverse"),
+    _b("enter", "select", "Show the call in the tree", "layers.select"),
+    _b("pagedown", "page_down", "Page down", "layers.page_down"),
+    _b("pageup", "page_up", "Page up", "layers.page_up"),
 ]
 
 INSPECTOR = [

@@ -98,6 +98,18 @@ def test_layers_sort_by_a_column_with_missing_values_last(client, run):
     assert {r["kind"] for r in rows} == {"module", "function", "loss"}
 
 
+def test_layers_pages_are_slices_of_one_order_and_locate_finds_a_row(client, run):
+    whole = client.call("layers", run=run.name, batch=0, sort="std", desc=True)["rows"]
+    first = client.call("layers", run=run.name, batch=0, sort="std", desc=True, limit=2)
+    rest = client.call("layers", run=run.name, batch=0, sort="std", desc=True, offset=2)
+    assert first["rows"] + rest["rows"] == whole and first["total"] == len(whole)
+    assert sorted(r["layer"] for r in whole) == list(range(1, len(whole) + 1))
+    target = whole[3]["id"]
+    found = client.call("layers", run=run.name, batch=0, sort="std", desc=True, locate=target)
+    assert found["located"] == 3
+    assert client.call("layers", run=run.name, batch=0, locate=10**6)["located"] is None
+
+
 def test_layers_refuse_an_unknown_sort_key(client, run):
     with pytest.raises(AgentError) as e:
         client.call("layers", run=run.name, batch=0, sort="bogus")

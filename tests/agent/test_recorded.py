@@ -88,3 +88,14 @@ def test_a_recorded_run_over_ssh_equals_local(recorded, ssh_lab):
         np.testing.assert_array_equal(
             far.call("view", **params)["array"], client.call("view", **params)["array"]
         )
+
+
+def test_layers_leave_the_data_pipeline_out_and_number_the_layers_from_1(recorded):
+    client, name, _ = recorded
+    every = client.call("layers", run=name, batch=0, limit=5000)
+    layers = client.call("layers", run=name, batch=0, limit=5000, skip_data=True)
+    data_calls = [r for r in every["rows"] if r["phase"] == "data"]
+    assert data_calls and layers["hidden"] == len(data_calls)
+    assert layers["total"] == every["total"] - len(data_calls)
+    assert [r["layer"] for r in layers["rows"]] == list(range(1, layers["total"] + 1))
+    assert all(r["phase"] != "data" for r in layers["rows"])

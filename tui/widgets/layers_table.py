@@ -2,8 +2,10 @@
 mean |x|, % zeros, ‖grad‖, forward and ≈backward time, and the warning flags. Calls of the
 data pipeline are left to the tree: this table is about the model's layers.
 
-Sorting happens at the agent (``layers(sort=…)``) so a model with thousands of layers
-sorts without shipping them all twice."""
+A line-API scroll view over the agent's ``layers``: the agent sorts (once per order, kept
+with the batch) and the table asks for the pages of rows that come into view, so a model
+with 20,000 layers paints its first screen after one small reply, and a sort is one more.
+Each drawn line is kept in an LRU cache until its row, the cursor or the width changes."""
 
 from __future__ import annotations
 
@@ -11,23 +13,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual import on, work
+from textual import events, on
 from textual.app import ComposeResult
+from textual.cache import LRUCache
 from textual.containers import Vertical
+from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
 
 from tvis.store import schema
 from tvis.tui import colors, fmt, keys, marks
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall, Selected, Selection
+from tvis.tui.pane import AgentPane
 
-PAGE = 1000
-"""Rows per request while filling the table."""
+PAGE = 200
+"""Rows per request: several screens of the tallest terminal, a few kB over ssh."""
 
-MAX_ROWS = 20_000
-"""Rows shown at most; beyond this a table is no longer read row by row (use search)."""
+CACHED_LINES = 1024
+"""Drawn lines kept: a few screens either way of the cursor at any width."""
+
+HEADER = 1
+"""Lines above the rows (the column titles), which stay put while the rows scroll."""
 
 
 @dataclass(frozen=True)
@@ -35,11 +46,12 @@ class Column:
     key: str
     label: str
     sort: str | None
+    width: int  # 0: takes what the others leave (at least NAME_MIN)
+    right: bool
     render: Callable[[dict[str, Any]], Text | str]
 
 
-def _right(value: str, style: str = "") -> Text:
-    return Text(value, style=style, justify="right")
+NAME_MIN = 16
 
 
 def _flags(row: dict[str, Any]) -> Text:
@@ -51,144 +63,276 @@ def _flags(row: dict[str, Any]) -> Text:
 
 def _zeros(row: dict[str, Any]) -> Text:
     z = row.get("zeros")
-    return _right(fmt.pct(z), colors.WARN if z is not None and z > schema.DEAD_ZEROS else "")
+    return Text(fmt.pct(z), style=colors.WARN if z is not None and z > schema.DEAD_ZEROS else "")
 
 
 def _grad(row: dict[str, Any]) -> Text:
     g = row.get("grad_norm")
-    return _right(fmt.num(g), colors.WARN if g is not None and g < schema.VANISHING_GRAD else "")
+    return Text(
+        fmt.num(g), style=colors.WARN if g is not None and g < schema.VANISHING_GRAD else ""
+    )
 
 
 COLUMNS = [
-    Column(
-        "order", "#", "order", lambda r: _right(str(r.get("order", r.get("id", ""))), colors.MUTED)
-    ),
-    Column("name", "name", "name", lambda r: fmt.call_name(r)),
+    Column("order", "#", "order", 6, True, lambda r: Text(str(r.get("layer", "")), colors.MUTED)),
+    Column("name", "name", "name", 0, False, lambda r: fmt.call_name(r)),
     Column(
         "cls",
         "class",
         "cls",
-        lambda r: Text(r.get("cls") or r.get("kind") or "", style=colors.MUTED),
+        14,
+        False,
+        lambda r: Text(r.get("cls") or r.get("kind") or "", colors.MUTED),
     ),
-    Column("shape", "output", "out_numel", lambda r: _right(fmt.shape(r.get("out_shape")))),
-    Column("std", "σ", "std", lambda r: _right(fmt.num(r.get("std")))),
-    Column("absmean", "mean|x|", "absmean", lambda r: _right(fmt.num(r.get("absmean")))),
-    Column("zeros", "zeros", "zeros", _zeros),
-    Column("grad", "‖grad‖", "grad_norm", _grad),
+    Column("shape", "output", "out_numel", 13, True, lambda r: fmt.shape(r.get("out_shape"))),
+    Column("std", "σ", "std", 9, True, lambda r: fmt.num(r.get("std"))),
+    Column("absmean", "mean|x|", "absmean", 9, True, lambda r: fmt.num(r.get("absmean"))),
+    Column("zeros", "zeros", "zeros", 7, True, _zeros),
+    Column("grad", "‖grad‖", "grad_norm", 9, True, _grad),
     Column(
-        "fwd", "fwd", "fwd_ms", lambda r: _right(fmt.ms(r.get("fwd_ms")), colors.PHASE["forward"])
+        "fwd",
+        "fwd",
+        "fwd_ms",
+        9,
+        True,
+        lambda r: Text(fmt.ms(r.get("fwd_ms")), colors.PHASE["forward"]),
     ),
     Column(
-        "bwd", "≈bwd", "bwd_ms", lambda r: _right(fmt.ms(r.get("bwd_ms")), colors.PHASE["backward"])
+        "bwd",
+        "≈bwd",
+        "bwd_ms",
+        9,
+        True,
+        lambda r: Text(fmt.ms(r.get("bwd_ms")), colors.PHASE["backward"]),
     ),
-    Column("flags", "flags", None, _flags),
+    Column("flags", "flags", None, 20, False, _flags),
 ]
 
 SORTABLE = [c for c in COLUMNS if c.sort]
 
 
-class LayersTable(DataTable):
-    """The layers table of one batch; ``o``/``O`` or a header click sorts."""
+def _cell(value: Text | str, width: int, right: bool) -> Text:
+    """``value`` fitted to ``width`` cells (clipped with …, padded on the side away from it)."""
+    text = value if isinstance(value, Text) else Text(value)
+    text = text.copy()
+    text.truncate(width - 1, overflow="ellipsis")
+    pad = " " * (width - 1 - text.cell_len)
+    return Text(pad) + text + " " if right else text + pad + " "
+
+
+class LayersTable(AgentPane, ScrollView, can_focus=True):
+    """The layers table of one batch; ``o``/``O`` or a click on a title sorts."""
 
     BINDINGS = [*keys.LIST, *keys.LAYERS]
 
+    COMPONENT_CLASSES = {"layers-table--header", "layers-table--cursor"}
+
+    DEFAULT_CSS = """
+    LayersTable { background: $surface; }
+    LayersTable > .layers-table--header { text-style: bold; background: $panel; }
+    LayersTable > .layers-table--cursor { background: $accent 30%; }
+    LayersTable:focus > .layers-table--cursor { background: $accent 60%; }
+    """
+
+    class Filled(Message):
+        """The table holds a new order of rows."""
+
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(**kwargs)
         self.sort_column = SORTABLE[0]
         self.desc = False
         self.batch_index: int | None = None
-        self.rows_by_key: dict[str, dict[str, Any]] = {}
+        self.row_count = 0
         self.hidden_data_calls = 0
+        self.cursor = 0
         self.follow: int | None = None
-        self._filling = False
+        self.pages: dict[int, list[dict[str, Any]]] = {}
+        self._asked: set[int] = set()
+        self._order = 0  # which order of rows the pages belong to
+        self._lines: LRUCache[tuple, Strip] = LRUCache(CACHED_LINES)
 
-    def on_mount(self) -> None:
-        for column in COLUMNS:
-            self.add_column(self._label(column), key=column.key)
-
-    def _label(self, column: Column) -> Text:
-        if column is self.sort_column and column.sort != "order":
-            return Text(column.label + (" ▼" if self.desc else " ▲"), style="bold")
-        return Text(column.label)
+    # -- what to show ---------------------------------------------------------------------
 
     def load(self, batch: int) -> None:
-        """Fill the table for ``batch`` in the current sort order."""
+        """Show ``batch`` in the current sort order, on the followed call's row."""
         self.batch_index = batch
-        self._fetch(batch, self.sort_column.sort, self.desc)
+        self._reorder()
 
-    @work(thread=True, exclusive=True, group="layers", exit_on_error=False)
-    def _fetch(self, batch: int, sort: str, desc: bool) -> None:
-        rows: list[dict[str, Any]] = []
-        total = None
-        while total is None or len(rows) < min(total, MAX_ROWS):
-            got: list[dict[str, Any]] = []
+    def _reorder(self) -> None:
+        self._order += 1
+        self.pages.clear()
+        self._asked.clear()
+        self._ask_page(0, locate=self.follow)
 
-            def keep(page: dict[str, Any], got=got) -> None:
-                got.append(page)
+    def _ask_page(self, page: int, locate: int | None = None) -> None:
+        if self.batch_index is None or page in self._asked:
+            return
+        self._asked.add(page)
+        self.ask(
+            "layers",
+            tag=f"{self._order}:{page}",
+            run=self.app.run_name,
+            batch=self.batch_index,
+            sort=self.sort_column.sort,
+            desc=self.desc,
+            offset=page * PAGE,
+            limit=PAGE,
+            skip_data=True,
+            locate=locate,
+        )
 
-            fetch(
-                self,
-                keep,
-                "layers",
-                on_error=self._error,
-                run=self.app.run_name,
-                batch=batch,
-                sort=sort,
-                desc=desc,
-                offset=len(rows),
-                limit=PAGE,
-            )
-            if not got or not got[0].get("rows"):
-                break
-            total = got[0].get("total", 0)
-            rows += got[0]["rows"]
-        self.app.call_from_thread(self._fill, rows)
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        order, page = map(int, tag.split(":"))
+        if order != self._order:
+            return
+        self.pages[page] = result.get("rows") or []
+        if page == 0:
+            self.row_count = result.get("total") or 0
+            self.hidden_data_calls = result.get("hidden") or 0
+            self.virtual_size = Size(self._total_width(self.size.width), self.row_count + HEADER)
+            located = result.get("located")
+            self.cursor = located if located is not None else 0
+            self._scroll_to_cursor()
+            self.post_message(self.Filled())
+        self.refresh()
 
-    def _fill(self, rows: list[dict[str, Any]]) -> None:
-        highlighted = self._highlighted_key()
-        self._filling = True  # the cursor moves below are ours, not a user's selection
-        self.clear()
-        for column in COLUMNS:
-            self.columns[column.key].label = self._label(column)
-        self.rows_by_key = {}
-        shown = [r for r in rows if r.get("phase") != "data"]
-        self.hidden_data_calls = len(rows) - len(shown)
-        for row in shown:
-            key = str(row.get("id"))
-            self.rows_by_key[key] = row
-            self.add_row(*(c.render(row) for c in COLUMNS), key=key)
-        if self.follow is not None and str(self.follow) in self.rows_by_key:
-            highlighted = str(self.follow)
-        if highlighted in self.rows_by_key:
-            self.move_cursor(row=self.get_row_index(highlighted))
-        self.call_after_refresh(setattr, self, "_filling", False)
-        self.post_message(self.Filled())
+    def failed(self, tag: str, message: str) -> None:
+        self.row_count, self.pages = 0, {}
+        self.refresh()
+        self.notify(message, severity="error", timeout=5)
 
-    class Filled(Message):
-        """The table holds a new set of rows."""
+    def row(self, index: int) -> dict[str, Any] | None:
+        """Row ``index`` in the shown order, if its page has arrived."""
+        rows = self.pages.get(index // PAGE)
+        return rows[index % PAGE] if rows is not None and index % PAGE < len(rows) else None
 
     def show_call(self, call: int | None) -> None:
         """Put the cursor on ``call``'s row (the call selected elsewhere)."""
         self.follow = call
-        key = str(call)
-        if call is not None and key in self.rows_by_key and not self.has_focus:
-            self._filling = True
-            self.move_cursor(row=self.get_row_index(key))
-            self.call_after_refresh(setattr, self, "_filling", False)
+        if call is None or self.has_focus or self.batch_index is None:
+            return
+        for page, rows in self.pages.items():
+            for i, row in enumerate(rows):
+                if row.get("id") == call:
+                    self._move(page * PAGE + i, announce=False)
+                    return
+        self._reorder()  # not on a page we hold: the agent says where it is
 
-    def _error(self, message: str) -> None:
-        self.clear()
-        self.notify(message, severity="error", timeout=5)
+    # -- drawing --------------------------------------------------------------------------
 
-    def _highlighted_key(self) -> str | None:
+    def _widths(self, width: int) -> list[int]:
+        fixed = sum(c.width for c in COLUMNS)
+        return [c.width or max(NAME_MIN, width - fixed) for c in COLUMNS]
+
+    def _total_width(self, width: int) -> int:
+        return sum(self._widths(width))
+
+    def on_resize(self) -> None:
+        self.virtual_size = Size(self._total_width(self.size.width), self.row_count + HEADER)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        if y < HEADER:
+            strip = self._header(width)
+        else:
+            index = scroll_y + y - HEADER
+            strip = self._row_line(index, width) if index < self.row_count else Strip.blank(0)
+        return strip.crop_extend(scroll_x, scroll_x + width, Style())
+
+    def _header(self, width: int) -> Strip:
+        key = ("header", width, self.sort_column.key, self.desc)
+        if key not in self._lines:
+            style = self.get_component_rich_style("layers-table--header")
+            text = Text(style=style)
+            for column, w in zip(COLUMNS, self._widths(width), strict=True):
+                label = column.label
+                if column is self.sort_column and column.sort != "order":
+                    label += " ▼" if self.desc else " ▲"
+                click = Style(meta={"@click": f"sort_key('{column.key}')"}) if column.sort else None
+                text.append_text(_cell(Text(label, style=click or ""), w, column.right))
+            self._lines[key] = self._strip(text)
+        return self._lines[key]
+
+    def _row_line(self, index: int, width: int) -> Strip:
+        row = self.row(index)
+        if row is None:
+            self.call_later(self._ask_page, index // PAGE)  # not from inside a paint
+            return self._strip(Text("  …", style=colors.MUTED))
+        selected = index == self.cursor
+        key = (self._order, index, width, selected, self.has_focus)
+        if key not in self._lines:
+            text = Text()
+            for column, w in zip(COLUMNS, self._widths(width), strict=True):
+                text.append_text(_cell(column.render(row), w, column.right))
+            if selected:
+                text.stylize(self.get_component_rich_style("layers-table--cursor"))
+            text.stylize(Style(meta={"row": index}))
+            self._lines[key] = self._strip(text)
+        return self._lines[key]
+
+    def _strip(self, text: Text) -> Strip:
+        segments = [s for s in text.render(self.app.console) if s.text != "\n"]
+        return Strip(segments or [Segment("")])
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    # -- moving ---------------------------------------------------------------------------
+
+    def _move(self, index: int, announce: bool = True) -> None:
         if not self.row_count:
-            return None
-        try:
-            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
-            return None
+            return
+        self.cursor = max(0, min(index, self.row_count - 1))
+        self._scroll_to_cursor()
+        self.refresh()
+        row = self.row(self.cursor)
+        if announce and row is not None and self.has_focus:
+            self.follow = row["id"]
+            self.post_message(
+                Selected(Selection("call", batch=self.batch_index, call=row["id"], row=row))
+            )
 
-    # -- sorting -------------------------------------------------------------------------
+    def _scroll_to_cursor(self) -> None:
+        rows_shown = max(1, self.size.height - HEADER)
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + rows_shown:
+            self.scroll_to(y=self.cursor - rows_shown + 1, animate=False)
+
+    def action_cursor_down(self) -> None:
+        self._move(self.cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self._move(self.cursor - 1)
+
+    def action_first_row(self) -> None:
+        self._move(0)
+
+    def action_last_row(self) -> None:
+        self._move(self.row_count - 1)
+
+    def action_page_down(self) -> None:
+        self._move(self.cursor + max(1, self.size.height - HEADER))
+
+    def action_page_up(self) -> None:
+        self._move(self.cursor - max(1, self.size.height - HEADER))
+
+    def action_select(self) -> None:
+        row = self.row(self.cursor)
+        if row is not None:
+            self.post_message(GotoCall(row["id"], batch=self.batch_index))
+
+    def on_click(self, event: events.Click) -> None:
+        index = event.style.meta.get("row") if event.style else None
+        if isinstance(index, int):
+            self._move(index)
+
+    # -- sorting --------------------------------------------------------------------------
 
     def sort_by(self, column: Column, desc: bool | None = None) -> None:
         if desc is None:
@@ -198,8 +342,10 @@ class LayersTable(DataTable):
                 else column.sort not in ("order", "name", "cls")
             )
         self.sort_column, self.desc = column, desc
-        if self.batch_index is not None:
-            self._fetch(self.batch_index, column.sort, desc)
+        row = self.row(self.cursor)
+        if row is not None:
+            self.follow = row["id"]  # the cursor stays on its call in the new order
+        self._reorder()
 
     def action_sort_next(self) -> None:
         i = SORTABLE.index(self.sort_column)
@@ -208,30 +354,10 @@ class LayersTable(DataTable):
     def action_sort_reverse(self) -> None:
         self.sort_by(self.sort_column, not self.desc)
 
-    @on(DataTable.HeaderSelected)
-    def _header(self, event: DataTable.HeaderSelected) -> None:
-        event.stop()
-        column = next((c for c in COLUMNS if c.key == event.column_key.value), None)
-        if column is not None and column.sort:
+    def action_sort_key(self, key: str) -> None:
+        column = next((c for c in SORTABLE if c.key == key), None)
+        if column is not None:
             self.sort_by(column)
-
-    # -- selection -----------------------------------------------------------------------
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        event.stop()
-        row = self.rows_by_key.get(event.row_key.value)
-        if row is not None and self.has_focus and not self._filling:
-            self.post_message(
-                Selected(Selection("call", batch=self.batch_index, call=row["id"], row=row))
-            )
-
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        row = self.rows_by_key.get(event.row_key.value)
-        if row is not None:
-            self.post_message(GotoCall(row["id"], batch=self.batch_index))
 
 
 class LayersPane(Vertical):
@@ -254,7 +380,10 @@ class LayersPane(Vertical):
             if table.sort_column.sort == "order"
             else (f"{table.sort_column.label} {'▼' if table.desc else '▲'}")
         )
-        text = Text(f"{table.row_count} layers · {order} · o / O sort")
+        sort_keys = (
+            f"{keys.shown(self.app, 'layers.sort')} / {keys.shown(self.app, 'layers.reverse')}"
+        )
+        text = Text(f"{table.row_count} layers · {order} · {sort_keys} sort")
         if table.hidden_data_calls:
             text.append(
                 f" · {table.hidden_data_calls} data-pipeline calls are in the tree",

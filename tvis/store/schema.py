@@ -242,6 +242,7 @@ class LayerRow(TypedDict):
 
     id: int
     order: int
+    layer: int  # 1-based place in call order among the rows the table holds
     name: str
     cls: str | None
     kind: CallKind
