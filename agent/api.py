@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +44,23 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
-def _layer_order(tree: CallTree, sort: str, desc: bool, skip_data: bool) -> list[dict[str, Any]]:
-    """The layer rows in ``sort`` order (rows without a value last), each numbered by its place
-    in call order among the rows kept (``layer``, from 1)."""
-    rows = [r for r in tree.layer_rows() if not (skip_data and r.get("phase") == "data")]
-    rows = [{**r, "layer": n} for n, r in enumerate(rows, 1)]
+def _layer_rows(tree: CallTree, skip_data: bool) -> tuple[list[dict[str, Any]], int]:
+    """The layer rows in call order, each numbered by its place among the rows kept
+    (``layer``, from 1), and how many data-pipeline rows were left out."""
+    every = tree.layer_rows()
+    rows = [r for r in every if not (skip_data and r.get("phase") == "data")]
+    for n, row in enumerate(rows, 1):
+        row["layer"] = n  # fresh dicts: numbering them in place copies nothing
+    return rows, len(every) - len(rows)
+
+
+def _sorted(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict[str, Any]]:
+    """``rows`` in ``sort`` order; rows without a value last either way."""
+    if sort == "order" and not desc:
+        return rows
     present = [r for r in rows if isinstance(r.get(sort), (int, float, str))]
     absent = [r for r in rows if not isinstance(r.get(sort), (int, float, str))]
-    present.sort(key=lambda r: r[sort], reverse=desc)
+    present.sort(key=itemgetter(sort), reverse=desc)
     return present + absent
 
 
@@ -237,16 +247,17 @@ class AgentAPI(InsightsAPI):
             )
         chunk = self.store.chunk(run, "batch", batch)
         tree = self._tree(run, batch)
-        # Sorted once per order and kept with the batch: paging a 20,000-row table costs a
-        # slice per page, not a sort.
+        # Built once and sorted once per order, kept with the batch: paging a 20,000-row
+        # table costs a slice per page, not a sort.
+        base, hidden = self.store.derived(
+            chunk, f"layers:{skip_data}", lambda: _layer_rows(tree, skip_data)
+        )
         rows = self.store.derived(
-            chunk,
-            f"layers:{sort}:{desc}:{skip_data}",
-            lambda: _layer_order(tree, sort, desc, skip_data),
+            chunk, f"layers:{skip_data}:{sort}:{desc}", lambda: _sorted(base, sort, desc)
         )
         result: dict[str, Any] = {
             "total": len(rows),
-            "hidden": len(tree.layer_rows()) - len(rows) if skip_data else 0,
+            "hidden": hidden,
             "rows": _page(rows, offset, limit),
         }
         if locate is not None:
