@@ -162,7 +162,8 @@ class TvisApp(App[None]):
 
     def _failed(self, message: str) -> None:
         self.error = message
-        self._say(f"Could not connect to {self.target_label}", f"{message}\n\nq quits", error=True)
+        quits = f"{keys.shown(self, 'app.quit')} quits"
+        self._say(f"Could not connect to {self.target_label}", f"{message}\n\n{quits}", error=True)
 
     def _watch_connection(self, data: Data) -> None:
         """Go offline as soon as the client sees the connection drop, not at the next request."""
@@ -195,11 +196,16 @@ class TvisApp(App[None]):
         elif len(runs) == 1:
             self.open_run(runs[0]["run"])
         elif runs:
-            self._say("pick a run", "r opens the run picker · q quits")
+            self._say(
+                "pick a run",
+                f"{keys.shown(self, 'app.runs')} opens the run picker · "
+                f"{keys.shown(self, 'app.quit')} quits",
+            )
             self.action_pick_run()
         else:
             self._say(
-                f"no runs under {self.target_label} yet", "the Live page still works · q quits"
+                f"no runs under {self.target_label} yet",
+                f"the Live page still works · {keys.shown(self, 'app.quit')} quits",
             )
             self._refresh_tabs()
 

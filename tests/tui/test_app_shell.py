@@ -212,9 +212,8 @@ async def test_run_option_naming_no_run_says_so(two_runs: Path):
 
 
 async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
-    run_dir: Path, monkeypatch
+    run_dir: Path,
 ):
-    monkeypatch.setenv("TVIS_SERVER", "127.0.0.1:0")  # the Live page listens on a free port
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
@@ -226,6 +225,7 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
             "tab bar and status line on the Live page",
         )
         assert "1 Explore" in screen_text(app) and "2 Live" in screen_text(app)
+        assert app.page_screens["live"].server is None  # visiting binds no port
         await pilot.press("1")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
         assert app.internal_errors == []

@@ -64,7 +64,10 @@ class BrokenPage(Screen):
         from tvis.tui.notice import Notice
 
         notice = Notice()
-        notice.say(self.message, "1 … 9 switch pages · q quits", error=True)
+        from tvis.tui import keys
+
+        quits = keys.shown(self.app, "app.quit")
+        notice.say(self.message, f"1 … 9 switch pages · {quits} quits", error=True)
         yield notice
 
 

@@ -260,7 +260,7 @@ class ExplorePage(Screen):
         else:
             summary = f"batch {app.batch} · {info.get('n_calls', '?')} calls"
         if self.layout_name == "compact":
-            summary += " · enter inspects"
+            summary += f" · {keys.shown(self.app, 'tree.select')} inspects"
         self.calls.set_summary(summary)
 
     def _ensure_loaded(self, name: str) -> None:
