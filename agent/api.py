@@ -17,7 +17,7 @@ import numpy as np
 
 from tvis import __version__
 from tvis.agent import views
-from tvis.agent.calltree import LAYER_SORT_KEYS, CallTree
+from tvis.agent.calltree import LAYER_KINDS, LAYER_SORT_KEYS, CallTree
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights import InsightsAPI
 from tvis.agent.protocol import (
@@ -44,20 +44,24 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
-def _layer_rows(tree: CallTree, skip_data: bool) -> tuple[list[dict[str, Any]], int]:
-    """The layer rows in call order, each numbered by its place among the rows kept
-    (``layer``, from 1), and how many data-pipeline rows were left out."""
-    every = tree.layer_rows()
-    rows = [r for r in every if not (skip_data and r.get("phase") == "data")]
-    for n, row in enumerate(rows, 1):
-        row["layer"] = n  # fresh dicts: numbering them in place copies nothing
-    return rows, len(every) - len(rows)
+def _layer_calls(tree: CallTree, skip_data: bool) -> tuple[list[tuple[int, int]], int]:
+    """``(position in call order, call id)`` of each layer row kept, in call order, and how
+    many data-pipeline rows were left out. Cheap: no row is built."""
+    every = [
+        (i, cid) for i, cid in enumerate(tree.order) if tree.by_id[cid].get("kind") in LAYER_KINDS
+    ]
+    kept = [
+        (i, cid) for i, cid in every if not (skip_data and tree.by_id[cid].get("phase") == "data")
+    ]
+    return kept, len(every) - len(kept)
 
 
-def _sorted(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict[str, Any]]:
+def _layer_row(tree: CallTree, layer: int, position: int, call: int) -> dict[str, Any]:
+    return {**tree.layer_row(position, call), "layer": layer}
+
+
+def _sorted_rows(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict[str, Any]]:
     """``rows`` in ``sort`` order; rows without a value last either way."""
-    if sort == "order" and not desc:
-        return rows
     present = [r for r in rows if isinstance(r.get(sort), (int, float, str))]
     absent = [r for r in rows if not isinstance(r.get(sort), (int, float, str))]
     present.sort(key=itemgetter(sort), reverse=desc)
@@ -247,21 +251,31 @@ class AgentAPI(InsightsAPI):
             )
         chunk = self.store.chunk(run, "batch", batch)
         tree = self._tree(run, batch)
-        # Built once and sorted once per order, kept with the batch: paging a 20,000-row
-        # table costs a slice per page, not a sort.
-        base, hidden = self.store.derived(
-            chunk, f"layers:{skip_data}", lambda: _layer_rows(tree, skip_data)
+        calls, hidden = self.store.derived(
+            chunk, f"layers:{skip_data}", lambda: _layer_calls(tree, skip_data)
         )
-        rows = self.store.derived(
-            chunk, f"layers:{skip_data}:{sort}:{desc}", lambda: _sorted(base, sort, desc)
-        )
-        result: dict[str, Any] = {
-            "total": len(rows),
-            "hidden": hidden,
-            "rows": _page(rows, offset, limit),
-        }
+        if sort == "order":
+            # Call order is the order the calls are in: build only the page's rows.
+            numbered = [(n, i, cid) for n, (i, cid) in enumerate(calls, 1)]
+            ordered = numbered[::-1] if desc else numbered
+            rows = [_layer_row(tree, *item) for item in _page(ordered, offset, limit)]
+            ids = [cid for _, _, cid in ordered]
+        else:
+            # Every row is needed to sort: built and sorted once per order, kept with the
+            # batch, so paging a 20,000-row table costs a slice per page, not a sort.
+            every = self.store.derived(
+                chunk,
+                f"layers:{skip_data}:rows",
+                lambda: [_layer_row(tree, n, i, cid) for n, (i, cid) in enumerate(calls, 1)],
+            )
+            ordered = self.store.derived(
+                chunk, f"layers:{skip_data}:{sort}:{desc}", lambda: _sorted_rows(every, sort, desc)
+            )
+            rows = _page(ordered, offset, limit)
+            ids = [r["id"] for r in ordered]
+        result: dict[str, Any] = {"total": len(calls), "hidden": hidden, "rows": rows}
         if locate is not None:
-            result["located"] = next((i for i, r in enumerate(rows) if r["id"] == locate), None)
+            result["located"] = ids.index(locate) if locate in ids else None
         return result
 
     @rpc
