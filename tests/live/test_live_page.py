@@ -65,14 +65,18 @@ async def test_live_page_shows_rows_heatmap_and_steps_through_history():
 
         loss_row = page.view.rows[0]
         assert loss_row.name == "loss" and loss_row.cells[2] == "0.08333"
+        assert page.view.rows[1].cells[2].startswith("‖x‖ ")  # an array's newest norm, labelled
         assert loss_row.cells[1].strip()[0] == "█"  # the trend falls from its highest value
 
-        await pilot.press("down")
+        await pilot.press("j")  # the list keys move the table
         assert await settle(pilot, lambda: title(page).startswith("weight · catch #12 · newest"))
         heatmap = page.query_one(LiveHeatmap)
         assert heatmap.image is not None and heatmap.image.vmax == 47.0 + 11
         assert "▀" in "".join(s.text for s in heatmap.render_line(0))
-        assert sum(page.query_one(LiveBars).heights) == 48
+        bars = page.query_one(LiveBars)
+        assert sum(bars.heights) == 48
+        assert bars.axis == (0.0, max(bars.heights))  # a y-axis from 0 to the tallest bin
+        assert "┤" in bars.render().plain
 
         await pilot.press("left_square_bracket", "left_square_bracket")
         assert await settle(pilot, lambda: "catch #10 · 2 back" in title(page))

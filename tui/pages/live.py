@@ -59,6 +59,7 @@ class Detail:
     image: HeatmapImage | None
     bars: list[float]
     bars_caption: str
+    bars_axis: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class LivePage(Screen):
             self._step,
             max(1, heatmap.size.width),
             max(2, (heatmap.size.height - 2) * 2),
-            max(1, bars.size.width),
+            bars.bar_columns,
         )
         self._step = 0
         self._build(request)
@@ -244,7 +245,9 @@ class LivePage(Screen):
         self.query_one("#live-stats", Static).update(Text(detail.stats if detail else ""))
         self.query_one(LiveHeatmap).show(detail.image if detail else None)
         self.query_one(LiveBars).show(
-            detail.bars if detail else [], detail.bars_caption if detail else ""
+            detail.bars if detail else [],
+            detail.bars_caption if detail else "",
+            detail.bars_axis if detail else None,
         )
 
 
@@ -321,14 +324,15 @@ def _detail(entry: Entry, entries: list[Entry], index: int, request: Request, no
         values = entry.value.numeric()
         image = fit(values, request.heat_cols, request.heat_rows, digest.min, digest.max)
         bars, caption = _histogram(values, digest.min, digest.max, request.bar_cols)
-        return Detail(title, stats, image, bars, caption)
+        return Detail(title, stats, image, bars, caption, (0.0, float(max(bars, default=0))))
     if digest.scalar is not None:
         history = [e.digest().scalar for e in entries[: index + 1]][-request.bar_cols :]
         finite = [v for v in history if v is not None and np.isfinite(v)]
         low = min(finite, default=0.0)
         bars = [v - low if v is not None and np.isfinite(v) else 0.0 for v in history]
+        high = max(finite, default=0.0)
         caption = f"last {len(history)} values, from {low:.4g} up to {max(finite, default=0.0):.4g}"
-        return Detail(title, f"value {digest.scalar:.6g}", None, bars, caption)
+        return Detail(title, f"value {digest.scalar:.6g}", None, bars, caption, (low, high))
     return Detail(title, _describe(entry.value), None, [], "")
 
 
