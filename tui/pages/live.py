@@ -135,7 +135,7 @@ class LivePage(Screen):
         else:
             self._say(
                 f"Live · not receiving · {keys.shown(self.app, 'live.listen')} listens on "
-                f"{self.host}:{self.port}, where tvis.catch sends by default"
+                f"{self.host}:{self.port} (where catches go)"
             )
 
     def _say(self, message: str) -> None:
