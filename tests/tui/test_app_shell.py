@@ -164,6 +164,16 @@ async def test_palette_opens_and_jumps_to_a_call_by_name(run_dir: Path):
         )
 
 
+async def test_the_palette_labels_textuals_own_commands_apart_from_tvis(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"screenshot")
+        await wait_for(pilot, lambda: "Textual: Screenshot" in screen_text(app), "labelled")
+
+
 async def test_q_quits_cleanly(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -93,7 +93,10 @@ async def test_search_then_enter_reveals_a_deep_call_in_the_tree(run_dir: Path):
         await wait_for(
             pilot, lambda: hits.hit_rows and hits.hit_rows[0]["name"] == "features.1.0", "a hit"
         )
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")
+        assert not page.calls.query_one("#search").display  # enter ends typing: the box closes
+        assert app.focused is hits
+        await pilot.press("enter")
         tree = page.calls.call_tree
         await wait_for(
             pilot,
