@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, node_named, open_explore, wait_for
+from conftest import make_app, node_named, open_explore, screen_text, wait_for
 from fake_client import FakeClient
 
 from tvis.tui.app import TvisApp
@@ -172,6 +172,8 @@ async def test_step_mode_shows_micro_batches_and_parameters(run_dir: Path):
         params = tree.root.children[1]
         params.expand()
         await pilot.pause()
+        heading = next(line for line in screen_text(app).splitlines() if "parameters (" in line)
+        assert "shape" in heading and "‖Δw‖/‖w‖" in heading  # the numbers below have a title
         tree.move_cursor(params.children[0])
         await wait_for(
             pilot, lambda: page.inspector.selection.kind == "param", "a parameter selected"

@@ -58,6 +58,10 @@ class Node:
     text: str = ""
 
 
+RATIO_HEADER = "‖Δw‖/‖w‖"
+"""What the number beside each parameter in step mode is."""
+
+
 def first_interesting(rows: list[dict[str, Any]]) -> int:
     """Where the cursor starts: the model's forward call if it is a root (what a user opens
     a run to see), else the first row."""
@@ -451,7 +455,10 @@ class CallTree(Tree[Node], inherit_bindings=False):
             )
             return text
         if data.kind == "params":
-            return Text(data.text, style="bold " + colors.PHASE["optimizer"])
+            # The parameters' row heads the columns its children fill.
+            left = Text(data.text, style="bold " + colors.PHASE["optimizer"])
+            right = Text("shape".rjust(SHAPE_CELLS) + f" {RATIO_HEADER:>9}", style=colors.MUTED)
+            return self._columns(left, right, width)
         if data.kind == "param":
             return self._param_text(data.row, width)
         if data.kind == "more":
@@ -537,5 +544,5 @@ class CallTree(Tree[Node], inherit_bindings=False):
             fmt.clip(fmt.shape(param.get("shape")), SHAPE_CELLS).rjust(SHAPE_CELLS),
             style=colors.MUTED,
         )
-        right.append(f" {fmt.num(ratio):>8}", style=colors.ratio_color(ratio))
+        right.append(f" {fmt.num(ratio):>9}", style=colors.ratio_color(ratio))
         return self._columns(left, right, width)
