@@ -83,7 +83,8 @@ def first_screen_complete(screen: str) -> bool:
         "ShapesCNN" in screen
         and "inputs" in screen
         and "values kept" in screen
-        and screen.count("▀") > 200
+        # Both heatmaps: the output's 1×5 plane and 120 rows of the input's 32×32 (square cells).
+        and screen.count("▀") > 100
         and "batch 0/" in screen
     )
 
