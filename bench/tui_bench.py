@@ -162,8 +162,7 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         tree = page.calls.call_tree
-        await pilot.press("l")
-        await _until(lambda: len(tree.call_nodes()) >= 5)
+        await _until(lambda: len(tree.call_nodes()) >= 5)  # the model opens on its layers
         await pilot.press("j")
         for _ in range(repeat):
             for key in ("j", "k"):
@@ -271,7 +270,7 @@ def terminal_cursor_moves(viewer: PtyViewer, repeat: int) -> dict[str, list[floa
     figures: dict[str, list[float]] = {k: [] for k in ("tree_row", "header", "settled", "card")}
     try:
         viewer.wait_for("values kept", 0.0, timeout=60)
-        viewer.wait_for("features", viewer.press("l"))
+        viewer.wait_for("features", 0.0)  # the model opens on its layers
         time.sleep(0.5)
         for _ in range(repeat):
             for key, header in (("j", "Sequential  features"), ("k", "ShapesCNN   forward")):

@@ -24,13 +24,13 @@ async def test_roots_show_the_model_and_fold_repeated_siblings(run_dir: Path):
         assert tree.cursor_node.data.row.get("name") == "ShapesCNN"
 
 
-async def test_expanding_loads_children_and_h_collapses_back(run_dir: Path):
+async def test_the_model_opens_on_its_layers_and_h_collapses_back(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        await pilot.press("l")
         await wait_for(pilot, lambda: node_named(page, "features"), "features under ShapesCNN")
         assert node_named(page, "head") is not None
+        assert node_named(page, "features.0") is None  # one level, not the whole model
         await pilot.press("l")  # onto the first child
         await wait_for(
             pilot,
@@ -51,7 +51,8 @@ async def test_cursor_moves_update_the_inspector(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        await pilot.press("l", "l")
+        await wait_for(pilot, lambda: node_named(page, "features"), "the model opened")
+        await pilot.press("l")
         await wait_for(
             pilot, lambda: page.selection.row.get("name") == "features", "features selected"
         )
@@ -138,10 +139,11 @@ async def test_a_node_with_thousands_of_children_loads_a_page_at_a_time():
     app = TvisApp(lambda: client, "fake", "halfcell")
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        assert client.pages == [(-1, 0)]  # nothing below the roots until asked
         tree = page.calls.call_tree
-        await pilot.press("l")
         blocks = await wait_for(pilot, lambda: node_named(page, "blocks"), "the blocks module")
+        model = tree.cursor_node.data.row["id"]
+        # The roots, then the model's own children (it opens on its layers); nothing deeper.
+        assert client.pages == [(-1, 0), (model, 0)]
         tree.move_cursor(blocks)
         await pilot.press("l")
         await wait_for(pilot, lambda: (blocks.data.row["id"], 0) in client.pages, "the first page")

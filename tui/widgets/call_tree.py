@@ -259,7 +259,10 @@ class CallTree(Tree[Node], inherit_bindings=False):
                 node.add_leaf("", item)
         if node is self.root and cursor is None and node.children:
             self._lay_out()
-            self.move_cursor(self._first_interesting(node))
+            first = self._first_interesting(node)
+            self.move_cursor(first)
+            if first.allow_expand and first.data.kind == "call":
+                first.expand()  # the model opens on its layers: what a user came to see
         elif cursor is not None and cursor.tree is self and cursor.line >= 0:
             self.move_cursor(cursor)
 
