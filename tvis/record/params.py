@@ -88,9 +88,10 @@ def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
         if t.device.type == "cpu":
             entry["stats"], entry["hist"] = {"numel": t.numel()}, None
-            pending.append((entry, t))
+            pending.append((entry, t))  # statistics and digest on the writer thread
         else:
             entry["stats"], entry["hist"] = tensors.stats(t)
+            entry["digest"] = tensors.digest(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
         values, how = tensors.keep(t, None, 0, max_elems, max_bytes=left[0], owned=True)
@@ -143,6 +144,11 @@ def settle(record: dict, pending: list) -> int:
     """Finish a step record on the writer thread: statistics, then the norms they give.
     Returns how many statistics failed."""
     failed = tensors.fill(pending)
+    for entry, t in pending:
+        try:
+            entry["digest"] = tensors.digest(t)
+        except Exception:
+            failed += 1
     entries = record["tensors"]
     for param in record["params"]:
         w_norm = entries[param["weight"]]["stats"].get("norm", 0.0)

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import cuda_timing
+from tvis.record import cuda_timing, tensors
 from tvis.record.builder import BatchBuilder, Call, Settings
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
@@ -404,9 +404,10 @@ class Recorder(ModuleCalls, Steps):
             batch.batch_size = _leading_size(named)
             batch.relabel_batch_dims()  # what the pipeline's own code returned earlier
         batch.phase_ms["data"] = batch.phase_ms.get("data", 0) + seconds * 1e3
-        batch.sections.setdefault("data", {})["batch"] = batch.args(
-            named, keep_values=not batch.light
-        )
+        section = batch.sections.setdefault("data", {})
+        section["batch"] = batch.args(named, keep_values=not batch.light)
+        if self.settings.rank_digests:
+            section["digest"] = tensors.digest_tree([value for _, value in named])
 
     @contextlib.contextmanager
     def quiet(self):

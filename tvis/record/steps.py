@@ -158,7 +158,7 @@ class Steps:
             self._param_names(),
             batch_ids,
             self.settings.max_elems,
-            self._bytes_left(),
+            self._bytes_left() if self.settings.keep_values else 0,
         )
         record["step"]["loss"] = sum(losses) / len(losses) if losses else None
         for p in record["params"]:

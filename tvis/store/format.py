@@ -42,7 +42,7 @@ A batch index (``batches/N/index.msgpack``)::
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
      "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call"}, ...],
-     "data": {"batch": [arg, ...], "indices": [dataset index, ...],
+     "data": {"batch": [arg, ...], "indices": [dataset index, ...], "digest": str,
               "items": [{"index", "calls": [first, end)}, ...]},
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
               "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
@@ -90,6 +90,30 @@ The run index (``run.msgpack``)::
      "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
               "tokenizer": {...}, "insights": {...}},   # each key only when known
      "project": str, "model": {"params": int, "modules": int}}
+
+A recording of several ranks (``torchrun``, ``srun``, any launcher that sets ``RANK`` and
+``WORLD_SIZE`` or ``SLURM_PROCID`` and ``SLURM_NTASKS``) is one group folder holding one
+ordinary run folder per rank::
+
+    <group>/                 <stamp>_<script>_<launch key>
+      group.json             {"world_size", "launcher", "script", "full_ranks": [0] | "all",
+                              "started"}
+      rank0/                 a run folder as above, written by rank 0 alone
+      rank1/                 ...
+
+Each rank writes only its own ``rank<N>/``, so ranks never wait on one another and a rank
+that crashes or is killed marks only its own ``meta.json``. Every rank derives the same
+launch key from its environment (torchrun's run id, or its agent's pid; SLURM's job and
+step ids); the first to arrive creates the hidden claim file ``<out>/.tvis-group-<key>``
+(an exclusive hard link) holding the group folder's name, and the others read it. A rank's
+``meta.json`` adds ``"rank": {"rank", "local_rank", "world_size", "launcher"}`` and
+``"full": bool``. Ranks not recorded in full (by default every rank but 0; ``--ranks``)
+keep no tensor values: statistics, losses and parameter norms and digests only.
+
+Digests (``"digest"`` in a tensor entry): the first 16 hex digits of BLAKE2b over the
+tensor's raw bytes, so ranks compare exactly without values. Parameter entries of a step
+(weight, grad, update) carry one; so does the collated batch (``data.digest``), for
+finding ranks that trained on the same samples.
 """
 
 from __future__ import annotations
@@ -121,3 +145,17 @@ RUNNING, COMPLETE, FAILED, INTERRUPTED, INCOMPLETE = (
 def folder_name(index: int) -> str:
     """The folder name of batch or step ``index`` (sorts lexically)."""
     return f"{index:06d}"
+
+
+GROUP = "group.json"
+CLAIM_PREFIX = ".tvis-group-"
+
+
+def rank_folder(rank: int) -> str:
+    """The run folder of ``rank`` inside a group folder."""
+    return f"rank{rank}"
+
+
+def claim_name(key: str) -> str:
+    """The claim file that names the group folder of launch ``key``."""
+    return f"{CLAIM_PREFIX}{key}"
