@@ -137,6 +137,7 @@ class BatchBuilder:
         self.root_forwards = 0
         self.had_backward = False
         self.loss: float | None = None
+        self.digest: str | None = None  # of the collated batch, when ranks are compared
         self.step: int | None = None
         self.micro = 0
         self.sections: dict[str, Any] = {}
@@ -345,6 +346,7 @@ class BatchBuilder:
                 "phase_ms": self.phase_ms,
                 "n_calls": len(self.calls),
                 "dropped_calls": self.dropped_calls,
+                **({"digest": self.digest} if self.digest else {}),
             },
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,

@@ -15,9 +15,31 @@ from tvis.record import tensors
 _PLAIN = (int, float, bool, str, type(None))
 
 
+# Parameter classes of sharded training (FSDP2's DTensor, FSDP1's FlatParameter): each rank
+# holds a shard, and any reduction over one (statistics) would be a collective.
+SHARDED = frozenset({"DTensor", "FlatParameter"})
+
+SHARDED_NOTICE = (
+    "parameters are sharded (FSDP): tvis records activations, losses and timings on each "
+    "rank but not per-parameter weights, gradients or Δw, and compares no gradients."
+)
+
+
+def sharded(params: Iterable[torch.Tensor]) -> bool:
+    """Whether any parameter is a shard (its statistics would need every rank)."""
+    return any(type(p).__name__ in SHARDED for p in params)
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
 def snapshot_optimizer(optimizer: torch.optim.Optimizer) -> dict:
-    """Copies of every parameter the step may change, taken before it runs."""
+    """Copies of every parameter the step may change, taken before it runs (none when the
+    parameters are shards: the step is recorded without parameter records)."""
     before = {}
+    if sharded(optimizer_params(optimizer)):
+        return {"params": before, "groups": _groups(optimizer), "sharded": True}
     for group in optimizer.param_groups:
         for p in group["params"]:
             if isinstance(p, torch.Tensor) and id(p) not in before:

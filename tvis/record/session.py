@@ -404,10 +404,11 @@ class Recorder(ModuleCalls, Steps):
             batch.batch_size = _leading_size(named)
             batch.relabel_batch_dims()  # what the pipeline's own code returned earlier
         batch.phase_ms["data"] = batch.phase_ms.get("data", 0) + seconds * 1e3
-        section = batch.sections.setdefault("data", {})
-        section["batch"] = batch.args(named, keep_values=not batch.light)
+        batch.sections.setdefault("data", {})["batch"] = batch.args(
+            named, keep_values=not batch.light
+        )
         if self.settings.rank_digests:
-            section["digest"] = tensors.digest_tree([value for _, value in named])
+            batch.digest = tensors.digest_tree([value for _, value in named])
 
     @contextlib.contextmanager
     def quiet(self):

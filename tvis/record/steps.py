@@ -62,7 +62,11 @@ class Steps:
                 if self.loose_params is None:
                     self.loose_params = [] if self.roots else param_records.leaf_parameters()
                 params = [p for r in self.roots.values() for p in r.parameters()]
-                self.snapshots = param_records.snapshot_tensors(params + self.loose_params)
+                params += self.loose_params
+                if param_records.sharded(params):
+                    self.notice(param_records.SHARDED_NOTICE)
+                    return
+                self.snapshots = param_records.snapshot_tensors(params)
         except Exception as e:
             self.guard("after backward", e)
 
@@ -112,6 +116,8 @@ class Steps:
                 self.steps_per_optimizer.setdefault(index, 0)
                 self._step_started = self.work.started - self.overhead
                 self._step_snapshot = param_records.snapshot_optimizer(optimizer)
+                if self._step_snapshot.get("sharded"):
+                    self.notice(param_records.SHARDED_NOTICE)
             except Exception as e:
                 self.guard("preparing for the optimizer step", e)
 

@@ -38,11 +38,12 @@ A batch index (``batches/N/index.msgpack``)::
     {"batch": {"index", "step", "micro" (position within its step), "loss": float | None,
                "no_grad": bool, "light": bool (values not kept), "batch_size": int | None,
                "phase_ms": {"data", "forward", "loss", "backward", "optimizer"},
-               "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int},
+               "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int,
+               "digest": str (of the collated batch; ranks of a group only)},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
      "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call"}, ...],
-     "data": {"batch": [arg, ...], "indices": [dataset index, ...], "digest": str,
+     "data": {"batch": [arg, ...], "indices": [dataset index, ...],
               "items": [{"index", "calls": [first, end)}, ...]},
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
               "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
@@ -112,8 +113,8 @@ keep no tensor values: statistics, losses and parameter norms and digests only.
 
 Digests (``"digest"`` in a tensor entry): the first 16 hex digits of BLAKE2b over the
 tensor's raw bytes, so ranks compare exactly without values. Parameter entries of a step
-(weight, grad, update) carry one; so does the collated batch (``data.digest``), for
-finding ranks that trained on the same samples.
+(weight, grad, update) carry one; so does the collated batch (``batch.digest``, also in
+the run index), for finding ranks that trained on the same samples.
 """
 
 from __future__ import annotations
