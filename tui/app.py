@@ -99,7 +99,8 @@ class TvisApp(App[None]):
         return info.get("step") if info else None
 
     def pages(self) -> list[PageSpec]:
-        return pages_for(self.run_name is not None)
+        ranks = len((self.run_info or {}).get("ranks") or [])
+        return pages_for(self.run_name is not None, ranks)
 
     # -- start ---------------------------------------------------------------------------
 

@@ -103,6 +103,12 @@ SOURCE = [
     _b("F", "next_file", "Next source file", "source.file"),
 ]
 
+RANKS = [
+    _b("left_curly_bracket", "rank(-1)", "Previous rank", "ranks.prev"),
+    _b("right_curly_bracket", "rank(1)", "Next rank", "ranks.next"),
+    _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Explore", EXPLORE),
@@ -111,6 +117,7 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Source", SOURCE),
     ("Layers", LAYERS),
     ("Timeline", TIMELINE),
+    ("Ranks", RANKS),
     ("Lists (runs, samples, step)", LIST),
 ]
 """The scopes the help screen lists, in the order a user meets them."""
