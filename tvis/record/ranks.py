@@ -71,8 +71,11 @@ def _launch_key(env: dict) -> str:
     if run_id not in ("", "none"):
         parts = ["torchrun", run_id, restart]  # --standalone or --rdzv-id: one per launch
     elif "TORCHELASTIC_RUN_ID" in env:
-        # A static torchrun launch: its workers are children of one agent process.
-        parts = ["torchrun", env.get("MASTER_ADDR"), env.get("MASTER_PORT"), os.getppid(), restart]
+        # A static torchrun launch: its workers share the agent's fresh temporary folder
+        # (where their error files go), and are children of that one agent process.
+        error_file = env.get("TORCHELASTIC_ERROR_FILE")
+        launch = str(Path(error_file).parents[2]) if error_file else os.getppid()
+        parts = ["torchrun", env.get("MASTER_ADDR"), env.get("MASTER_PORT"), launch, restart]
     elif "SLURM_JOB_ID" in env:
         parts = ["slurm", env["SLURM_JOB_ID"], env.get("SLURM_STEP_ID", "0")]
     else:
@@ -113,18 +116,18 @@ def rank_run_dir(out: Path, script: Path, info: RankInfo, full: frozenset[int] |
 def _join_group(out: Path, script: Path, info: RankInfo, full) -> Path:
     claim = out / claim_name(info.key)
     mine = f"{time.strftime('%Y%m%d-%H%M%S')}_{script.stem}_{info.key}"
-    tmp = out / f".{claim.name}.{os.getpid()}"
+    tmp = out / f"{claim.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     tmp.write_text(mine)
     try:
         os.link(tmp, claim)  # atomic and exclusive, also on NFS: exactly one rank wins
-        name = mine
+        name, won = mine, True
     except FileExistsError:
         # The winner wrote the name before linking, so the claim is never half-written.
-        name = claim.read_text().strip()
+        name, won = claim.read_text().strip(), False
     finally:
         tmp.unlink(missing_ok=True)
     group = out / name
-    if name == mine:
+    if won:
         _write_group(group, script, info, full)
     else:
         group.mkdir(parents=True, exist_ok=True)
