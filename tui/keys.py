@@ -33,6 +33,8 @@ APP = [
     _b("right_square_bracket", "sample(1)", "Next sample", "app.sample_next"),
     _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
     _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
+    _b("left_curly_bracket", "rank(-1)", "Previous rank (multi-process runs)", "app.rank_prev"),
+    _b("right_curly_bracket", "rank(1)", "Next rank (multi-process runs)", "app.rank_next"),
     *page_bindings(),
 ]
 
@@ -104,8 +106,6 @@ SOURCE = [
 ]
 
 RANKS = [
-    _b("left_curly_bracket", "rank(-1)", "Previous rank", "ranks.prev"),
-    _b("right_curly_bracket", "rank(1)", "Next rank", "ranks.next"),
     _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
 ]
 

@@ -36,7 +36,7 @@ async def test_ranks_page_compares_losses_phases_and_gradients(ddp_recording):
         assert f"{losses[0][1]:.6g}" in text  # rank 1's loss at step 0
 
 
-async def test_rank_selector_switches_every_page_to_the_next_rank(ddp_recording):
+async def test_rank_keys_switch_the_viewer_to_another_rank_on_any_page(ddp_recording):
     app = make_app(ddp_recording.group.parent, run=_rank_name(ddp_recording, 0))
     async with app.run_test(size=(100, 40)) as pilot:
         await _open_ranks(pilot)

@@ -1,7 +1,8 @@
 """Ranks: the ranks of a multi-process recording side by side, and a selector between them.
 
 Shown only for a run that is one rank of a group (see ``PageSpec.needs_ranks``). The top row
-selects which rank the whole viewer shows (``{``/``}``, or enter on a rank's row); below it,
+shows which rank the whole viewer shows (``{``/``}`` switch, on every page; ``x`` jumps to the
+rank that failed first); below it,
 what the agent's ``ranks`` method compares: each rank's status and time per phase (the
 straggler marked), loss per step per rank, batches several ranks trained on, the first
 gradient that differs after the all-reduce and parameters that got no gradient; then every
@@ -129,16 +130,6 @@ class RanksPage(Screen):
         self.query_one("#ranks-params", Static).update(param_table(reply))
 
     # -- actions ---------------------------------------------------------------------------
-
-    def action_rank(self, delta: int) -> None:
-        """Show the previous / next rank's run in every page."""
-        ranks = (self.app.run_info or {}).get("ranks") or []
-        names = [r["run"] for r in ranks]
-        if self.app.run_name not in names:
-            return
-        target = names[(names.index(self.app.run_name) + delta) % len(names)]
-        if target != self.app.run_name:
-            self.app.open_run(target)
 
     def action_first_failure(self) -> None:
         """Show the rank that failed first on its own."""
