@@ -129,7 +129,9 @@ class RanksAPI:
             out[p.get("name")] = {
                 "norm": (p.get("norms") or {}).get("grad"),
                 "digest": grad.get("digest") if grad else None,
-                "has_grad": grad is not None,
+                # False when this rank's own backward never reached the parameter, even if
+                # the all-reduce then gave it the other ranks' gradient.
+                "has_grad": grad is not None and p.get("local_grad", True) is not False,
             }
         return out
 

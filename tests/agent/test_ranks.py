@@ -31,11 +31,12 @@ def manual_group(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def srun_group(tmp_path_factory):
-    """Two `srun`-started `tvis run` tasks over a DDP script without a DistributedSampler."""
+    """Two `srun`-started `tvis run` tasks over a DDP script without a DistributedSampler,
+    whose spare layer only rank 0 calls."""
     work = tmp_path_factory.mktemp("srun")
     results = srun_tasks(
         ["--steps", "2", "--out", "runs"],
-        ["--sampler", "none", "--steps", "3", "--journal", "j"],
+        ["--sampler", "none", "--unused", "--spare-on-rank0", "--steps", "3", "--journal", "j"],
         work,
     )
     for result in results:
@@ -106,7 +107,20 @@ def test_ranks_finds_batches_identical_across_ranks_under_srun(srun_group):
     assert reply["launcher"] == "slurm"
     shared = reply["same_batches"]["batches"]
     assert [row["ranks"] for row in shared] == [[[0, 1]], [[0, 1]]]
-    assert [row["losses"][0] == row["losses"][1] for row in reply["loss"]] == [True, True]
+    assert [row["losses"][0] == row["losses"][1] for row in reply["loss"]] == [False, False]
+
+
+def test_ranks_finds_a_parameter_unused_on_one_rank_only(srun_group):
+    client = LocalClient(srun_group)
+    run = client.call("runs")[0]["run"]
+    reply = client.call("ranks", run=run)
+    assert reply["unused"] == [
+        {"rank": 1, "count": 2, "params": ["module.spare.weight", "module.spare.bias"]}
+    ]
+    assert reply["grads"]["first"] is None  # DDP gave rank 1 the same averaged gradient
+    rows = {r["name"]: r for r in client.call("rank_params", run=run, step=0)["rows"]}
+    assert rows["module.spare.weight"]["has_grad"] == [True, False]
+    assert rows["module.spare.weight"]["same"] is True
 
 
 def test_rank_params_pages_are_bounded(manual_group):

@@ -145,6 +145,8 @@ class Recorder(ModuleCalls, Steps):
         self.carried: list[Call] = []
         self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
+        self.grad_watched: set[int] = set()  # parameters whose local gradients are noted
+        self.local_grads: set[int] = set()  # ... and those that got one since the last step
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -80,7 +80,8 @@ A step index (``steps/N/index.msgpack``)::
               "optimizers": [{"cls", "groups": [{hyper-parameters}]}]},
      "params": [{"name", "module", "shape", "dtype", "optimizer", "group",
                  "weight": id, "grad": id | None, "update": id,
-                 "norms": {"w", "grad", "update", "ratio"}}],
+                 "norms": {"w", "grad", "update", "ratio"},
+                 "local_grad": bool}],   # ranks only: this process's backward reached it
      "tensors": [tensor entry, ...]}   # "weight" is the value before the step;
                                        # "update" is p_after - p_before exactly
 

@@ -17,13 +17,15 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
 class Net(nn.Module):
-    def __init__(self, unused: bool) -> None:
+    def __init__(self, unused: bool, spare_on_rank0: bool) -> None:
         super().__init__()
         self.body = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
-        self.spare = nn.Linear(16, 3) if unused else None  # never called
+        self.spare = nn.Linear(6, 3) if unused else None  # never called, or on rank 0 only
+        self.use_spare = spare_on_rank0 and dist.get_rank() == 0
 
     def forward(self, x):
-        return self.body(x)
+        out = self.body(x)
+        return out + self.spare(x) if self.use_spare else out
 
 
 def parse() -> argparse.Namespace:
@@ -33,6 +35,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--mode", choices=["ddp", "manual"], default="ddp")
     p.add_argument("--sampler", choices=["distributed", "none"], default="distributed")
     p.add_argument("--unused", action="store_true")
+    p.add_argument("--spare-on-rank0", action="store_true", help="the unused layer runs on rank 0")
     p.add_argument("--raise-at", type=int, default=-1, help="rank 1 raises before this step")
     p.add_argument("--skip-reduce", default="", help="manual mode: a parameter not averaged")
     return p.parse_args()
@@ -56,7 +59,7 @@ def main() -> None:
     data = TensorDataset(torch.randn(96, 6), torch.randint(0, 3, (96,)))
     sampler = DistributedSampler(data, seed=0) if args.sampler == "distributed" else None
     loader = DataLoader(data, batch_size=8, sampler=sampler)
-    net = Net(args.unused)
+    net = Net(args.unused, args.spare_on_rank0)
     model = net
     if args.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=args.unused)
