@@ -25,6 +25,12 @@ SHARDED_NOTICE = (
 )
 
 
+SHARDED_GRADCAM_NOTICE = (
+    "parameters are sharded (FSDP): Grad-CAM is off, because its extra backward pass would "
+    "run FSDP's collectives on one rank alone."
+)
+
+
 def sharded(params: Iterable[torch.Tensor]) -> bool:
     """Whether any parameter is a shard (its statistics would need every rank)."""
     return any(type(p).__name__ in SHARDED for p in params)
