@@ -27,6 +27,9 @@ MAX_NAMES = 50
 MAX_PARAM_PAGE = 500
 """Rows of the per-parameter comparison per reply (one screenful is tens)."""
 
+MAX_ERROR = 300
+"""Characters of a rank's error line: the sentence, not a page of backend diagnostics."""
+
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 
 # Substrings of the error a rank meets when a peer process died under it (gloo, NCCL):
@@ -190,7 +193,7 @@ class RanksAPI:
             "steps": len(index.get("steps") or []),
             "batches": len([b for b in index.get("batches") or [] if not b.get("light")]),
             "ended": meta.get("ended"),
-            "error": error.strip().splitlines()[-1] if error.strip() else None,
+            "error": error.strip().splitlines()[-1][:MAX_ERROR] if error.strip() else None,
             "peer_failure": any(s.lower() in error.lower() for s in _PEER_ERRORS),
         }
 

@@ -27,6 +27,10 @@ from tvis.tui.fetch import fetch
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 
+STRAGGLER_RATIO = 1.2
+"""A rank this much slower per batch than the fastest is named: below it, timing noise on a
+shared machine is as large as the difference."""
+
 PARAM_ROWS = 200
 """Parameters listed per step: a screenful is tens; the agent pages beyond this."""
 
@@ -197,11 +201,15 @@ def summary(reply: dict[str, Any]) -> Group:
             )
         )
     straggler = reply.get("straggler")
-    if straggler and straggler["ratio"] >= 1.2:
+    if straggler and straggler["ratio"] >= STRAGGLER_RATIO:
+        full = {r["rank"]: r.get("full", True) for r in rows}
+        caveat = ""
+        if full.get(straggler["rank"]) and not full.get(straggler["fastest"]):
+            caveat = " (it is recorded in full, the other light: --ranks all compares alike)"
         lines.append(
             Text(
                 f"• rank {straggler['rank']} is slowest: {_ms(straggler['ms'])} ms per batch, "
-                f"{straggler['ratio']:.1f}× rank {straggler['fastest']}",
+                f"{straggler['ratio']:.1f}× rank {straggler['fastest']}{caveat}",
                 style=colors.WARN,
             )
         )
