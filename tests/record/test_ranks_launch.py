@@ -70,3 +70,13 @@ def test_ranks_arriving_together_join_one_group_folder(tmp_path: Path):
     assert [p.name for p in paths] == [f"rank{r}" for r in range(8)]
     assert describe_group(paths[0].parent)["world_size"] == 8
     assert find_runs(tmp_path) == []  # no run is listed before a rank writes its meta
+
+
+def test_a_reused_launch_id_starts_a_new_group_that_every_rank_joins(tmp_path: Path):
+    infos = [detect({**TORCHRUN_ENV, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in (0, 1)]
+    script = tmp_path / "train.py"
+    first = [rank_run_dir(tmp_path, script, i, frozenset({0})) for i in infos]
+    again = [rank_run_dir(tmp_path, script, i, frozenset({0})) for i in reversed(infos)]
+    assert first[0].parent == first[1].parent
+    assert again[0].parent == again[1].parent != first[0].parent
+    assert sorted(p.name for p in again) == ["rank0", "rank1"]

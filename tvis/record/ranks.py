@@ -20,6 +20,9 @@ from pathlib import Path
 from tvis.store import atomic
 from tvis.store.format import GROUP, claim_name, rank_folder
 
+MAX_CLAIMS = 1000
+"""Earlier launches with the same launch key a new one steps past (one per reuse of an id)."""
+
 
 @dataclass(frozen=True)
 class RankInfo:
@@ -102,20 +105,24 @@ def records_fully(info: RankInfo, full: frozenset[int] | str) -> bool:
 
 
 def rank_run_dir(out: Path, script: Path, info: RankInfo, full: frozenset[int] | str) -> Path:
-    """This rank's run folder inside the group folder every rank of the launch shares."""
-    group = _join_group(out, script, info, full)
-    path = group / rank_folder(info.rank)
-    if path.exists():
-        # A launch key met twice (a reused rendezvous id): start a fresh group rather
-        # than write over another launch's rank.
-        group = _new_group(out, script, info, full, suffix=uuid.uuid4().hex[:6])
-        path = group / rank_folder(info.rank)
-    return path
+    """This rank's run folder (created, empty) inside the group folder every rank of the
+    launch shares. A launch key met before (a reused ``--rdzv-id``) leads to a group that
+    already has this rank: every rank then walks on to the key's next claim, so the ranks
+    of the new launch meet again in the first group none of them has written yet."""
+    for attempt in range(MAX_CLAIMS):
+        key = info.key if attempt == 0 else f"{info.key}-{attempt}"
+        path = _join_group(out, script, key, info, full) / rank_folder(info.rank)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"{MAX_CLAIMS} earlier launches used this launch id; clean up {out}.")
 
 
-def _join_group(out: Path, script: Path, info: RankInfo, full) -> Path:
-    claim = out / claim_name(info.key)
-    mine = f"{time.strftime('%Y%m%d-%H%M%S')}_{script.stem}_{info.key}"
+def _join_group(out: Path, script: Path, key: str, info: RankInfo, full) -> Path:
+    claim = out / claim_name(key)
+    mine = f"{time.strftime('%Y%m%d-%H%M%S')}_{script.stem}_{key}"
     tmp = out / f"{claim.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     tmp.write_text(mine)
     try:
@@ -131,12 +138,6 @@ def _join_group(out: Path, script: Path, info: RankInfo, full) -> Path:
         _write_group(group, script, info, full)
     else:
         group.mkdir(parents=True, exist_ok=True)
-    return group
-
-
-def _new_group(out: Path, script: Path, info: RankInfo, full, suffix: str) -> Path:
-    group = out / f"{time.strftime('%Y%m%d-%H%M%S')}_{script.stem}_{info.key}_{suffix}"
-    _write_group(group, script, info, full)
     return group
 
 

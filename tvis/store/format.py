@@ -107,7 +107,9 @@ Each rank writes only its own ``rank<N>/``, so ranks never wait on one another a
 that crashes or is killed marks only its own ``meta.json``. Every rank derives the same
 launch key from its environment (torchrun's run id, or its agent's pid; SLURM's job and
 step ids); the first to arrive creates the hidden claim file ``<out>/.tvis-group-<key>``
-(an exclusive hard link) holding the group folder's name, and the others read it. A rank's
+(an exclusive hard link) holding the group folder's name, and the others read it. A rank
+that finds its ``rank<N>/`` already there (an earlier launch reused the key) moves on to
+the claim ``<key>-1``, then ``<key>-2``, …, so a new launch's ranks meet in a new group. A rank's
 ``meta.json`` adds ``"rank": {"rank", "local_rank", "world_size", "launcher"}`` and
 ``"full": bool``. Ranks not recorded in full (by default every rank but 0; ``--ranks``)
 keep no tensor values: statistics, losses and parameter norms and digests only.
