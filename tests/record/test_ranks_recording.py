@@ -89,11 +89,11 @@ def test_fsdp_records_with_a_notice_instead_of_parameter_steps(tmp_path):
     script = ROOT / "tests" / "record" / "scripts" / "fsdp_train.py"
     result = torchrun("module", ["--steps", "2", "--out", "runs"], [], tmp_path, script)
     assert result.returncode == 0, result.stderr
-    assert "parameters are sharded (FSDP)" in result.stderr
+    assert "parameters are sharded (FSDP or DTensor)" in result.stderr
     assert "Grad-CAM is off" in result.stderr  # its extra backward would hang the other rank
     for run in _ranks(next((tmp_path / "runs").iterdir())):
         index = run.index()
         assert run.status == "complete" and len(index["steps"]) == 2
-        assert any("sharded (FSDP)" in n["text"] for n in index["notices"])
+        assert any("sharded (FSDP or DTensor)" in n["text"] for n in index["notices"])
         assert run.step(0).record["params"] == []
         assert not [n for n in index["notices"] if "tvis failed" in n["text"]]

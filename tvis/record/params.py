@@ -20,14 +20,13 @@ _PLAIN = (int, float, bool, str, type(None))
 SHARDED = frozenset({"DTensor", "FlatParameter"})
 
 SHARDED_NOTICE = (
-    "parameters are sharded (FSDP): tvis records activations, losses and timings on each "
-    "rank but not per-parameter weights, gradients or Δw, and compares no gradients."
+    "parameters are sharded (FSDP or DTensor): tvis records activations, losses and timings "
+    "on each rank but not per-parameter weights, gradients or Δw, and compares no gradients."
 )
 
-
 SHARDED_GRADCAM_NOTICE = (
-    "parameters are sharded (FSDP): Grad-CAM is off, because its extra backward pass would "
-    "run FSDP's collectives on one rank alone."
+    "parameters are sharded (FSDP or DTensor): Grad-CAM is off, because its extra backward "
+    "pass would run the sharding's collectives on one rank alone."
 )
 
 
