@@ -28,6 +28,7 @@ from tvis.agent.protocol import (
     AgentError,
     mismatch_message,
 )
+from tvis.agent.ranks import RanksAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.store.reader import Chunk, RunReader, StoreError
@@ -68,9 +69,10 @@ def _sorted_rows(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict
     return present + absent
 
 
-class AgentAPI(InsightsAPI):
+class AgentAPI(InsightsAPI, RanksAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py)."""
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), the comparison
+    of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
@@ -159,6 +161,7 @@ class AgentAPI(InsightsAPI):
             "calls": sum(b.get("n_calls", 0) for b in batches if isinstance(b, dict)),
             "bytes": reader.size_bytes(),
             "host": reader.meta.get("host"),
+            "rank": (reader.meta.get("rank") or {}).get("rank"),
         }
 
     @rpc
@@ -177,6 +180,8 @@ class AgentAPI(InsightsAPI):
             "params": index.get("params") or [],
             "notices": index.get("notices") or [],
             "data": index.get("data") or {},
+            "rank": reader.meta.get("rank"),
+            "ranks": self.rank_siblings(run),
         }
 
     @rpc

@@ -125,7 +125,8 @@ class TvisApp(App[None]):
         return info.get("step") if info else None
 
     def pages(self) -> list[PageSpec]:
-        return pages_for(self.run_name is not None)
+        ranks = len((self.run_info or {}).get("ranks") or [])
+        return pages_for(self.run_name is not None, ranks)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -364,6 +365,12 @@ class TvisApp(App[None]):
         position = self.batch_position
         position = 0 if position is None else max(0, min(position + delta, len(indices) - 1))
         self.set_batch(indices[position])
+
+    def action_rank(self, delta: int) -> None:
+        """Open the previous / next rank of a multi-process recording, on the same page."""
+        names = [r["run"] for r in (self.run_info or {}).get("ranks") or []]
+        if self.run_name in names and len(names) > 1:
+            self.open_run(names[(names.index(self.run_name) + delta) % len(names)])
 
     def set_batch(self, index: int) -> None:
         """Show the batch recorded with ``index`` (the nearest recorded one if it has none)."""

@@ -38,6 +38,8 @@ APP = [
     _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
     _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
     _b("R", "reconnect", "Reconnect after the connection dropped", "app.reconnect"),
+    _b("left_curly_bracket", "rank(-1)", "Previous rank (multi-process runs)", "app.rank_prev"),
+    _b("right_curly_bracket", "rank(1)", "Next rank (multi-process runs)", "app.rank_next"),
     *page_bindings(),
 ]
 
@@ -120,6 +122,13 @@ LIVE = [
     _b("left_square_bracket,left", "step(-1)", "Older value", "live.older", priority=True),
     _b("right_square_bracket,right", "step(1)", "Newer value", "live.newer", priority=True),
     _b("end", "newest", "Follow the newest value", "live.newest", priority=True),
+    _b(
+        "f",
+        "rank_filter",
+        "Show one rank's catches, the next, then all",
+        "live.rank",
+        priority=True,
+    ),
 ]
 
 SEARCH = [
@@ -138,6 +147,10 @@ HELP = [
     _b("escape,q,question_mark,f1", "dismiss", "Close the keys", "help.close"),
 ]
 
+RANKS = [
+    _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Explore", EXPLORE),
@@ -146,6 +159,7 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Source", SOURCE),
     ("Layers", LAYERS),
     ("Timeline", TIMELINE),
+    ("Ranks", RANKS),
     ("Live", LIVE),
     ("Lists and tables", LIST),
     ("Search results", [*SEARCH, *HITS]),

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from tvis.record.ranks import detect, parse_ranks, rank_run_dir, records_fully
 from tvis.record.report import report
 
 USAGE_ERROR = 2
@@ -32,6 +33,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-ops", action="store_true", help="do not record per-line op shapes")
     parser.add_argument("--no-gradcam", action="store_true", help="skip the Grad-CAM pass")
+    parser.add_argument(
+        "--ranks",
+        default="0",
+        help="under torchrun/srun: ranks recorded in full, e.g. 0,3 or all (0); "
+        "the others record statistics, losses and parameter norms only",
+    )
     parser.add_argument("script", help="the training script")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
@@ -56,6 +63,10 @@ def _problem(args: argparse.Namespace) -> str | None:
         return (
             f"{script} is a directory; pass the training script inside it (e.g. {script}/train.py)."
         )
+    try:
+        parse_ranks(args.ranks)
+    except ValueError as e:
+        return f"{e}."
     for flag in ("steps", "samples", "max_elems", "max_batches", "max_bytes"):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})."
@@ -100,6 +111,15 @@ def main(args: argparse.Namespace) -> int:
         ops=not args.no_ops,
         gradcam=not args.no_gradcam,
     )
-    outcome = record_script(script, list(args.args), settings, project, out)
-    report(outcome)
+    rank = detect()
+    run_dir, meta = None, {}
+    if rank is not None:
+        full = records_fully(rank, parse_ranks(args.ranks))
+        settings.rank_digests = True
+        if not full:
+            settings = settings.light()
+        run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
+        meta = {"rank": rank.record(), "full": full}
+    outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+    report(outcome, rank)
     return outcome.exit_code
