@@ -42,7 +42,7 @@ LIVE_POLL_S = 1.5
 """How often a run that is still recording is re-read: a new batch shows within 2 s."""
 
 
-OFFLINE_BLOCKED = frozenset({"toggle_grad", "sample", "batch", "pick_run"})
+OFFLINE_BLOCKED = frozenset({"toggle_grad", "sample", "batch", "pick_run", "rank"})
 """App actions that change what pages show, refused while the connection is down."""
 
 
