@@ -477,6 +477,7 @@ class TvisApp(App[None]):
             self.run_info = info
             self._start_polling()
             self.batch = self.batch  # always_update: every page reloads this batch
+        self.clear_notifications()  # the drop's message is no longer true
         self.notify(f"reconnected to {self.target_label}", timeout=3)
 
     def action_quit(self) -> None:
