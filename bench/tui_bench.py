@@ -308,7 +308,8 @@ def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int, dict[str, lis
             times = []
             for _ in range(repeat):
                 count_file.write_text("0")
-                times.append(tmux_first_screen(command, {"TVIS_SSH_COMMAND": ssh}))
+                # The shared connection lives in the lab's folder, so closing the lab ends it.
+                times.append(tmux_first_screen(command, {**env, "TVIS_SSH_COMMAND": ssh}))
                 received = int(count_file.read_text() or 0)
             return times, received, moves
         finally:
