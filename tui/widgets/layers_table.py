@@ -110,6 +110,12 @@ COLUMNS = [
 
 SORTABLE = [c for c in COLUMNS if c.sort]
 
+BY_KEY = {c.key: c for c in COLUMNS}
+
+PRIORITY = ("order", "flags", "shape", "std", "grad", "zeros", "absmean", "cls", "fwd", "bwd")
+"""Which columns stay when the pane is narrow, most wanted first (the name always stays):
+the warnings, then what the output is and how it and its gradient behave."""
+
 
 def _cell(value: Text | str, width: int, right: bool) -> Text:
     """``value`` fitted to ``width`` cells (clipped with …, padded on the side away from it)."""
@@ -220,12 +226,22 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
 
     # -- drawing --------------------------------------------------------------------------
 
-    def _widths(self, width: int) -> list[int]:
-        fixed = sum(c.width for c in COLUMNS)
-        return [c.width or max(NAME_MIN, width - fixed) for c in COLUMNS]
+    def _columns(self, width: int) -> list[tuple[Column, int]]:
+        """The columns that fit in ``width``, whole, each with its width: a column cut at the
+        edge would show ``0.0`` for ``0.03``. Which go first is PRIORITY's order."""
+        shown: list[str] = []
+        used = NAME_MIN
+        for key in PRIORITY:
+            column = BY_KEY[key]
+            if column.width and used + column.width <= width:
+                shown.append(key)
+                used += column.width
+        shown.append("name")
+        spare = max(0, width - used)
+        return [(c, c.width or NAME_MIN + spare) for c in COLUMNS if c.key in shown]
 
     def _total_width(self, width: int) -> int:
-        return sum(self._widths(width))
+        return sum(w for _, w in self._columns(width))
 
     def on_resize(self) -> None:
         self.virtual_size = Size(self._total_width(self.size.width), self.row_count + HEADER)
@@ -245,7 +261,7 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         if key not in self._lines:
             style = self.get_component_rich_style("layers-table--header")
             text = Text(style=style)
-            for column, w in zip(COLUMNS, self._widths(width), strict=True):
+            for column, w in self._columns(width):
                 label = column.label
                 if column is self.sort_column and column.sort != "order":
                     label += " ▼" if self.desc else " ▲"
@@ -263,7 +279,7 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         key = (self._order, index, width, selected, self.has_focus)
         if key not in self._lines:
             text = Text()
-            for column, w in zip(COLUMNS, self._widths(width), strict=True):
+            for column, w in self._columns(width):
                 text.append_text(_cell(column.render(row), w, column.right))
             if selected:
                 text.stylize(self.get_component_rich_style("layers-table--cursor"))
