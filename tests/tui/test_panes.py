@@ -173,3 +173,17 @@ async def test_resizing_switches_between_compact_medium_and_wide_layouts(run_dir
         await wait_for(pilot, lambda: page.layout_name == "wide", "wide layout")
         assert page.visible_panes() == ["calls", "inspector", "source"]
         assert node_named(page, "ShapesCNN") is not None
+
+
+async def test_a_narrow_layers_table_drops_whole_columns_and_keeps_the_warnings(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("y")
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count and table.row(0), "layer rows")
+        await pilot.pause()
+        header = next(line for line in screen_text(app).splitlines() if " # name" in line)
+        titles = header.split()
+        assert titles[:3] == ["#", "name", "output"] and titles[-1] == "flags"
+        assert "fwd" not in titles  # gave way whole, not cut at the edge
