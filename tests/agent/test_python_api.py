@@ -9,20 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import cut_agent_argv, write_large_run
 from test_server import BLOCK_TORCH
 
 import tvis
 from tvis.agent.client import PipeClient
 from tvis.agent.target import Target
 from tvis.runs import AgentError, Connection
-from tvis.store.format import COMPLETE
 from tvis.store.reader import RunReader
-from tvis.store.writer import RunWriter
 from tvis.targets import save
-
-# 64 MiB: big enough to take many chunks in flight through ssh, small enough for the
-# 2-core machine the suite runs on (the benchmark moves 196 MiB).
-LARGE_SHAPE = (16, 64, 128, 128)
 
 
 def stored(run_path: Path, tensor: int, batch: int | None = None, step: int | None = None):
@@ -88,44 +83,10 @@ def test_progress_reaches_the_whole_tensor(run):
     assert seen[-1] == 4 * 8 * 16 * 16 * 4
 
 
-def _large_run(root: Path) -> tuple[Path, np.ndarray]:
-    values = np.random.default_rng(1).standard_normal(LARGE_SHAPE, dtype=np.float32)
-    entry = {
-        "id": 0,
-        "shape": list(LARGE_SHAPE),
-        "dtype": "float32",
-        "device": "cpu",
-        "stats": {"numel": values.size},
-        "batch_dim": 0,
-        "batch_dim_inferred": False,
-        "grad": None,
-        "of": None,
-    }
-    call = {
-        "id": 0,
-        "parent": -1,
-        "depth": 0,
-        "kind": "module",
-        "name": "encoder",
-        "cls": "Conv2d",
-        "phase": "forward",
-        "inputs": [],
-        "outputs": [{"name": "out", "tensor": 0}],
-        "flags": [],
-    }
-    batch = {"index": 0, "step": 0, "micro": 0, "batch_size": 16, "n_calls": 1, "phase_ms": {}}
-    path = root / "tvis_runs" / "20260101-000000_big_000000"
-    writer = RunWriter(path, {"script": "big.py"})
-    writer.write_batch(0, {"batch": batch, "calls": [call], "tensors": [entry]}, {0: values})
-    writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": [], "data": {}})
-    writer.write_meta(status=COMPLETE)
-    return path, values
-
-
 @pytest.fixture(scope="module")
 def large_run(tmp_path_factory) -> tuple[Path, np.ndarray]:
     root = tmp_path_factory.mktemp("large")
-    path, values = _large_run(root)
+    path, values = write_large_run(root)
     return root, values
 
 
@@ -190,9 +151,7 @@ def test_unknown_run_and_target_are_one_sentence(run, tmp_path, monkeypatch):
 
 def test_a_connection_dropped_mid_transfer_is_one_sentence(large_run):
     root, _ = large_run
-    # The agent's output is cut after 5 MB, inside the first chunk of values.
-    agent = f"{sys.executable} -m tvis.cli agent --stdio --root '{root}'"
-    client = PipeClient(["sh", "-c", f"{agent} | head -c 5000000"], name="cut agent")
+    client = PipeClient(cut_agent_argv(root, 5_000_000), name="cut agent")  # in the 1st chunk
     client.handshake()
     with Connection(client) as runs:
         tensor = runs.open().activation("encoder")
