@@ -109,7 +109,8 @@ def wire_bytes(result: object) -> int:
 
 
 def read_throughput(client, total_bytes: int) -> float:
-    """MiB/s fetching the whole activation with ``read_values`` into a preallocated array."""
+    """MiB/s fetching the whole activation with ``read_values`` into a new array (made as
+    the Python API makes it)."""
     out = np.empty((64, 256, 56, 56), np.float32)
     t = time.perf_counter()
     client.read_values(memoryview(out).cast("B"), run=RUN, batch=0, tensor=ACTIVATION)
