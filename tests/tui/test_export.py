@@ -90,17 +90,32 @@ async def test_palette_copies_python_that_fetches_the_same_tensor(run_dir: Path,
     assert done.stdout == stored(run_dir, ref.entry["id"], batch=0).tobytes()
 
 
-def test_a_parameter_update_is_saved_exactly(run_dir: Path, tmp_path: Path):
+async def test_e_on_a_parameter_in_step_mode_saves_its_update_exactly(run_dir: Path, exports: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("m")
+        tree = page.calls.call_tree
+        await wait_for(pilot, lambda: len(tree.root.children) == 2, "the step's rows")
+        params = tree.root.children[1]
+        params.expand()
+        await pilot.pause()
+        tree.move_cursor(params.children[0])
+        await wait_for(pilot, lambda: len(page.inspector.cards) == 3, "weight, grad, update")
+        await pilot.press("i", "j", "j", "e")
+        name = page.inspector.selection.param["name"]
+        await wait_for(pilot, lambda: any(n.endswith(".npy") for n in files_in(exports)), "npy")
+    (npy,) = [p for p in exports.iterdir() if p.suffix == ".npy"]
+    assert f"_s0_{name}_update_" in npy.name
     client = LocalClient(run_dir.parent)
-    run = run_dir.name
-    param = client.call("step", run=run, step=0)["params"][0]
-    entry = client.call("tensor", run=run, step=0, tensor=param["update"])
-    ref = TensorRef("update", entry, run, step=0, param=param["name"], which="update")
-    item = export.item_for(ref, grad=False, call_name="", run_id=run)
-    (npy,) = export.export(client, item, tmp_path, with_pt=False)
-    assert f"_s0_{param['name']}_update_" in npy.name
-    before = stored(run_dir, param["weight"], step=0)
-    after = stored(run_dir, client.call("step", run=run, step=1)["params"][0]["weight"], step=1)
+    ids = [
+        next(
+            p for p in client.call("step", run=run_dir.name, step=s)["params"] if p["name"] == name
+        )
+        for s in (0, 1)
+    ]
+    before = stored(run_dir, ids[0]["weight"], step=0)
+    after = stored(run_dir, ids[1]["weight"], step=1)
     assert np.array_equal(np.load(npy), after - before)
 
 
