@@ -30,6 +30,8 @@ def test_call_read_returns_the_stored_bytes(runs_root, run):
         tail = client.call("read", run=run.name, batch=0, tensor=run.logits, offset=150)
     assert data == _stored(run, run.conv)[100:164]
     assert tail == _stored(run, run.logits)[150:]  # clipped at the end
+    local = LocalClient(runs_root).call("read", run=run.name, batch=0, tensor=run.conv, length=64)
+    assert local == _stored(run, run.conv)[:64]
 
 
 def test_read_values_in_many_small_chunks_fills_the_buffer(runs_root, run):
