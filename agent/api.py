@@ -21,10 +21,12 @@ from tvis.agent.dispatch import rpc
 from tvis.agent.insights import InsightsAPI
 from tvis.agent.protocol import (
     BAD_REQUEST,
+    MAX_READ,
     NOT_FOUND,
     PROTOCOL_VERSION,
     VERSION_MISMATCH,
     AgentError,
+    RawBytes,
     mismatch_message,
 )
 from tvis.agent.ranks import RanksAPI
@@ -324,6 +326,33 @@ class AgentAPI(InsightsAPI, RanksAPI):
         result = views.bounded(values, min(max_elems, cap), start)
         result.update(shape=list(values.shape), kept=(entry.get("value") or {}).get("kept", "all"))
         return result
+
+    @rpc
+    def read(
+        self,
+        run: str,
+        tensor: int,
+        batch: int | None = None,
+        step: int | None = None,
+        grad: bool = False,
+        offset: int = 0,
+        length: int = MAX_READ,
+    ) -> RawBytes:
+        """Bytes ``offset`` to ``offset + length`` (at most 16 MiB) of a tensor's stored
+        values, C order, little-endian, as a data frame; the layout is the entry's
+        ``value`` (dtype, shape, nbytes). Clients ask for several ranges at once."""
+        chunk = self._chunk(run, batch, step)
+        entry = self._entry(chunk, tensor, grad)
+        # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
+        data = memoryview(self._values(chunk, entry).reshape(-1).view(np.uint8))
+        if offset < 0 or length < 0 or length > MAX_READ:
+            raise AgentError(f"read needs offset >= 0 and 0 <= length <= {MAX_READ}.", BAD_REQUEST)
+        if offset > len(data):
+            raise AgentError(
+                f"offset {offset} is past the {len(data)} bytes of tensor {entry['id']}.",
+                BAD_REQUEST,
+            )
+        return RawBytes(data[offset : offset + length])
 
     @rpc
     def sources(self, run: str) -> list[str]:

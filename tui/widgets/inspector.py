@@ -16,7 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tvis.tui import colors, fmt, keys, marks
+from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.fetch import fetch
 from tvis.tui.messages import Selection
 from tvis.tui.widgets.sparkline import hbar
@@ -338,3 +338,28 @@ class Inspector(VerticalScroll, can_focus=True):
     @property
     def cards(self) -> list[TensorCard]:
         return [card for card, _ in self._refs]
+
+    # -- taking a tensor home (tui/export.py) --------------------------------------------
+
+    def current_item(self) -> export.ExportItem:
+        """The tensor of the card under the cursor; ``ExportError`` when there is none."""
+        if not self._refs:
+            raise export.ExportError("select a call or a parameter with tensors first.")
+        ref = self._refs[self.current][1]
+        row = (self.selection.row if self.selection else None) or {}
+        name = row.get("name") or row.get("cls") or "call"
+        return export.item_for(ref, self.app.show_grad, name, self.app.run_id or ref.run)
+
+    def _with_item(self, then) -> None:
+        try:
+            item = self.current_item()
+        except export.ExportError as e:
+            self.app.notify(str(e), severity="warning")
+            return
+        then(self.app, item)
+
+    def action_export(self) -> None:
+        self._with_item(export.start)
+
+    def action_copy_python(self) -> None:
+        self._with_item(export.copy_python)
