@@ -17,6 +17,7 @@ import numpy as np
 from tvis.agent import insight_views as iv
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
+from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.agent.samples import model_input
@@ -143,14 +144,31 @@ class InsightsAPI:
         table = _LossArrays(chunk, loss, (chunk.record.get("batch") or {}).get("batch_size"))
         if table.per_token:
             if sample is None:
-                rows = table.sequence_rows(data.get("vocab"))
+                rows = table.sequence_rows(Vocabulary(data))
                 return {"kind": "sequences", "total": len(rows), "rows": _page(rows, offset, limit)}
             given = model_input(chunk.record, self._tree(run, batch))
-            result = table.token_rows(sample, data.get("vocab"), _input_ids(chunk, given, sample))
+            result = table.token_rows(sample, Vocabulary(data), _input_ids(chunk, given, sample))
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": _page(rows, offset, limit)}
         rows = table.sample_rows(data.get("classes"))
         return {"kind": "samples", "total": len(rows), "rows": _page(rows, offset, limit)}
+
+    def _sequence_columns(self, chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
+        """A language model's ``samples`` rows gain each sequence's mean loss, target and
+        predicted text, token accuracy and worst token; ``vocabulary`` says why not text."""
+        loss = _loss_section(chunk, required=False)
+        arrays = _LossArrays(chunk, loss, table.get("batch_size"))
+        if not arrays.per_token:
+            return
+        for row, sequence in zip(table["rows"], arrays.sequence_rows(vocab), strict=False):
+            row["target_text"] = sequence.get("text")
+            for key in ("pred_text", "tokens", "accuracy", "worst"):
+                if key in sequence:
+                    row[key] = sequence[key]
+            if sequence.get("loss") is not None:
+                row["loss"] = sequence["loss"]
+        table["per_token"] = True
+        table["vocabulary"] = vocab.why
 
     # -- loss ----------------------------------------------------------------------------
 
@@ -177,10 +195,26 @@ class InsightsAPI:
         result["per_token"] = table.per_token
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
         result.update(table.elements())
+        result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
         if confusion and not table.per_token and table.has("target", "pred"):
             result["confusion"] = self._confusion(run, loss.get("classes"))
         return result
+
+    @rpc
+    def loss_curve(self, run: str, width: int = 200) -> dict[str, Any]:
+        """The loss of every recorded batch in order, decimated to ``width`` columns:
+        ``{columns: [{first, last, lo, hi, mean, light}], steps: [{step, batch}] (the
+        first batch of each optimizer step), light: [[first, last]] (runs of light batches:
+        evaluation, sampling), total, lo, hi}``; a batch without a loss is left out."""
+        if not 1 <= width <= 2048:
+            raise AgentError("width must be 1 to 2048.", BAD_REQUEST)
+        batches = [
+            b
+            for b in self.store.index(run).get("batches") or []
+            if isinstance(b, dict) and isinstance(b.get("index"), int)
+        ]
+        return iv.loss_curve(batches, width)
 
     def _confusion(self, run: str, classes: Any) -> dict[str, Any] | None:
         index = self.store.index(run)
@@ -560,6 +594,45 @@ class _LossArrays:
             out["valid"] = valid.reshape(-1)[:MAX_ELEMENTS].astype(np.uint8)
         return out
 
+    def reduction_check(self) -> dict[str, Any] | None:
+        """How the per-element losses reduce to the scalar the script got, redone here from
+        every stored element: ``{reduction, terms, sum, divisor, computed, recorded,
+        matches, complete}``; None when the elements or the scalar were not recorded."""
+        per_element = self.values("per_element")
+        recorded = self.loss.get("value")
+        reduction = self.loss.get("reduction")
+        if per_element is None or not isinstance(recorded, (int, float)):
+            return None
+        values = per_element.reshape(-1).astype(np.float64)
+        valid = self.values("valid")
+        if valid is not None and valid.size == values.size:
+            values = values[valid.reshape(-1).astype(bool)]
+        total = float(values.sum())
+        weight_sum = self.loss.get("weight_sum")
+        if reduction == "sum":
+            divisor = 1.0
+        elif isinstance(weight_sum, (int, float)):
+            divisor = float(weight_sum)
+        else:
+            divisor = float(values.size)
+        computed = total / divisor if divisor else float("nan")
+        shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
+        complete = not shape or int(np.prod(per_element.shape)) == int(np.prod(shape))
+        return {
+            "reduction": reduction,
+            "terms": int(values.size),
+            "sum": total,
+            "divisor": divisor,
+            "weighted": isinstance(weight_sum, (int, float)),
+            "computed": computed,
+            "recorded": float(recorded),
+            # float32 sums in torch against a float64 sum here: agree to a few ulps per term
+            "matches": bool(np.isclose(computed, recorded, rtol=1e-4, atol=1e-6))
+            if complete
+            else None,
+            "complete": complete,
+        }
+
     def _per_sample_loss(self) -> list:
         per_sample = self.loss.get("per_sample")
         return per_sample if isinstance(per_sample, list) else []
@@ -610,23 +683,36 @@ class _LossArrays:
             rows.append(row)
         return rows
 
-    def sequence_rows(self, vocab: Any) -> list[dict[str, Any]]:
-        """One row per sequence: loss, valid tokens, token accuracy, the target text."""
+    def sequence_rows(self, vocab: Vocabulary) -> list[dict[str, Any]]:
+        """One row per sequence: loss, valid tokens, token accuracy, the target and predicted
+        texts (decoded as the script's tokenizer decodes), the worst token."""
         losses = self._per_sample_loss()
         target, pred, valid = (self.by_sample(k) for k in ("target", "pred", "valid"))
+        per_element = self.by_sample("per_element")
         rows = []
         for i in range(self.size or 0):
             row: dict[str, Any] = {"sample": i, "loss": losses[i] if i < len(losses) else None}
             if target is not None and i < target.shape[0]:
                 mask = _mask(valid, i, target.shape[1])
                 row["tokens"] = int(mask.sum())
-                row["text"] = iv.join_tokens([_token(vocab, int(t)) for t in target[i][mask]])
+                row["text"] = vocab.text(target[i][mask].tolist())
                 if pred is not None and i < pred.shape[0] and mask.any():
                     row["accuracy"] = float((pred[i][mask] == target[i][mask]).mean())
+                    row["pred_text"] = vocab.text(pred[i][mask].tolist())
+                if per_element is not None and i < per_element.shape[0] and mask.any():
+                    losses_i = np.where(mask, per_element[i].reshape(-1), -np.inf)
+                    pos = int(np.argmax(losses_i))
+                    row["worst"] = {
+                        "pos": pos,
+                        "token": vocab.token(int(target[i][pos])),
+                        "loss": float(losses_i[pos]),
+                    }
             rows.append(row)
         return rows
 
-    def token_rows(self, sample: int, vocab: Any, inputs: list[int] | None) -> dict[str, Any]:
+    def token_rows(
+        self, sample: int, vocab: Vocabulary, inputs: list[int] | None
+    ) -> dict[str, Any]:
         """One row per position of ``sample``: input, target, prediction, p(target), loss,
         padding; and the input, target and predicted texts decoded with the vocabulary."""
         columns = {k: self.by_sample(k) for k in ("target", "pred", "p_target", "per_element")}
@@ -642,12 +728,12 @@ class _LossArrays:
             row: dict[str, Any] = {"pos": pos, "pad": not bool(mask[pos])}
             if inputs is not None and pos < len(inputs):
                 row["input"] = inputs[pos]
-                row["input_token"] = _token(vocab, inputs[pos])
+                row["input_token"] = vocab.token(inputs[pos])
             for key in ("target", "pred"):
                 values = columns[key]
                 if values is not None and sample < values.shape[0]:
                     row[key] = int(values[sample, pos])
-                    row[f"{key}_token"] = _token(vocab, row[key])
+                    row[f"{key}_token"] = vocab.token(row[key])
             for key, name in (("p_target", "p_target"), ("per_element", "loss")):
                 values = columns[key]
                 if values is not None and sample < values.shape[0]:
@@ -659,12 +745,11 @@ class _LossArrays:
             "kind": "tokens",
             "sample": sample,
             "text": {
-                "input": iv.join_tokens([r["input_token"] for r in rows if "input_token" in r])
-                if inputs is not None
-                else None,
-                "target": iv.join_tokens([r["target_token"] for r in real]),
-                "pred": iv.join_tokens([r["pred_token"] for r in real if "pred_token" in r]),
+                "input": vocab.text(inputs) if inputs is not None else None,
+                "target": vocab.text([r["target"] for r in real]),
+                "pred": vocab.text([r["pred"] for r in real if "pred" in r]),
             },
+            "vocabulary": vocab.why,
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }
