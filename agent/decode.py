@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tvis.agent.insight_views import join_tokens
+from tvis.store.schema import Decoded
 
 NO_VOCABULARY = (
     "the run recorded no vocabulary (no tokenizer call, itos/stoi table or get_vocab() "
@@ -56,7 +57,7 @@ class Vocabulary:
             return None
         return join_tokens([self.token(int(i)) for i in ids if int(i) not in self.specials])
 
-    def decoded(self, ids: list[int]) -> dict[str, Any]:
+    def decoded(self, ids: list[int]) -> Decoded:
         """``{tokens, text}`` for an id list, or ``{why}`` without a vocabulary."""
         if not self.known:
             return {"why": NO_VOCABULARY}

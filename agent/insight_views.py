@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from tvis.store.schema import LossCurve
+
 
 def pca(points: np.ndarray, components: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``points`` projected on their first principal components, and the share
@@ -128,7 +130,7 @@ def patch_grid(tokens: int) -> dict[str, int] | None:
     return None
 
 
-def loss_curve(batches: list[dict[str, Any]], width: int) -> dict[str, Any]:
+def loss_curve(batches: list[dict[str, Any]], width: int) -> LossCurve:
     """The ``loss_curve`` reply body from the run index's batch maps (in recorded order)."""
     steps, light, seen_steps = [], [], set()
     previous = None

@@ -23,6 +23,7 @@ from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.agent.samples import model_input
 from tvis.agent.store import _LRU
 from tvis.store.reader import Chunk
+from tvis.store.schema import LossCurve, ReductionCheck
 
 # Stages listed for one sample: a pipeline is a handful; a loop calling a traced helper
 # per pixel is not a pipeline a person reads stage by stage.
@@ -174,7 +175,12 @@ class InsightsAPI:
 
     @rpc
     def loss_detail(
-        self, run: str, batch: int, confusion: bool = True, limit: int = 64
+        self,
+        run: str,
+        batch: int,
+        confusion: bool = True,
+        limit: int = 64,
+        elements: int = MAX_ELEMENTS,
     ) -> dict[str, Any]:
         """The loss call and how it reduces; per-element loss and validity mask; each
         sample's p(target) → −log p → loss, worst first; a confusion matrix over every
@@ -194,7 +200,11 @@ class InsightsAPI:
         )
         result["per_token"] = table.per_token
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
-        result.update(table.elements())
+        if not 0 <= elements <= MAX_ELEMENTS:
+            raise AgentError(f"elements must be 0 to {MAX_ELEMENTS}.", BAD_REQUEST)
+        result.update(table.elements(elements))
+        result["hist"] = table.histogram()
+        result["residual_hist"] = table.residual_histogram(loss.get("fn"))
         result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
         if confusion and not table.per_token and table.has("target", "pred"):
@@ -202,7 +212,7 @@ class InsightsAPI:
         return result
 
     @rpc
-    def loss_curve(self, run: str, width: int = 200) -> dict[str, Any]:
+    def loss_curve(self, run: str, width: int = 200) -> LossCurve:
         """The loss of every recorded batch in order, decimated to ``width`` columns:
         ``{columns: [{first, last, lo, hi, mean, light}], steps: [{step, batch}] (the
         first batch of each optimizer step), light: [[first, last]] (runs of light batches:
@@ -575,13 +585,36 @@ class _LossArrays:
         whole = (values.shape[0] // per) * per
         return values[:whole].reshape(whole // per, per, *values.shape[1:])
 
-    def elements(self) -> dict[str, Any]:
+    def valid_elements(self) -> np.ndarray | None:
+        """Every stored per-element loss that counts (padding and ignore_index left out)."""
+        per_element = self.values("per_element")
+        if per_element is None:
+            return None
+        values = per_element.reshape(-1).astype(np.float64)
+        valid = self.values("valid")
+        if valid is not None and valid.size == values.size:
+            values = values[valid.reshape(-1).astype(bool)]
+        return values
+
+    def histogram(self) -> dict[str, Any] | None:
+        """``{counts, lo, hi}`` of the valid per-element losses (32 bins)."""
+        return _hist(self.valid_elements())
+
+    def residual_histogram(self, fn: Any) -> dict[str, Any] | None:
+        """|input − target| per element for the regression losses whose elements give it
+        exactly (``mse_loss``: √loss, ``l1_loss``: loss); its sign is not recorded."""
+        values = self.valid_elements()
+        if values is None or fn not in ("mse_loss", "l1_loss"):
+            return None
+        return _hist(np.sqrt(np.maximum(values, 0)) if fn == "mse_loss" else np.abs(values))
+
+    def elements(self, limit: int = MAX_ELEMENTS) -> dict[str, Any]:
         per_element = self.values("per_element")
         valid = self.values("valid")
         out: dict[str, Any] = {"per_element": None, "valid": None, "per_element_shape": None}
         if per_element is not None:
             out["per_element_shape"] = list(per_element.shape)
-            out["per_element"] = per_element.reshape(-1)[:MAX_ELEMENTS].astype(np.float32)
+            out["per_element"] = per_element.reshape(-1)[:limit].astype(np.float32)
             finite = per_element[np.isfinite(per_element)]
             mask = valid.reshape(-1).astype(bool) if valid is not None else None
             if mask is not None and mask.shape == per_element.reshape(-1).shape:
@@ -591,10 +624,10 @@ class _LossArrays:
             else:
                 out["valid_mean"] = float(finite.mean()) if finite.size else None
         if valid is not None:
-            out["valid"] = valid.reshape(-1)[:MAX_ELEMENTS].astype(np.uint8)
+            out["valid"] = valid.reshape(-1)[:limit].astype(np.uint8)
         return out
 
-    def reduction_check(self) -> dict[str, Any] | None:
+    def reduction_check(self) -> ReductionCheck | None:
         """How the per-element losses reduce to the scalar the script got, redone here from
         every stored element: ``{reduction, terms, sum, divisor, computed, recorded,
         matches, complete}``; None when the elements or the scalar were not recorded."""
@@ -603,10 +636,7 @@ class _LossArrays:
         reduction = self.loss.get("reduction")
         if per_element is None or not isinstance(recorded, (int, float)):
             return None
-        values = per_element.reshape(-1).astype(np.float64)
-        valid = self.values("valid")
-        if valid is not None and valid.size == values.size:
-            values = values[valid.reshape(-1).astype(bool)]
+        values = self.valid_elements()
         total = float(values.sum())
         weight_sum = self.loss.get("weight_sum")
         if reduction == "sum":
@@ -753,6 +783,21 @@ class _LossArrays:
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }
+
+
+# Bins of the loss page's histograms: the recorder's tensor histograms use as many.
+HIST_BINS = 32
+
+
+def _hist(values: np.ndarray | None) -> dict[str, Any] | None:
+    if values is None:
+        return None
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    counts, _ = np.histogram(finite, bins=HIST_BINS, range=(lo, hi if hi > lo else lo + 1))
+    return {"counts": counts.tolist(), "lo": lo, "hi": hi}
 
 
 def _mask(valid: np.ndarray | None, sample: int, length: int) -> np.ndarray:
