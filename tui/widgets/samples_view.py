@@ -38,10 +38,14 @@ class SampleTable(DataTable):
         super().__init__(cursor_type="row", **kwargs)
         self.per_token: bool | None = None
 
+    def on_mount(self) -> None:
+        self._columns(False)
+
     def _columns(self, per_token: bool) -> None:
         if per_token == self.per_token:
             return
-        self.clear(columns=True)
+        if self.columns:
+            self.clear(columns=True)
         for col in TEXT_COLUMNS if per_token else CLASS_COLUMNS:
             self.add_column(col, key=col or "mark")
         self.per_token = per_token
