@@ -361,8 +361,12 @@ class AllLayers(VerticalScroll):
     def load_visible(self) -> None:
         if self.step is None:
             return
+        rows = list(self.query(Horizontal))
+        if not self.size.height or any(r.virtual_region.height == 0 for r in rows):
+            self.call_after_refresh(self.load_visible)  # not laid out yet
+            return
         top, bottom = self.scroll_y, self.scroll_y + self.size.height
-        for row in self.query(Horizontal):
+        for row in rows:
             region = row.virtual_region
             if region.y + region.height < top or region.y > bottom:
                 continue
@@ -409,6 +413,7 @@ class WeightsView(AgentPane):
 
     def on_mount(self) -> None:
         self.query_one(AllLayers).display = False
+        self.query_one(ParamList).focus()
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < self.NARROW, "-narrow")
