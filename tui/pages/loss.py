@@ -267,6 +267,7 @@ class LossView(AgentPane):
     def load(self) -> None:
         self.detail = None
         self.tokens = None
+        self.samples = []
         self.query_one("#loss-call", Static).update(Text("loss call …", style=colors.MUTED))
         self.ask(
             "loss_detail",
@@ -276,19 +277,19 @@ class LossView(AgentPane):
             limit=WORST_ROWS,
             elements=0,
         )
+        self._load_table()  # at the same time: one round trip, not two, to the first paint
 
     # -- replies ---------------------------------------------------------------------
 
     def answered(self, tag: str, result: Any) -> None:
         if tag == "detail":
             self._show_detail(result)
-        elif tag == "tokens":
+        elif result.get("kind") == "tokens":
             self.tokens = result
             self.token_cursor = min(self.token_cursor, max(len(result["rows"]) - 1, 0))
-            self._draw_tokens()
-        elif tag == "samples":
+        else:
             self.samples = result.get("rows") or []
-            self.draw_confusion()
+        self._draw_kind()
 
     def failed(self, tag: str, message: str) -> None:
         target = "#loss-call" if tag == "detail" else "#loss-note"
@@ -305,10 +306,18 @@ class LossView(AgentPane):
             reduction_text(detail.get("reduction_check"), detail)
         )
         self.fill_worst()
+
+    def _draw_kind(self) -> None:
+        """The view for the loss's kind, once the detail and the table have both come."""
+        detail = self.detail
+        if detail is None:
+            return
         if detail.get("per_token"):
-            self._load_tokens()
+            if self.tokens is not None:
+                self._draw_tokens()
         elif detail.get("confusion"):
-            self.ask("sample_table", tag="samples", run=self.app.run_name, batch=self.batch_index)
+            if self.samples:
+                self.draw_confusion()
         else:
             self._draw_regression()
 
@@ -320,10 +329,12 @@ class LossView(AgentPane):
 
     # -- language models ---------------------------------------------------------------
 
-    def _load_tokens(self) -> None:
+    def _load_table(self) -> None:
+        """The batch's rows (classification) or the followed sequence's tokens (language
+        models): ``sample_table`` answers with whichever the loss has."""
         self.ask(
             "sample_table",
-            tag="tokens",
+            tag="table",
             run=self.app.run_name,
             batch=self.batch_index,
             sample=self.app.sample,
@@ -470,7 +481,7 @@ class LossView(AgentPane):
             return
         self.fill_worst()
         if self.detail.get("per_token"):
-            self._load_tokens()
+            self._load_table()
 
 
 class LossPage(Screen):
