@@ -132,7 +132,7 @@ async def open_view(target: Target, view: str, env: dict[str, str]) -> tuple[flo
     app = TvisApp(connector, target.describe(), "halfcell")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait(pilot, lambda: app.run_name and app.explore_page())
-        await pilot.pause(0.5)
+        await pilot.pause(2.0)  # Explore's own cards finish loading: not this view's bytes
         page, _, param = view.partition(":")
         counting = box["client"]
         counting.replies.clear()

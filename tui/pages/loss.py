@@ -190,16 +190,23 @@ def token_text(
     )
     rgb = to_rgb(losses[None, :], Scale(mean - span, mean + span, True), SIGNED, depth)[0]
     text = Text()
+    # Trailing padding (most of a short sequence in a padded batch) shows once, counted.
+    last_real = max((i for i, r in enumerate(rows) if not r["pad"]), default=-1)
     for i, row in enumerate(rows):
         token = str(row.get("target_token", row.get("target", "?")))
+        if i > last_real + 1 and i > cursor:
+            text.append(f"×{len(rows) - i + 1}", style="dim")
+            break
         shown = token.replace("\n", "⏎") if token.strip() or not token else "␣" * len(token)
         if row["pad"]:
             style = "strike dim"
         else:
-            r, g, b = rgb[i]
-            style = f"black on rgb({r},{g},{b})"
+            r, g, b = (int(v) for v in rgb[i])
+            # The signed map is dark around its centre: light letters there, dark at the ends.
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
+            style = f"{ink} on rgb({r},{g},{b})"
         if i == cursor:
-            style += " reverse bold"
+            style += " reverse bold underline"
         text.append(shown, style=style)
     return text
 
@@ -217,6 +224,26 @@ def position_text(row: dict[str, Any] | None) -> Text:
     text.append("  predicted ")
     text.append(repr(row.get("pred_token", "—")), style=verdict)
     text.append(f"   p(target) {fmt.num(row.get('p_target'))} → −log p {fmt.num(row.get('loss'))}")
+    return text
+
+
+COUNTS_SHOWN = 12
+"""Classes up to which the confusion matrix is also printed as numbers (fits 80 columns)."""
+
+
+def counts_table(matrix: np.ndarray, names: list[str], cell: tuple[int, int]) -> Text:
+    """The confusion counts as text, target rows × predicted columns, the chosen cell reversed."""
+    width = max(4, len(str(int(matrix.max(initial=0)))) + 1)
+    text = Text(" " * 10, style=colors.MUTED)
+    for name in names:
+        text.append(f"{fmt.clip(name, width - 1):>{width}}", style=colors.MUTED)
+    text.append("\n")
+    for r, name in enumerate(names):
+        text.append(f"{fmt.clip(name, 9):>9} ", style=colors.MUTED)
+        for c in range(len(names)):
+            style = "reverse" if (r, c) == cell else (colors.GOOD if r == c else "")
+            text.append(f"{int(matrix[r, c]):>{width}}", style=style)
+        text.append("\n")
     return text
 
 
@@ -438,7 +465,8 @@ class LossView(AgentPane):
             for row in self.samples
             if row.get("target") == classes[r] and row.get("pred") == classes[c]
         ]
-        text = Text(f"target {names[r]} → predicted {names[c]}: ", style="bold")
+        text = counts_table(matrix, names, self.cell) if len(names) <= COUNTS_SHOWN else Text()
+        text.append(f"target {names[r]} → predicted {names[c]}: ", style="bold")
         text.append(f"{int(matrix[r, c])} {'in the run' if self.whole_run else 'in this batch'}")
         text.append(f"\nsamples of batch {self.batch_index}: ", style=colors.MUTED)
         text.append(", ".join(map(str, hits)) if hits else "none")

@@ -262,6 +262,9 @@ class LayerView(AgentPane):
         legend = f"{shape[0]}×{shape[1] if len(shape) > 1 else 1}"
         if view.get("downsampled"):
             legend += f" shown as {array.shape[0]}×{array.shape[1]} block means"
+        full = (self.param or {}).get("shape") or shape
+        if shape and full and shape[0] < full[0]:
+            legend += f" · the first {shape[0]} of {full[0]} rows were stored"
         if labels:
             legend += " · rows labelled by token/class"
         picture.show_values(array, scale, SIGNED, y_labels=y_labels, legend=legend)
