@@ -429,7 +429,11 @@ class WeightsView(AgentPane):
         self.params = result.get("params") or []
         self.fill()
         if self.all_layers:
-            self.run_worker(self.query_one(AllLayers).show(self.params, self.step, self.which))
+            self.run_worker(
+                self.query_one(AllLayers).show(
+                    self.query_one(ParamList).params, self.step, self.which
+                )
+            )
         elif self.params:
             chosen = next((p for p in self.params if p.get("name") == self.chosen), None)
             self.choose(chosen or self.query_one(ParamList).params[0])
@@ -464,7 +468,7 @@ class WeightsView(AgentPane):
         self.query_one(LayerView).display = not self.all_layers
         grid.display = self.all_layers
         if self.all_layers and self.step is not None:
-            await grid.show(self.params, self.step, self.which)
+            await grid.show(self.query_one(ParamList).params, self.step, self.which)
         elif self.chosen:
             self.answered("main", {"params": self.params})
 
