@@ -33,6 +33,8 @@ APP = [
     _b("right_square_bracket", "sample(1)", "Next sample", "app.sample_next"),
     _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
     _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
+    _b("left_curly_bracket", "rank(-1)", "Previous rank (multi-process runs)", "app.rank_prev"),
+    _b("right_curly_bracket", "rank(1)", "Next rank (multi-process runs)", "app.rank_next"),
     *page_bindings(),
 ]
 
@@ -126,6 +128,10 @@ WEIGHTS = [
     _b("less_than_sign", "filters(-1)", "Previous filters", "weights.filters_prev"),
 ]
 
+RANKS = [
+    _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Explore", EXPLORE),
@@ -136,6 +142,7 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Timeline", TIMELINE),
     ("Loss", LOSS),
     ("Weights", WEIGHTS),
+    ("Ranks", RANKS),
     ("Lists (runs, samples, step)", LIST),
 ]
 """The scopes the help screen lists, in the order a user meets them."""

@@ -21,25 +21,54 @@ MAX_REGISTERS = 256
 """Colour registers a sixel terminal is sure to have (VT340-compatible ones have 256+)."""
 
 
+def _packed(rgb: np.ndarray) -> np.ndarray:
+    """One number per pixel's colour (uniques of numbers are far cheaper than of rows)."""
+    flat = rgb.reshape(-1, 3).astype(np.uint32)
+    return flat[:, 0] << 16 | flat[:, 1] << 8 | flat[:, 2]
+
+
+def colour_count(rgb: np.ndarray) -> int:
+    """How many distinct colours an RGB picture holds."""
+    return len(np.unique(_packed(rgb)))
+
+
 def indexed(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(palette K×3, h×w indices) of an RGB picture with at most ``MAX_REGISTERS`` colours."""
-    flat = rgb.reshape(-1, 3)
-    palette, inverse = np.unique(flat, axis=0, return_inverse=True)
-    if len(palette) > MAX_REGISTERS:
-        raise ValueError(f"{len(palette)} colours: quantize to {MAX_REGISTERS} first")
-    return palette, inverse.reshape(rgb.shape[:2])
+    colours, inverse = np.unique(_packed(rgb), return_inverse=True)
+    if len(colours) > MAX_REGISTERS:
+        raise ValueError(f"{len(colours)} colours: quantize to {MAX_REGISTERS} first")
+    palette = np.stack([colours >> 16, colours >> 8 & 255, colours & 255], axis=1).astype(np.uint8)
+    return palette, inverse.reshape(rgb.shape[:2]).astype(np.intp)
 
 
-def _runs(chars: np.ndarray) -> str:
-    """Sixel characters with runs of four or more written as ``!<count><char>``."""
-    edges = np.flatnonzero(np.diff(chars)) + 1
-    starts = np.concatenate([[0], edges])
-    ends = np.concatenate([edges, [len(chars)]])
-    out = []
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        ch, n = chr(int(chars[start]) + 63), end - start
-        out.append(f"!{n}{ch}" if n > 3 else ch * n)
-    return "".join(out)
+def _band(index: np.ndarray, colours: int) -> str:
+    """One band (up to six pixel rows of register indices) as sixel passes, one per colour
+    present: every run of a repeated character in all passes is found in one numpy sweep,
+    so the Python work is one string piece per run."""
+    rows, width = index.shape
+    codes = np.zeros((colours, width), dtype=np.uint8)
+    columns = np.arange(width)
+    for dy in range(rows):
+        codes[index[dy], columns] |= np.uint8(1 << dy)
+    present = np.flatnonzero(codes.any(axis=1))
+    codes = codes[present]
+    flat = codes.ravel()
+    change = np.empty(flat.size, dtype=bool)
+    change[0] = True
+    np.not_equal(flat[1:], flat[:-1], out=change[1:])
+    change[::width] = True  # every pass starts a run
+    starts = np.flatnonzero(change)
+    lengths = np.diff(np.append(starts, flat.size)).tolist()
+    chars = (flat[starts] + 63).tolist()  # sixel characters: 63 + the six pixel bits
+    rows_of = (starts // width).tolist()
+    passes: list[list[str]] = [[f"#{c}"] for c in present.tolist()]
+    for row, char, n in zip(rows_of, chars, lengths, strict=True):
+        passes[row].append(_SHORT[n][char] if n < 4 else f"!{n}{_CHARS[char]}")
+    return "$".join(map("".join, passes)) + "-"
+
+
+_CHARS = [chr(c) for c in range(128)]
+_SHORT = [[c * n for c in _CHARS] for n in range(4)]  # runs of 1-3 are written out
 
 
 def encode(rgb: np.ndarray) -> str:
@@ -49,15 +78,7 @@ def encode(rgb: np.ndarray) -> str:
     parts = [f'\x1bPq"1;1;{w};{h}']
     for i, (r, g, b) in enumerate(palette.tolist()):
         parts.append(f"#{i};2;{round(r * 100 / 255)};{round(g * 100 / 255)};{round(b * 100 / 255)}")
-    for top in range(0, h, 6):
-        band = index[top : top + 6]
-        weights = (1 << np.arange(band.shape[0]))[:, None]
-        passes = []
-        for colour in np.unique(band).tolist():
-            bits = ((band == colour) * weights).sum(axis=0)
-            last = np.flatnonzero(bits)[-1] + 1  # nothing to draw past the last pixel
-            passes.append(f"#{colour}" + _runs(bits[:last]))
-        parts.append("$".join(passes) + "-")
+    parts.extend(_band(index[top : top + 6], len(palette)) for top in range(0, h, 6))
     parts.append("\x1b\\")
     return "".join(parts)
 

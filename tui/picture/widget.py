@@ -26,7 +26,7 @@ from textual.widgets import Static
 from tvis.tui import fmt
 from tvis.tui.picture import colormaps, raster
 from tvis.tui.picture.colormaps import Colormap, Depth, Scale
-from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas
+from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
 
 LABEL_CHARS = 8
 """Longest tick label drawn; tokens and class names longer than this are cut."""
@@ -294,7 +294,7 @@ class Picture(Widget):
         canvas[...] = self.background_colors[1].rgb
         canvas[: pixels.shape[0], : pixels.shape[1]] = pixels
         if self._mode() == "sixel":
-            if len(np.unique(canvas.reshape(-1, 3), axis=0)) > MAX_REGISTERS:
+            if colour_count(canvas) > MAX_REGISTERS:
                 # A photo: choose its registers and dither, so it shows no bands.
                 quantized = Image.fromarray(canvas).quantize(
                     MAX_REGISTERS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,16 @@ class Settings:
     functions: bool = True
     ops: bool = True
     gradcam: bool = True
+    keep_values: bool = True  # False on ranks recorded light: statistics only
+    rank_digests: bool = False  # under a launcher: digest each batch to compare ranks
+
+    def light(self) -> Settings:
+        """What a rank not recorded in full keeps: every call's statistics, the loss, and
+        parameter norms and digests, but no values, no function tracing, no line ops and
+        no Grad-CAM (the cost of comparing ranks, not of debugging one)."""
+        return replace(
+            self, samples=0, functions=False, ops=False, gradcam=False, keep_values=False
+        )
 
 
 @dataclass
@@ -127,6 +137,7 @@ class BatchBuilder:
         self.root_forwards = 0
         self.had_backward = False
         self.loss: float | None = None
+        self.digest: str | None = None  # of the collated batch, when ranks are compared
         self.step: int | None = None
         self.micro = 0
         self.sections: dict[str, Any] = {}
@@ -182,6 +193,9 @@ class BatchBuilder:
             entry["stats"], entry["hist"] = {"numel": t.numel()}, None
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
+        if not self.settings.keep_values:
+            self.entries.append(entry)
+            return entry_id
         left = self.bytes_left - self.kept_bytes
         cap = self.settings.max_elems if max_elems is None else max_elems
         values, how = tensors.keep(t, None, 0, cap, max_bytes=left)
@@ -332,6 +346,7 @@ class BatchBuilder:
                 "phase_ms": self.phase_ms,
                 "n_calls": len(self.calls),
                 "dropped_calls": self.dropped_calls,
+                **({"digest": self.digest} if self.digest else {}),
             },
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,
