@@ -40,6 +40,18 @@ def _explore(app: TvisApp) -> Screen:
     return ExplorePage()
 
 
+def _loss(app: TvisApp) -> Screen:
+    from tvis.tui.pages.loss import LossPage
+
+    return LossPage()
+
+
+def _weights(app: TvisApp) -> Screen:
+    from tvis.tui.pages.weights import WeightsPage
+
+    return WeightsPage()
+
+
 def _live(app: TvisApp) -> Screen:
     from tvis.live.address import resolve
     from tvis.tui.pages.live import LivePage
@@ -57,6 +69,8 @@ def _ranks(app: TvisApp) -> Screen:
 
 PAGES = [
     PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
+    PageSpec("loss", "Loss", True, _loss, "tvis.tui.pages.loss"),
+    PageSpec("weights", "Weights", True, _weights, "tvis.tui.pages.weights"),
     PageSpec("ranks", "Ranks", True, _ranks, "tvis.tui.pages.ranks", needs_ranks=True),
     PageSpec("live", "Live", False, _live, "tvis.tui.pages.live"),
 ]

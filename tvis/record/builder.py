@@ -30,6 +30,8 @@ REPR_CHARS = 80
 
 # A raw text sample (what a tokenizer was given) is kept whole up to this many characters.
 TEXT_CHARS = 4000
+# Token ids kept from a list argument: as many tokens as a long text shown in a pane.
+MAX_IDS = 4096
 
 # Pictures kept per dataset item (raw image and each transform stage's output): a
 # multi-crop pipeline making dozens of views per item would otherwise fill the batch.
@@ -391,8 +393,20 @@ def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) 
     elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
         for k in value.__dataclass_fields__:
             _flatten(f"{name}.{k}", getattr(value, k, None), out, batch, keep)
+    elif _token_ids(value):
+        # Token ids a project tokenizer returned: kept so the viewer can show them as text.
+        out.append({"name": name, "repr": short_repr(value), "ids": list(value[:MAX_IDS])})
     elif value is not None:
         out.append({"name": name, "repr": short_repr(value)})
+
+
+def _token_ids(value: Any) -> bool:
+    """A plain list or tuple of ints (not bools), the way a hand-written tokenizer returns ids."""
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(type(v) is int for v in value[:MAX_IDS])
+    )
 
 
 def short_repr(value: Any) -> str:

@@ -206,9 +206,9 @@ class ModuleCalls:
         code = getattr(getattr(cls, "forward", None), "__code__", None)
         return self.project.where(code.co_filename, code.co_firstlineno) if code else None
 
-    def call_site(self, skip: int = 0) -> list | None:
+    def call_site(self) -> list | None:
         """The innermost project frame calling into torch (what the user wrote)."""
-        frame = sys._getframe(3 + skip)
+        frame = sys._getframe(3)
         while frame is not None:
             rel = self.project.relpath(frame.f_code.co_filename)
             if rel is not None:

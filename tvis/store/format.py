@@ -47,7 +47,9 @@ A batch index (``batches/N/index.msgpack``)::
               "items": [{"index", "calls": [first, end)}, ...]},
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
               "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
-              "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...]},
+              "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...],
+              "weighted": bool, "weight_sum": float},  # weight_sum: a weighted CE/NLL
+                                                       # mean's divisor (class targets)
      "gradcam": [{"call", "layer", "which": "pred" | "true", "tensor": id, "approximate"}],
      "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
      "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample
@@ -67,6 +69,11 @@ A call::
 
     arg = {"name": "x", "tensor": id} | {"name": "dim", "repr": "1"}
         | {"name": "text", "text": "..."} | {"name": "img", "image": id}
+        | {"name": "return", "repr": "list[12]", "ids": [int, ...]}  # a list of ints (token
+                                                    # ids, first 4096), decoded by the viewer
+
+The run's ``data.tokenizer`` is ``{"cls", "pad_id", "specials": [ids of special tokens]}``
+(from the first tokenizer call, or the dataset's ``tokenizer`` with an ``itos`` vocabulary).
 
 Entries with ``"derived": true`` are arrays tvis computed (per-sample loss, p(target),
 Grad-CAM maps, pooled representations); they and the tensors of dataset items past the kept
