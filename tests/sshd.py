@@ -236,5 +236,16 @@ def ssh_lab(tmp_path_factory: pytest.TempPathFactory):
             f"OpenSSH server not installed ({SSHD} missing); apt-get install openssh-server"
         )
     lab = start_lab(tmp_path_factory.mktemp("ssh"))
-    yield lab
-    lab.close()
+    # A test that connects without naming a control folder (a saved target, `tvis.connect`)
+    # gets tvis's default one, under XDG_RUNTIME_DIR: put it in the lab, which ends its
+    # ControlMasters when it closes, instead of leaving them for ControlPersist's 10 minutes.
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(lab.runtime_dir)
+    try:
+        yield lab
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
+        lab.close()
