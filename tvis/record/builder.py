@@ -52,6 +52,7 @@ class Settings:
     max_elems: int = 2_000_000
     max_batches: int = 64
     max_bytes: int = 512 * 2**20
+    param_elems: int = 2_000_000  # parameter elements kept with exact values, per step
     functions: bool = True
     ops: bool = True
     gradcam: bool = True

@@ -161,8 +161,16 @@ def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code:
         batches=sum(1 for b in recorder.batch_maps if not b["light"]),
         bytes=writer.bytes_written,
         notices=tuple(n["text"] for n in recorder.notices),
-        contributors=tuple(recorder.contributors.most_common(3)),
+        contributors=tuple(_contributors(recorder).most_common(3)),
     )
+
+
+def _contributors(recorder):
+    """Stored bytes by source: batch values by call, parameter values as encoded."""
+    parts = recorder.contributors.copy()
+    if recorder.writer.param_bytes:
+        parts["parameters (weight, grad, Δw)"] = recorder.writer.param_bytes
+    return parts
 
 
 def _main_module(script: Path) -> types.ModuleType:

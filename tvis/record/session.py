@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from tvis.record import cuda_timing
+from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call, Settings
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
@@ -127,6 +128,7 @@ class Recorder(ModuleCalls, Steps):
         self.in_backward = 0
         self.in_loss = 0
         self.snapshots: dict | None = None
+        self.param_state = param_records.ParamState(settings.param_elems)
         self.no_optimizer: bool | None = None
         self.module_names: dict[int, str] = {}
         self.roots: dict[int, torch.nn.Module] = {}

@@ -62,7 +62,16 @@ class Steps:
                 if self.loose_params is None:
                     self.loose_params = [] if self.roots else param_records.leaf_parameters()
                 params = [p for r in self.roots.values() for p in r.parameters()]
-                self.snapshots = param_records.snapshot_tensors(params + self.loose_params)
+                self.snapshots = param_records.snapshot_tensors(
+                    params + self.loose_params, self.param_state
+                )
+            snap = self._step_snapshot
+            if self.in_step and snap is not None and not snap.get("closure_grads"):
+                # LBFGS and other closure optimizers compute the gradients they use inside
+                # step(closure): the first evaluation's replace what stood before the step.
+                snap["closure_grads"] = True
+                for capture in snap["params"].values():
+                    param_records.capture_grad(capture)
         except Exception as e:
             self.guard("after backward", e)
 
@@ -111,7 +120,7 @@ class Steps:
                 index = self.optimizers.setdefault(id(optimizer), len(self.optimizers))
                 self.steps_per_optimizer.setdefault(index, 0)
                 self._step_started = self.work.started - self.overhead
-                self._step_snapshot = param_records.snapshot_optimizer(optimizer)
+                self._step_snapshot = param_records.snapshot_optimizer(optimizer, self.param_state)
             except Exception as e:
                 self.guard("preparing for the optimizer step", e)
 
@@ -151,23 +160,30 @@ class Steps:
             batch_ids.append(current.index)
             if current.loss is not None:
                 losses.append(current.loss)
-        record, arrays, pending = param_records.build_step(
+        record, jobs, raw_bytes = param_records.build_step(
             step,
             snapshot,
             optimizer,
             self._param_names(),
             batch_ids,
-            self.settings.max_elems,
+            self.param_state,
             self._bytes_left(),
         )
+        snapshot["params"] = {}  # the jobs hold what is left of the copies
+        dropped = record["step"].get("dropped")
+        if dropped:
+            self.notice(
+                f"step {step}: --max-bytes left no room for the values of "
+                f"{dropped['param_values']} of {dropped['params']} parameters (weight, "
+                "gradient and Δw); they keep statistics only.",
+            )
         record["step"]["loss"] = sum(losses) / len(losses) if losses else None
         for p in record["params"]:
             self.param_table.setdefault(
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}
             )
         self.step_maps.append(record["step"])
-        self.contributors["parameters (weight, grad, Δw)"] += sum(a.nbytes for a in arrays.values())
-        self.writer.put_step(step, record, arrays, pending)
+        self.writer.put_step(step, record, jobs, raw_bytes)
         self.write_index()
 
     def _param_names(self) -> dict[int, tuple[str, str]]:

@@ -76,12 +76,41 @@ Files are project-relative for project files (keys of sources.msgpack), absolute
 A step index (``steps/N/index.msgpack``)::
 
     {"step": {"index", "batches": [batch indices], "loss": float | None,
-              "optimizers": [{"cls", "groups": [{hyper-parameters}]}]},
-     "params": [{"name", "module", "shape", "dtype", "optimizer", "group",
-                 "weight": id, "grad": id | None, "update": id,
-                 "norms": {"w", "grad", "update", "ratio"}}],
+              "optimizers": [{"cls", "groups": [{hyper-parameters}]}],
+              "dropped"?: {"param_values": int, "params": int}},  # --max-bytes cut in
+     "params": [{"name", "module", "shape", "dtype", "optimizer",
+                 "weight": id, "grad": id | None, "update": id, "sparse_grad": bool,
+                 "kept": {"kept": "all" | "rows" | "prefix", "count"?} | None,
+                 "norms": {"w", "grad", "update", "ratio", "estimated"?: true}}],
      "tensors": [tensor entry, ...]}   # "weight" is the value before the step;
                                        # "update" is p_after - p_before exactly
+
+Parameter values are exact but not always whole. Every parameter keeps the same *region*
+every step: the whole tensor, its first ``count`` rows (``rows``), or the first ``count``
+elements of its first row (``prefix``). The regions are planned once, within
+``--param-elems`` elements per step: a few rows of every parameter first, then whole
+tensors smallest first, the rest as rows of the next. ``kept`` is None when --max-bytes
+left no room (the step's ``dropped`` counts them). Statistics of the weight and gradient
+always cover the whole tensor; Δw's statistics of a partly kept parameter are estimated
+from a fixed sample of about 16k evenly spread elements (its stats carry ``"sampled": n``,
+its norm scaled to the whole tensor, and the param's norms say ``"estimated": true``).
+
+Step values are encoded (tvis/store/codec.py) and their value map says how::
+
+    "value": {"offset", "nbytes" (bytes in the blob), "dtype", "shape", "kept", "count"?,
+              "codec": "zstd-shuffle",          # bytes regrouped by significance, zstd
+              "crc32": int,                     # of the decoded bits (see below)
+              "base"?: {"step": int, "param": name},   # weight: XOR against that step's
+                                                       # weight after the step
+              "delta"?: id}                     # update: XOR against the weight entry
+
+Decoding a value gives its bit pattern, XOR-ed with the base's bits when it has one.
+A weight's decoded bits are its values. An update's decoded bits are the weight *after*
+the step, so ``update = after - weight`` (computed in the stored dtype: bit-exact for
+float32/float64; float16/bfloat16 are stored widened to float32, where the difference is
+exact). A weight with a ``base`` needs that earlier step's after-value of the same
+parameter (a chain the recorder cuts with a full copy every 8 steps). A gradient stands
+alone. ``crc32`` checks the decoded bits: a mismatch means a corrupt or missing link.
 
 The run index (``run.msgpack``)::
 
@@ -94,7 +123,7 @@ The run index (``run.msgpack``)::
 
 from __future__ import annotations
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 META = "meta.json"
 RUN_INDEX = "run.msgpack"
