@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from tvis.record import tensors
+from tvis.record import anomalies, tensors
 
 # A call that returns more tensors than this (a list of 500 feature maps, a dict of every
 # hidden state) keeps the first ones: the inspector shows a card per tensor and nobody
@@ -121,6 +122,12 @@ class BatchBuilder:
         self.grad_handles: list = []
         self.hooked: set[int] = set()
         self.grad_arrivals: list[tuple[float, int]] = []
+        # For the first non-finite value (tvis/record/anomalies.py): an order of events,
+        # the sums of project-line results, and when each module call returned.
+        self.seq = 0
+        self.finite_checks: list = []
+        self.exit_seq: dict[int, int] = {}
+        self.line_inputs: list = []  # (seq, line, op, call id, activation entry ids)
         self.started = time.perf_counter()
         self.phase_ms: dict[str, float] = {}
         self.batch_size: int | None = None
@@ -132,6 +139,7 @@ class BatchBuilder:
         self.micro = 0
         self.sections: dict[str, Any] = {}
         self.dropped_calls = 0
+        self.dropped_sites: Counter[tuple[str, str]] = Counter()  # (name, cls) -> calls
         self.raw_images = 0
         self.kept_bytes = 0
         # (entry, private copy) pairs whose statistics the writer thread computes.
@@ -166,6 +174,10 @@ class BatchBuilder:
         keep_values = keep_values and not self.light
         self.entries.append(self._summarize(t, entry_id, keep_values))
         return entry_id
+
+    def entry_of(self, t: torch.Tensor) -> int | None:
+        """The entry id of ``t`` if this batch captured it as it is now."""
+        return self._by_identity.get((id(t), t._version))
 
     def keeps_item(self) -> bool:
         """Whether values seen now belong to a kept sample (always, outside a fetch)."""
@@ -320,6 +332,17 @@ class BatchBuilder:
         for call in self.calls:
             call.frame = None
 
+    def _dropped(self) -> dict:
+        """What a full light group left out, per module: the tree shows "×N more"."""
+        if not self.dropped_sites:
+            return {}
+        return {
+            "dropped_sites": [
+                {"name": name, "cls": cls, "count": n}
+                for (name, cls), n in self.dropped_sites.most_common()
+            ]
+        }
+
     def record(self) -> dict:
         return {
             "batch": {
@@ -337,14 +360,17 @@ class BatchBuilder:
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,
             "lines": list(self.lines.values()),
+            **self._dropped(),
             **self.sections,
         }
 
 
 def settle(record: dict, pending: list) -> int:
     """Finish a batch record on the writer thread: the statistics put off, then the marks
-    that read statistics (non-finite or mostly-zero outputs). Returns how many failed."""
+    that read statistics (non-finite or mostly-zero outputs, the first non-finite value:
+    ``record["anomalies"]``). Returns how many failed."""
     failed = tensors.fill(pending)
+    checks, exits, arrivals, line_inputs = record.pop(ANOMALY_INPUTS, ([], {}, [], []))
     entries = record["tensors"]
     for call in record["calls"]:
         if call["kind"] == "function":
@@ -355,7 +381,18 @@ def settle(record: dict, pending: list) -> int:
                 call["flags"].append("nonfinite")
             if s.get("zeros", 0) > DEAD_ZEROS and s.get("numel", 0) > 1:
                 call["flags"].append("dead")
+    try:
+        found = anomalies.locate(record, checks, exits, arrivals, line_inputs)
+    except Exception:
+        found, failed = {}, failed + 1
+    if found:
+        record["anomalies"] = found
     return failed
+
+
+# Key under which the recorder hands the writer thread what ``anomalies.locate`` reads;
+# taken out of the record before it is written.
+ANOMALY_INPUTS = "_anomaly_inputs"
 
 
 def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) -> None:

@@ -126,6 +126,8 @@ def report(outcome) -> None:
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
         print(f"tvis: note: {text}", file=err)
+    for text in outcome.anomalies:
+        print(f"tvis: anomaly: {text}", file=err)
     path = outcome.run_dir
     print(f"tvis: run saved in {path}", file=err)
     print(f"tvis: view it here:        tvis tui {path}", file=err)

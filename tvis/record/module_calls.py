@@ -108,6 +108,7 @@ class ModuleCalls:
         self.open_modules += 1
         if batch.full:
             batch.dropped_calls += 1
+            batch.dropped_sites[(self.module_name(module), type(module).__name__)] += 1
             self.stack.append(None)  # keeps pre/post hooks paired
             return
         cls = type(module)
@@ -172,6 +173,8 @@ class ModuleCalls:
         if call is None or batch is None or call.owner != batch.index:
             return
         call.fwd_ms = (end - batch.started) * 1e3 - call.t0
+        batch.seq += 1
+        batch.exit_seq[call.id] = batch.seq
         cuda_timing.stop(call)
         keep = not batch.light
         if kwargs:

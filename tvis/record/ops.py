@@ -7,10 +7,15 @@ their ops run at full speed: the module's call already records its output.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from functools import partial
+
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tvis.record import attention
+from tvis.record import anomalies, attention
 from tvis.record.extension import Extension
 
 
@@ -21,6 +26,8 @@ class LineOps(Extension):
         self.mode = _LineMode(recorder)
         self.active = False
         self._wanted_before_pause = False
+        show = warnings._showwarnmsg  # type: ignore[attr-defined]
+        recorder.patches.set(warnings, "_showwarnmsg", partial(_at_user_line, show))
         self._set(True)
 
     def uninstall(self, recorder) -> None:
@@ -49,6 +56,22 @@ class LineOps(Extension):
         self.active = wanted
 
 
+def _at_user_line(show, message: warnings.WarningMessage) -> None:
+    """Show a warning raised by a torch op under the line mode at the user's line, as
+    plain Python does, not inside the dispatch the mode adds (this file, or torch's
+    ``handle_torch_function``): the first frame outside torch and tvis, past the mode."""
+    if message.filename in _DISPATCH:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not _TORCH_FUNCTION:
+            frame = frame.f_back
+        while frame is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+            frame = frame.f_back
+        if frame is not None:
+            message.filename, message.lineno = frame.f_code.co_filename, frame.f_lineno
+            message.line = None
+    show(message)
+
+
 class _LineMode(TorchFunctionMode):
     def __init__(self, recorder) -> None:
         super().__init__()
@@ -68,7 +91,8 @@ class _LineMode(TorchFunctionMode):
         out = func(*args, **kwargs)
         with rec.work:
             try:
-                _note(rec, top, func, out, (rec.work.started - rec.overhead - start) * 1e3)
+                ms = (rec.work.started - rec.overhead - start) * 1e3
+                _note(rec, top, func, args, out, ms)
                 if getattr(func, "__name__", None) == "softmax":
                     attention.capture(rec, top, args, kwargs, out)
             except Exception as e:
@@ -76,7 +100,12 @@ class _LineMode(TorchFunctionMode):
         return out
 
 
-def _note(rec, call, func, out, ms: float) -> None:
+_TORCH_FUNCTION = _LineMode.__torch_function__.__code__
+_DISPATCH = (__file__, torch.overrides.__file__)
+_LIBRARIES = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+
+
+def _note(rec, call, func, args, out, ms: float) -> None:
     batch = rec.batch
     if batch is None or call.owner != batch.index:
         return
@@ -107,3 +136,4 @@ def _note(rec, call, func, out, ms: float) -> None:
     line["count"] += 1
     line["ms"] += ms
     line["call"] = call.id
+    anomalies.note_op(batch, call, func, args, out, line)

@@ -315,6 +315,9 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
     step_map = {"index": step, "batches": batch_ids, "optimizers": opt_info, "loss": None}
     if dropped:
         step_map["dropped"] = {"param_values": dropped, "params": len(params)}
+    no_grad = [p["name"] for p in params if p["grad"] is None]
+    if no_grad and optimizer:
+        step_map["no_grad"] = no_grad
     record = {"step": step_map, "params": params, "tensors": entries}
     return record, jobs, raw_bytes
 

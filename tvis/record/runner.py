@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tvis.record import anomalies
 from tvis.record.builder import Settings
 from tvis.store.format import COMPLETE, FAILED, INTERRUPTED
 from tvis.store.writer import RunWriter
@@ -30,6 +31,7 @@ class Outcome:
     bytes: int
     notices: tuple
     contributors: tuple = ()  # (name, bytes) of the largest parts of the run
+    anomalies: tuple = ()  # one sentence per anomaly (anomalies.summary)
 
 
 def run_dir_for(out: Path, script: Path) -> Path:
@@ -162,6 +164,7 @@ def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code:
         bytes=writer.bytes_written,
         notices=tuple(n["text"] for n in recorder.notices),
         contributors=tuple(_contributors(recorder).most_common(3)),
+        anomalies=tuple(a["text"] for a in recorder.anomalies),
     )
 
 
@@ -199,10 +202,21 @@ def _finalize(recorder, background, writer, status, exit_code, error) -> None:
     background.close()
     for problem in background.errors:
         recorder.notice(f"tvis could not write part of the run: {problem}")
-    if background.errors:
+    recorder.anomalies = anomalies.summary(
+        recorder.loss_bad, background.origins, background.grad_norms, _never_graded(recorder)
+    )
+    if background.errors or recorder.anomalies:
         writer.write_index(recorder.index())
     writer.write_sources(recorder.project.sources)
     writer.write_meta(status=status, exit_code=exit_code, error=error, ended=time.time())
+
+
+def _never_graded(recorder) -> set[str]:
+    """Parameters an optimizer stepped without a gradient at every recorded step."""
+    steps = [s.get("no_grad") or [] for s in recorder.step_maps if s.get("optimizers")]
+    if not steps:
+        return set()
+    return set(steps[0]).intersection(*steps[1:])
 
 
 def _exit_code(code) -> int:

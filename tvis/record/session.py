@@ -25,7 +25,7 @@ import torch
 
 from tvis.record import cuda_timing
 from tvis.record import params as param_records
-from tvis.record.builder import BatchBuilder, Call, Settings
+from tvis.record.builder import ANOMALY_INPUTS, BatchBuilder, Call, Settings
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
@@ -129,6 +129,8 @@ class Recorder(ModuleCalls, Steps):
         self.in_loss = 0
         self.snapshots: dict | None = None
         self.param_state = param_records.ParamState(settings.param_elems)
+        self.loss_bad: tuple | None = None  # (batch, step, value) of the first NaN/Inf loss
+        self.anomalies: list[dict] = []  # the run's summary, once the writer is done
         self.no_optimizer: bool | None = None
         self.module_names: dict[int, str] = {}
         self.roots: dict[int, torch.nn.Module] = {}
@@ -349,6 +351,13 @@ class Recorder(ModuleCalls, Steps):
                 extension.on_batch_close(self, batch)
             batch.release()
             record = batch.record()
+            record[ANOMALY_INPUTS] = (
+                batch.finite_checks,
+                batch.exit_seq,
+                batch.grad_arrivals,
+                batch.line_inputs,
+            )
+            batch.finite_checks, batch.line_inputs = [], []
             self.batch_maps.append(record["batch"])
             self._account(record, batch.arrays)
             self.writer.put_batch(batch.index, record, batch.arrays, batch.pending)
@@ -464,6 +473,7 @@ class Recorder(ModuleCalls, Steps):
             "steps": self.step_maps,
             "params": list(self.param_table.values()),
             "notices": self.notices,
+            "anomalies": self.anomalies,
             "data": self.data_info,
             "project": self.project.root,
             "model": {

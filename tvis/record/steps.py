@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import threading
 
 import torch
@@ -31,6 +32,8 @@ class Steps:
                 loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
                 if isinstance(loss, torch.Tensor) and loss.numel() == 1:
                     batch.loss = float(loss.detach())
+                    if not math.isfinite(batch.loss) and self.loss_bad is None:
+                        self.loss_bad = (batch.index, self.step_index, batch.loss)
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
             except Exception as e:

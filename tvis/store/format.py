@@ -41,7 +41,11 @@ A batch index (``batches/N/index.msgpack``)::
                "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
-     "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call"}, ...],
+     "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call",
+                "flags"?: ["nonfinite_origin" | "nonfinite_grad_origin"]}, ...],
+     "dropped_sites"?: [{"name", "cls", "count"}],  # calls a full light group left out,
+                                                    # per module (batch.dropped_calls in all)
+     "anomalies"?: {"nonfinite"?: origin, "nonfinite_grad"?: origin},
      "data": {"batch": [arg, ...], "indices": [dataset index, ...],
               "items": [{"index", "calls": [first, end)}, ...]},
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,

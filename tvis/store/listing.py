@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,16 @@ def human_bytes(n: float) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        return _list(args)
+    except BrokenPipeError:
+        # `tvis ls | head`: the reader left; say nothing more, like ls does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _list(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser()
     if not root.exists():
         print(
@@ -56,6 +67,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         for row in rows:
             print(json.dumps(row))
+        sys.stdout.flush()
         return 0
     if not rows:
         print(f"no runs under {root}")
@@ -68,4 +80,5 @@ def main(args: argparse.Namespace) -> int:
         )
         if r.get("error"):
             print(f"    {r['error']}")
+    sys.stdout.flush()  # inside the caller's BrokenPipeError guard, not at exit
     return 0

@@ -46,17 +46,44 @@ def is_run(path: Path) -> bool:
     return (Path(path) / META).is_file()
 
 
+# How deep under a folder runs are looked for: ``examples/<project>/tvis_runs/<run>`` is
+# three levels down. Folders that never hold runs are skipped, and the search gives up
+# after MAX_FOLDERS folders so `tvis ls ~` stays quick.
+SEARCH_DEPTH = 4
+MAX_FOLDERS = 20_000
+_NEVER_RUNS = {"node_modules", "__pycache__", "site-packages", "venv", "batches", "steps"}
+
+
 def find_runs(root: Path) -> list[Path]:
-    """Run folders at ``root`` or one or two levels below it (``<project>/tvis_runs/<run>``)."""
+    """Run folders at ``root`` or up to SEARCH_DEPTH levels below it, newest first
+    (``<project>/tvis_runs/<run>``, ``examples/<project>/tvis_runs/<run>``)."""
     root = Path(root)
     if is_run(root):
         return [root]
     found: list[Path] = []
-    for depth_glob in ("*", "*/*"):
-        found += [p for p in root.glob(depth_glob) if p.is_dir() and is_run(p)]
-        if found:
-            break
+    level, seen = [root], 0
+    for _ in range(SEARCH_DEPTH):
+        below: list[Path] = []
+        for folder in level:
+            for path in _subfolders(folder):
+                seen += 1
+                (found if is_run(path) else below).append(path)
+            if seen > MAX_FOLDERS:
+                break
+        level = below
     return sorted(found, key=lambda p: p.name, reverse=True)
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return [
+                Path(e.path)
+                for e in entries
+                if not e.name.startswith(".") and e.name not in _NEVER_RUNS and e.is_dir()
+            ]
+    except OSError:
+        return []
 
 
 def _load(path: Path, what: str) -> Any:
