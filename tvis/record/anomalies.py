@@ -27,7 +27,7 @@ ORIGIN = "nonfinite_origin"  # the first op or module whose output was NaN/Inf
 GRAD_ORIGIN = "nonfinite_grad_origin"  # the call whose backward first gave NaN/Inf
 
 
-def note_op(batch, call, func, args: tuple, out, line: dict) -> None:
+def note_op(batch, call_id: int | None, func, args: tuple, out, line: dict) -> None:
     """Queue a finiteness check of a project line's result (sum on its own device), and
     note which recorded activations the line consumed (who to blame in backward)."""
     batch.seq += 1
@@ -39,7 +39,7 @@ def note_op(batch, call, func, args: tuple, out, line: dict) -> None:
     ]
     consumed = [c for c in consumed if c is not None]
     if consumed:
-        batch.line_inputs.append((batch.seq, line, op, call.id, consumed))
+        batch.line_inputs.append((batch.seq, line, op, call_id, consumed))
     if not isinstance(out, torch.Tensor):
         return
     if not (out.is_floating_point() or out.is_complex()) or out.numel() == 0:
@@ -48,7 +48,7 @@ def note_op(batch, call, func, args: tuple, out, line: dict) -> None:
         return
     wide = torch.float32 if out.dtype in (torch.float16, torch.bfloat16) else None
     total = out.detach().sum(dtype=wide)
-    batch.finite_checks.append((batch.seq, line, op, call.id, total))
+    batch.finite_checks.append((batch.seq, line, op, call_id, total))
 
 
 def locate(record: dict, checks: list, exits: dict, arrivals: list, line_inputs: list) -> dict:

@@ -83,6 +83,7 @@ class Call:
     project: bool = False
     owner: int = -1  # index of the batch this call is recorded in
     cuda_events: Any = None  # (start, end) events for calls that run on a GPU
+    line_key: tuple | None = None  # (file, line) of the project line that made this call
 
     def record(self) -> dict:
         return {

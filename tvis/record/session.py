@@ -149,6 +149,9 @@ class Recorder(ModuleCalls, Steps):
         self.carried: list[Call] = []
         self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
+        # Lines run between batches (a training loop fetching the next batch): the next
+        # training batch takes them (tvis/record/ops.py).
+        self.early_lines: dict = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -227,6 +230,8 @@ class Recorder(ModuleCalls, Steps):
     def _new_batch(self, light: bool = False) -> BatchBuilder:
         batch = BatchBuilder(self.next_index, self.settings, light=light)
         self.next_index += 1
+        if not light:
+            batch.lines, self.early_lines = self.early_lines, {}
         batch.bytes_left = self._bytes_left()
         batch.samples = self._samples_within_budget(batch.bytes_left)
         self._reopen_carried(batch)

@@ -41,7 +41,10 @@ A batch index (``batches/N/index.msgpack``)::
                "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
-     "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call",
+     "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms",
+                "call": id | None,   # the call running the line; None: a call of an
+                                     # earlier batch (a loop in main()) or top-level code
+                "no_grad"?: true,    # the line ran with gradients off (evaluation)
                 "flags"?: ["nonfinite_origin" | "nonfinite_grad_origin"]}, ...],
      "dropped_sites"?: [{"name", "cls", "count"}],  # calls a full light group left out,
                                                     # per module (batch.dropped_calls in all)
@@ -55,6 +58,25 @@ A batch index (``batches/N/index.msgpack``)::
      "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
      "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample
      "tokens": {...}}                 # texts, ids and token strings of tokenizer calls
+
+Every project line that ran has a ``lines`` entry: ``op`` and ``shape`` are its last
+result — the last torch op it ran, or the module or project function it called (``op`` is
+then the call's name and ``ms`` its forward time). Lines that run between batches (the
+loop fetching the next batch) belong to the next training batch.
+
+``anomalies`` names where the batch first went non-finite::
+
+    origin = {"phase": "forward" | "backward",
+              "kind": "op" | "module" | "input" | "grad",
+              "op": "log" | module name | "x of Net" | "backward of fc2",
+              "call": id | None, "file": str | None, "line": int | None,
+              "path": "model (Net) › fc2 (Linear)", "tensor"?: id (backward: the
+              activation whose gradient first went non-finite)}
+
+``nonfinite`` is the first op, module output or input batch holding NaN/Inf in forward
+(its call and line carry the flag ``nonfinite_origin``); when the forward was finite,
+``nonfinite_grad`` is the first activation gradient that arrived non-finite, named by the
+line or module that consumed the activation (flag ``nonfinite_grad_origin``).
 
 A call::
 
@@ -81,6 +103,7 @@ A step index (``steps/N/index.msgpack``)::
 
     {"step": {"index", "batches": [batch indices], "loss": float | None,
               "optimizers": [{"cls", "groups": [{hyper-parameters}]}],
+              "no_grad"?: [names of stepped parameters without a gradient],
               "dropped"?: {"param_values": int, "params": int}},  # --max-bytes cut in
      "params": [{"name", "module", "shape", "dtype", "optimizer",
                  "weight": id, "grad": id | None, "update": id, "sparse_grad": bool,
@@ -120,6 +143,10 @@ The run index (``run.msgpack``)::
 
     {"batches": [the "batch" map of each batch], "steps": [the "step" map of each step],
      "params": [{"name", "module", "shape", "dtype"}], "notices": [{"level", "text"}],
+     "anomalies": [{"kind": "loss_nonfinite" | "nonfinite" | "nonfinite_grad"
+                            | "exploding_grad" | "no_grad",
+                    "text": one sentence, "batch"?, "step"?, "origin"?: origin,
+                    "params"?: [names]}],   # written when the run ends
      "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
               "tokenizer": {...}, "insights": {...}},   # each key only when known
      "project": str, "model": {"params": int, "modules": int}}
