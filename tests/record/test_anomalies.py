@@ -35,6 +35,8 @@ class Net(nn.Module):
             h = h / (h - h)  # marker: div
         elif self.bad == "exp":
             h = torch.exp(h * 1e4)  # marker: exp
+        elif self.bad == "mask":  # infinities on purpose, gone after the softmax
+            h = h.masked_fill(h < 0, float("-inf")).softmax(dim=-1)
         elif self.bad == "sqrt_backward":
             h = torch.sqrt(h - h) + h  # marker: sqrt_backward
         return self.fc2(h)
@@ -98,8 +100,9 @@ def test_first_nonfinite_gradient_is_pinpointed_in_backward(tmp_path):
     assert any(text.startswith("first non-finite gradient:") for text in outcome.anomalies)
 
 
-def test_healthy_run_reports_no_anomaly(tmp_path):
-    outcome, run = _record(tmp_path, "none")
+@pytest.mark.parametrize("model", ["none", "mask"])
+def test_healthy_run_reports_no_anomaly(tmp_path, model):
+    outcome, run = _record(tmp_path, model)
     assert outcome.anomalies == ()
     assert "anomalies" not in run.batch(0).record
 
@@ -137,5 +140,7 @@ def test_tvis_run_ends_with_the_anomaly_summary(tmp_path):
     lines = result.stderr.splitlines()
     assert "tvis: anomaly: loss became nan at step 0 (batch 0)" in lines
     origin = next(line for line in lines if "first non-finite value" in line)
-    assert "nan_from_log.py:18 log in Net" in origin
+    source = (SCRIPTS / "nan_from_log.py").read_text().splitlines()
+    log_line = next(i for i, text in enumerate(source, 1) if "torch.log(h)" in text)
+    assert f"nan_from_log.py:{log_line} log in Net (Net)" in origin
     assert lines[-3].startswith("tvis: run saved in ")

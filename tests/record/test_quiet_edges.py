@@ -15,7 +15,9 @@ def test_torch_warning_in_user_forward_points_at_the_users_line(tmp_path):
     result = run_tvis("run", str(SCRIPTS / "user_warning.py"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     warning = next(line for line in result.stderr.splitlines() if "UserWarning" in line)
-    assert warning.startswith(f"{SCRIPTS / 'user_warning.py'}:13: UserWarning: Implicit dim")
+    source = (SCRIPTS / "user_warning.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "softmax(self.fc(x))" in text)
+    assert warning.startswith(f"{SCRIPTS / 'user_warning.py'}:{line}: UserWarning: Implicit dim")
 
 
 def test_heap_scan_for_raw_tensors_raises_no_future_warning(tmp_path):

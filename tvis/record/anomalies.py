@@ -61,9 +61,16 @@ def locate(record: dict, checks: list, exits: dict, arrivals: list, line_inputs:
         return bool(s.get("nan") or s.get("inf"))
 
     found: dict = {}
-    origin = _input_origin(record, calls, bad)
-    if origin is None:
-        origin = _forward_origin(calls, checks, exits, bad)
+    loss = (record.get("batch") or {}).get("loss")
+    sick = (isinstance(loss, float) and not math.isfinite(loss)) or any(
+        bad(a.get("tensor")) for c in calls if c["kind"] != "function" for a in c["outputs"]
+    )
+    # A healthy forward may hold infinities on purpose (an attention mask filled with
+    # -inf before a softmax): an origin is looked for only where they escaped into a
+    # module's output or the loss.
+    origin = _input_origin(record, calls, bad) if sick else None
+    if origin is None and sick:
+        origin = _forward_origin(calls, checks, exits, entries)
     if origin is not None:
         found["nonfinite"] = origin
     elif arrivals:
@@ -105,36 +112,39 @@ def _input_origin(record: dict, calls: list, bad) -> dict | None:
     return None
 
 
-def _forward_origin(calls: list, checks: list, exits: dict, bad) -> dict | None:
-    first_op = _first_bad_check(checks)
-    best = None
-    if first_op is not None:
-        seq, line, op, call_id = first_op
-        best = (seq, {"phase": "forward", "kind": "op", "op": op, "call": call_id,
-                      "file": line["file"], "line": line["line"]})  # fmt: skip
+def _forward_origin(calls: list, checks: list, exits: dict, entries: list) -> dict | None:
+    """The first op or module output to hold NaN/Inf that the next one did not heal:
+    a mask filled with -inf and softmaxed to finite values is not where a run broke."""
+    events = []  # (seq, non-finite, origin)
+    for seq, line, op, call_id, fine in _checked(checks):
+        events.append((seq, not fine, {"phase": "forward", "kind": "op", "op": op,
+                                       "call": call_id, "file": line["file"],
+                                       "line": line["line"]}))  # fmt: skip
     for call in calls:
         if call["kind"] not in ("module", "loss") or call["id"] not in exits:
             continue
-        seq = exits[call["id"]]
-        if best is not None and seq >= best[0]:
-            continue
-        if any(bad(a.get("tensor")) for a in call["outputs"]):
-            site = call.get("site") or [None, None]
-            best = (seq, {"phase": "forward", "kind": "module", "op": call["name"],
-                          "call": call["id"], "file": site[0], "line": site[1]})  # fmt: skip
-    return best[1] if best else None
-
-
-def _first_bad_check(checks: list):
-    if not checks:
-        return None
-    with torch._C.DisableTorchFunction():
-        sums = [c[4] for c in checks]
-        ok = [bool(v) for v in torch.isfinite(torch.stack([s.to("cpu") for s in sums]))]
-    for check, fine in zip(checks, ok, strict=True):
-        if not fine:
-            return check[:4]
+        stats = [entries[a["tensor"]]["stats"] for a in call["outputs"] if "tensor" in a]
+        sick = any(s.get("nan") or s.get("inf") for s in stats)
+        site = call.get("site") or [None, None]
+        events.append((exits[call["id"]], sick, {"phase": "forward", "kind": "module",
+                       "op": call["name"], "call": call["id"], "file": site[0],
+                       "line": site[1]}))  # fmt: skip
+    events.sort(key=lambda e: e[0])
+    for i, (_, sick, origin) in enumerate(events):
+        if sick and (i + 1 == len(events) or events[i + 1][1]):
+            return origin
     return None
+
+
+def _checked(checks: list) -> list:
+    """Each check with whether its sum was finite."""
+    if not checks:
+        return []
+    with torch._C.DisableTorchFunction():
+        sums = torch.stack([c[4].to("cpu") if not c[4].is_complex() else c[4].abs().to("cpu")
+                            for c in checks])  # fmt: skip
+        fine = torch.isfinite(sums).tolist()
+    return [(*c[:4], f) for c, f in zip(checks, fine, strict=True)]
 
 
 def _backward_origin(

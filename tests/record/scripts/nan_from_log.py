@@ -2,6 +2,7 @@
 the first step (the NaN-origin fixture of issue 16)."""
 
 import argparse
+import json
 
 import torch
 from torch import nn
@@ -22,15 +23,21 @@ class Net(nn.Module):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--log", default=None)
     args = parser.parse_args()
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(args.steps):
+    log = open(args.log, "a") if args.log else None
+    for batch in range(args.steps):
         x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
         opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
+        if log:
+            log.write(json.dumps({"batch": batch, "loss": loss.item()}) + "\n")
+            log.flush()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """A forward that calls softmax without ``dim``: torch warns at the user's line."""
 
+import argparse
+import json
+
 import torch
 from torch import nn
 
@@ -13,10 +16,19 @@ class Net(nn.Module):
         return torch.nn.functional.softmax(self.fc(x))  # UserWarning: implicit dim
 
 
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=3)
+parser.add_argument("--log", default=None)
+args = parser.parse_args()
 torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(3):
+log = open(args.log, "a") if args.log else None
+for batch in range(args.steps):
     opt.zero_grad()
-    model(torch.randn(3, 4)).sum().backward()
+    loss = model(torch.randn(3, 4)).square().sum()
+    loss.backward()
     opt.step()
+    if log:
+        log.write(json.dumps({"batch": batch, "loss": loss.item()}) + "\n")
+        log.flush()
