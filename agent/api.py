@@ -27,6 +27,7 @@ from tvis.agent.protocol import (
     AgentError,
     mismatch_message,
 )
+from tvis.agent.ranks import RanksAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.store.reader import Chunk, RunReader, StoreError
@@ -43,9 +44,10 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
-class AgentAPI(InsightsAPI):
+class AgentAPI(InsightsAPI, RanksAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py)."""
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), the comparison
+    of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
@@ -134,6 +136,7 @@ class AgentAPI(InsightsAPI):
             "calls": sum(b.get("n_calls", 0) for b in batches if isinstance(b, dict)),
             "bytes": reader.size_bytes(),
             "host": reader.meta.get("host"),
+            "rank": (reader.meta.get("rank") or {}).get("rank"),
         }
 
     @rpc
@@ -152,6 +155,8 @@ class AgentAPI(InsightsAPI):
             "params": index.get("params") or [],
             "notices": index.get("notices") or [],
             "data": index.get("data") or {},
+            "rank": reader.meta.get("rank"),
+            "ranks": self.rank_siblings(run),
         }
 
     @rpc

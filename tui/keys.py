@@ -33,6 +33,8 @@ APP = [
     _b("right_square_bracket", "sample(1)", "Next sample", "app.sample_next"),
     _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
     _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
+    _b("left_curly_bracket", "rank(-1)", "Previous rank (multi-process runs)", "app.rank_prev"),
+    _b("right_curly_bracket", "rank(1)", "Next rank (multi-process runs)", "app.rank_next"),
     *page_bindings(),
 ]
 
@@ -103,6 +105,10 @@ SOURCE = [
     _b("F", "next_file", "Next source file", "source.file"),
 ]
 
+RANKS = [
+    _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Explore", EXPLORE),
@@ -111,6 +117,7 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Source", SOURCE),
     ("Layers", LAYERS),
     ("Timeline", TIMELINE),
+    ("Ranks", RANKS),
     ("Lists (runs, samples, step)", LIST),
 ]
 """The scopes the help screen lists, in the order a user meets them."""

@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from tvis.store import schema
+
 # Line-op checks kept per batch: the origin is almost always early; a forward with more
 # project-line ops than this is judged by its module outputs past it.
 MAX_CHECKS = 4096
@@ -22,9 +24,9 @@ MAX_CHECKS = 4096
 # reported as an exploding gradient.
 EXPLODING = 100.0
 
-# Call flags (and line flags) this module sets.
-ORIGIN = "nonfinite_origin"  # the first op or module whose output was NaN/Inf
-GRAD_ORIGIN = "nonfinite_grad_origin"  # the call whose backward first gave NaN/Inf
+# Call flags (and line flags) this module sets (tvis/store/schema.py FLAGS).
+ORIGIN = schema.NONFINITE_ORIGIN  # the first op or module whose output was NaN/Inf
+GRAD_ORIGIN = schema.NONFINITE_GRAD_ORIGIN  # the call whose backward first gave NaN/Inf
 
 
 def note_op(batch, call_id: int | None, func, args: tuple, out, line: dict) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from tvis.record import anomalies, tensors
+from tvis.store import schema
 
 # A call that returns more tensors than this (a list of 500 feature maps, a dict of every
 # hidden state) keeps the first ones: the inspector shows a card per tensor and nobody
@@ -40,9 +41,6 @@ IMAGES_PER_ITEM = 16
 DEFER_MIN = 1 << 15
 DEFER_BYTES = 1 << 26
 
-# An output with more than this share of exact zeros is marked "dead".
-DEAD_ZEROS = 0.9
-
 
 @dataclass
 class Settings:
@@ -57,6 +55,16 @@ class Settings:
     functions: bool = True
     ops: bool = True
     gradcam: bool = True
+    keep_values: bool = True  # False on ranks recorded light: statistics only
+    rank_digests: bool = False  # under a launcher: digest each batch to compare ranks
+
+    def light(self) -> Settings:
+        """What a rank not recorded in full keeps: every call's statistics, the loss, and
+        parameter norms and digests, but no values, no function tracing, no line ops and
+        no Grad-CAM (the cost of comparing ranks, not of debugging one)."""
+        return replace(
+            self, samples=0, functions=False, ops=False, gradcam=False, keep_values=False
+        )
 
 
 @dataclass
@@ -136,6 +144,7 @@ class BatchBuilder:
         self.root_forwards = 0
         self.had_backward = False
         self.loss: float | None = None
+        self.digest: str | None = None  # of the collated batch, when ranks are compared
         self.step: int | None = None
         self.micro = 0
         self.sections: dict[str, Any] = {}
@@ -196,6 +205,9 @@ class BatchBuilder:
             entry["stats"], entry["hist"] = {"numel": t.numel()}, None
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
+        if not self.settings.keep_values:
+            self.entries.append(entry)
+            return entry_id
         left = self.bytes_left - self.kept_bytes
         cap = self.settings.max_elems if max_elems is None else max_elems
         values, how = tensors.keep(t, None, 0, cap, max_bytes=left)
@@ -357,6 +369,7 @@ class BatchBuilder:
                 "phase_ms": self.phase_ms,
                 "n_calls": len(self.calls),
                 "dropped_calls": self.dropped_calls,
+                **({"digest": self.digest} if self.digest else {}),
             },
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,
@@ -377,11 +390,9 @@ def settle(record: dict, pending: list) -> int:
         if call["kind"] == "function":
             continue
         for arg in call["outputs"]:
-            s = entries[arg["tensor"]]["stats"] if "tensor" in arg else {}
-            if s.get("nan") or s.get("inf"):
-                call["flags"].append("nonfinite")
-            if s.get("zeros", 0) > DEAD_ZEROS and s.get("numel", 0) > 1:
-                call["flags"].append("dead")
+            if "tensor" in arg:
+                flags = schema.stat_flags(entries[arg["tensor"]]["stats"])
+                call["flags"].extend(f for f in flags if f not in call["flags"])
     try:
         found = anomalies.locate(record, checks, exits, arrivals, line_inputs)
     except Exception:

@@ -17,6 +17,7 @@ the model.
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -52,6 +53,9 @@ class Capture:
     w_stats: tuple | None = None  # (stats, hist) taken in place; None: from ``before``
     grad: np.ndarray | None = None
     g_stats: tuple | None = None
+    g_digest: str | None = None
+    w_digest: str | None = None  # of the whole weight before and after the step, when
+    after_digest: str | None = None  # ranks are compared
     has_grad: bool = False
     sparse_grad: bool = False
     before_sample: np.ndarray | None = None
@@ -63,12 +67,37 @@ class Capture:
         return self.keep >= self.p.numel()
 
 
+# Parameter classes of sharded training (FSDP2's DTensor, FSDP1's FlatParameter): each rank
+# holds a shard, and any reduction over one (statistics) would be a collective.
+SHARDED = frozenset({"DTensor", "FlatParameter"})
+
+SHARDED_NOTICE = (
+    "parameters are sharded (FSDP or DTensor): tvis records activations, losses and timings "
+    "on each rank but not per-parameter weights, gradients or Δw, and compares no gradients."
+)
+
+SHARDED_GRADCAM_NOTICE = (
+    "parameters are sharded (FSDP or DTensor): Grad-CAM is off, because its extra backward "
+    "pass would run the sharding's collectives on one rank alone."
+)
+
+
+def sharded(params: Iterable[torch.Tensor]) -> bool:
+    """Whether any parameter is a shard (its statistics would need every rank)."""
+    return any(type(p).__name__ in SHARDED for p in params)
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
 @dataclass
 class ParamState:
     """What the recorder keeps between steps: regions planned, and each parameter's last
     stored "after" (the base of the next step's weight delta)."""
 
     budget: int
+    digests: bool = False  # digest every gradient (ranks compare them: tvis/record/ranks.py)
     planned: dict[int, int] = field(default_factory=dict)  # id(p) -> region elements
     last: dict[int, tuple[int, np.ndarray, int]] = field(default_factory=dict)
     # id(p) -> (step, after region, steps since the last full copy)
@@ -149,19 +178,21 @@ def capture(params: Iterable[torch.Tensor], state: ParamState) -> dict[int, Capt
         w = p.detach()
         part, kept = region(w, keep)
         c = Capture(p, keep, kept, _host(part))
+        if state.digests:
+            c.w_digest = tensors.digest(w)
         if not c.whole:
             c.w_stats = tensors.stats(w)
             c.before_sample = _sample(w)
-        capture_grad(c)
+        capture_grad(c, state.digests)
         captures[id(p)] = c
     return captures
 
 
-def capture_grad(c: Capture) -> None:
-    """The gradient the step will use, as it stands now."""
+def capture_grad(c: Capture, digest: bool = False) -> None:
+    """The gradient the step will use, as it stands now (and its digest if asked)."""
     g = c.p.grad
     c.has_grad = g is not None
-    c.grad, c.g_stats = None, None
+    c.grad, c.g_stats, c.g_digest = None, None, None
     if g is None:
         return
     g = g.detach()
@@ -170,20 +201,27 @@ def capture_grad(c: Capture) -> None:
     c.grad = _host(part.to_dense() if part.is_sparse else part)
     if not c.whole:
         c.g_stats = tensors.stats(g)
+    if digest:
+        c.g_digest = tensors.digest(g)
 
 
-def capture_after(captures: dict[int, Capture]) -> None:
+def capture_after(captures: dict[int, Capture], digests: bool = False) -> None:
     """The same regions (and samples) once the step has changed the weights."""
     for c in captures.values():
         w = c.p.detach()
         c.after = _host(region(w, c.keep)[0])
+        if digests:
+            c.after_digest = tensors.digest(w)
         if not c.whole:
             c.after_sample = _sample(w)
 
 
 def snapshot_optimizer(optimizer: torch.optim.Optimizer, state: ParamState) -> dict:
-    """Every parameter the step may change, captured before it runs."""
-    params = [p for g in optimizer.param_groups for p in g["params"]]
+    """Every parameter the step may change, captured before it runs (none when the
+    parameters are shards: the step is recorded without parameter records)."""
+    params = optimizer_params(optimizer)
+    if sharded(params):
+        return {"params": {}, "groups": _groups(optimizer), "sharded": True}
     return {"params": capture(params, state), "groups": _groups(optimizer)}
 
 
@@ -243,7 +281,7 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
     """The step record, its jobs for the writer thread (``settle``) and the raw bytes its
     values may take. Parameters whose values do not fit in ``max_bytes`` keep statistics
     only; the record says how many (``step.dropped``)."""
-    capture_after(snapshot["params"])
+    capture_after(snapshot["params"], state.digests)
     entries: list[dict] = []
     jobs: list[Job] = []
     params: list[dict] = []
@@ -365,6 +403,14 @@ def _settle_one(job: Job, entries: list[dict], arrays: dict) -> int:
     if job.g_id is not None and c.grad is not None:
         g_stats = c.g_stats or tensors.stats(torch.from_numpy(c.grad))
         entries[job.g_id]["stats"], entries[job.g_id]["hist"] = g_stats
+    if job.g_id is not None and c.g_digest is not None:
+        entries[job.g_id]["digest"] = c.g_digest
+    if c.w_digest is not None and c.after_digest is not None:
+        entries[job.w_id]["digest"] = c.w_digest
+        # Δw is never whole in memory: its digest is that of the (before, after) pair,
+        # equal exactly when both are bit-identical.
+        pair = hashlib.blake2b(f"{c.w_digest}{c.after_digest}".encode(), digest_size=8)
+        entries[job.u_id]["digest"] = pair.hexdigest()
     if not job.keep_values:
         return 0
     w_value = {**c.kept, "codec": codec.CODEC}

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import cuda_timing
+from tvis.record import cuda_timing, tensors
 from tvis.record import params as param_records
 from tvis.record.builder import ANOMALY_INPUTS, BatchBuilder, Call, Settings
 from tvis.record.extension import Extension
@@ -33,6 +33,7 @@ from tvis.record.project import Project
 from tvis.record.steps import Steps
 from tvis.record.stop import StopRecording
 from tvis.record.writer_thread import BackgroundWriter
+from tvis.store import schema
 
 _perf = time.perf_counter
 
@@ -128,7 +129,9 @@ class Recorder(ModuleCalls, Steps):
         self.in_backward = 0
         self.in_loss = 0
         self.snapshots: dict | None = None
-        self.param_state = param_records.ParamState(settings.param_elems)
+        self.param_state = param_records.ParamState(
+            settings.param_elems if settings.keep_values else 0, digests=settings.rank_digests
+        )
         self.loss_bad: tuple | None = None  # (batch, step, value) of the first NaN/Inf loss
         self.anomalies: list[dict] = []  # the run's summary, once the writer is done
         self.no_optimizer: bool | None = None
@@ -149,6 +152,8 @@ class Recorder(ModuleCalls, Steps):
         self.carried: list[Call] = []
         self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
+        self.grad_watched: set[int] = set()  # parameters whose local gradients are noted
+        self.local_grads: set[int] = set()  # ... and those that got one since the last step
         # Lines run between batches (a training loop fetching the next batch): the next
         # training batch takes them (tvis/record/ops.py).
         self.early_lines: dict = {}
@@ -384,7 +389,7 @@ class Recorder(ModuleCalls, Steps):
         carried, self.carried = self.carried, []
         for call in carried:
             call.inputs = []  # their tensors were captured in the previous batch
-            call.flags.append("carried")
+            call.flags.append(schema.CARRIED)
             self.open_call(batch, call)
 
     def _account(self, record: dict, arrays: dict) -> None:
@@ -423,6 +428,8 @@ class Recorder(ModuleCalls, Steps):
         batch.sections.setdefault("data", {})["batch"] = batch.args(
             named, keep_values=not batch.light
         )
+        if self.settings.rank_digests:
+            batch.digest = tensors.digest_tree([value for _, value in named])
 
     @contextlib.contextmanager
     def quiet(self):

@@ -36,6 +36,8 @@ class Steps:
                         self.loss_bad = (batch.index, self.step_index, batch.loss)
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
+                if self.settings.rank_digests:
+                    self._watch_local_grads()
             except Exception as e:
                 self.guard("preparing for backward", e)
         start = self.clock()
@@ -51,6 +53,20 @@ class Steps:
                     batch.had_backward = True
                     self._after_backward(batch)
 
+    def _watch_local_grads(self) -> None:
+        """Note which parameters this process's own backward reaches: DDP fills in the
+        gradient of a parameter unused on this rank from the other ranks, so after the
+        all-reduce only this tells a locally unused parameter apart."""
+        for root in self.roots.values():
+            for p in root.parameters():
+                if id(p) in self.grad_watched or not p.requires_grad:
+                    continue
+                self.grad_watched.add(id(p))
+                self.handles.append(p.register_post_accumulate_grad_hook(self._local_grad))
+
+    def _local_grad(self, p: torch.Tensor) -> None:
+        self.local_grads.add(id(p))
+
     def _after_backward(self, batch: BatchBuilder) -> None:
         try:
             if self.no_optimizer is None and not self.optimizers:
@@ -65,16 +81,18 @@ class Steps:
                 if self.loose_params is None:
                     self.loose_params = [] if self.roots else param_records.leaf_parameters()
                 params = [p for r in self.roots.values() for p in r.parameters()]
-                self.snapshots = param_records.snapshot_tensors(
-                    params + self.loose_params, self.param_state
-                )
+                params += self.loose_params
+                if param_records.sharded(params):
+                    self.notice(param_records.SHARDED_NOTICE)
+                    return
+                self.snapshots = param_records.snapshot_tensors(params, self.param_state)
             snap = self._step_snapshot
             if self.in_step and snap is not None and not snap.get("closure_grads"):
                 # LBFGS and other closure optimizers compute the gradients they use inside
                 # step(closure): the first evaluation's replace what stood before the step.
                 snap["closure_grads"] = True
                 for capture in snap["params"].values():
-                    param_records.capture_grad(capture)
+                    param_records.capture_grad(capture, self.param_state.digests)
         except Exception as e:
             self.guard("after backward", e)
 
@@ -124,6 +142,8 @@ class Steps:
                 self.steps_per_optimizer.setdefault(index, 0)
                 self._step_started = self.work.started - self.overhead
                 self._step_snapshot = param_records.snapshot_optimizer(optimizer, self.param_state)
+                if self._step_snapshot.get("sharded"):
+                    self.notice(param_records.SHARDED_NOTICE)
             except Exception as e:
                 self.guard("preparing for the optimizer step", e)
 
@@ -170,17 +190,23 @@ class Steps:
             self._param_names(),
             batch_ids,
             self.param_state,
-            self._bytes_left(),
+            self._bytes_left() if self.settings.keep_values else 0,
         )
+        captures = list(snapshot["params"].values())
         snapshot["params"] = {}  # the jobs hold what is left of the copies
         dropped = record["step"].get("dropped")
-        if dropped:
+        if dropped and self.settings.keep_values:
             self.notice(
                 f"step {step}: --max-bytes left no room for the values of "
                 f"{dropped['param_values']} of {dropped['params']} parameters (weight, "
                 "gradient and Δw); they keep statistics only.",
             )
         record["step"]["loss"] = sum(losses) / len(losses) if losses else None
+        if self.grad_watched:
+            for c, param in zip(captures, record["params"], strict=True):
+                if id(c.p) in self.grad_watched:
+                    param["local_grad"] = id(c.p) in self.local_grads
+            self.local_grads.clear()
         for p in record["params"]:
             self.param_table.setdefault(
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}

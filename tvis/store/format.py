@@ -38,7 +38,8 @@ A batch index (``batches/N/index.msgpack``)::
     {"batch": {"index", "step", "micro" (position within its step), "loss": float | None,
                "no_grad": bool, "light": bool (values not kept), "batch_size": int | None,
                "phase_ms": {"data", "forward", "loss", "backward", "optimizer"},
-               "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int},
+               "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int,
+               "digest": str (of the collated batch; ranks of a group only)},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
      "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms",
@@ -108,7 +109,8 @@ A step index (``steps/N/index.msgpack``)::
      "params": [{"name", "module", "shape", "dtype", "optimizer",
                  "weight": id, "grad": id | None, "update": id, "sparse_grad": bool,
                  "kept": {"kept": "all" | "rows" | "prefix", "count"?} | None,
-                 "norms": {"w", "grad", "update", "ratio", "estimated"?: true}}],
+                 "norms": {"w", "grad", "update", "ratio", "estimated"?: true},
+                 "local_grad": bool}],   # ranks only: this process's backward reached it
      "tensors": [tensor entry, ...]}   # "weight" is the value before the step;
                                        # "update" is p_after - p_before exactly
 
@@ -139,6 +141,10 @@ exact). A weight with a ``base`` needs that earlier step's after-value of the sa
 parameter (a chain the recorder cuts with a full copy every 8 steps). A gradient stands
 alone. ``crc32`` checks the decoded bits: a mismatch means a corrupt or missing link.
 
+Under a launcher (ranks compared) each step entry also has a ``digest``: BLAKE2b of the
+whole weight before the step and of the whole gradient; Δw's is the BLAKE2b of the
+(before, after) digests, since Δw is never whole in memory.
+
 The run index (``run.msgpack``)::
 
     {"batches": [the "batch" map of each batch], "steps": [the "step" map of each step],
@@ -150,6 +156,32 @@ The run index (``run.msgpack``)::
      "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
               "tokenizer": {...}, "insights": {...}},   # each key only when known
      "project": str, "model": {"params": int, "modules": int}}
+
+A recording of several ranks (``torchrun``, ``srun``, any launcher that sets ``RANK`` and
+``WORLD_SIZE`` or ``SLURM_PROCID`` and ``SLURM_NTASKS``) is one group folder holding one
+ordinary run folder per rank::
+
+    <group>/                 <stamp>_<script>_<launch key>
+      group.json             {"world_size", "launcher", "script", "full_ranks": [0] | "all",
+                              "started"}
+      rank0/                 a run folder as above, written by rank 0 alone
+      rank1/                 ...
+
+Each rank writes only its own ``rank<N>/``, so ranks never wait on one another and a rank
+that crashes or is killed marks only its own ``meta.json``. Every rank derives the same
+launch key from its environment (torchrun's run id, or its agent's pid; SLURM's job and
+step ids); the first to arrive creates the hidden claim file ``<out>/.tvis-group-<key>``
+(an exclusive hard link) holding the group folder's name, and the others read it. A rank
+that finds its ``rank<N>/`` already there (an earlier launch reused the key) moves on to
+the claim ``<key>-1``, then ``<key>-2``, …, so a new launch's ranks meet in a new group. A rank's
+``meta.json`` adds ``"rank": {"rank", "local_rank", "world_size", "launcher"}`` and
+``"full": bool``. Ranks not recorded in full (by default every rank but 0; ``--ranks``)
+keep no tensor values: statistics, losses and parameter norms and digests only.
+
+Digests (``"digest"`` in a tensor entry): the first 16 hex digits of BLAKE2b over the
+tensor's raw bytes, so ranks compare exactly without values. Parameter entries of a step
+(weight, grad, update) carry one; so does the collated batch (``batch.digest``, also in
+the run index), for finding ranks that trained on the same samples.
 """
 
 from __future__ import annotations
@@ -181,3 +213,17 @@ RUNNING, COMPLETE, FAILED, INTERRUPTED, INCOMPLETE = (
 def folder_name(index: int) -> str:
     """The folder name of batch or step ``index`` (sorts lexically)."""
     return f"{index:06d}"
+
+
+GROUP = "group.json"
+CLAIM_PREFIX = ".tvis-group-"
+
+
+def rank_folder(rank: int) -> str:
+    """The run folder of ``rank`` inside a group folder."""
+    return f"rank{rank}"
+
+
+def claim_name(key: str) -> str:
+    """The claim file that names the group folder of launch ``key``."""
+    return f"{CLAIM_PREFIX}{key}"

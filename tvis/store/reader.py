@@ -23,6 +23,7 @@ from tvis.store.format import (
     BATCHES,
     BLOB,
     FORMAT_VERSION,
+    GROUP,
     INCOMPLETE,
     INDEX,
     META,
@@ -46,6 +47,30 @@ def is_run(path: Path) -> bool:
     return (Path(path) / META).is_file()
 
 
+def is_group(path: Path) -> bool:
+    """Whether ``path`` is a recording of several ranks (one run folder per rank)."""
+    return (Path(path) / GROUP).is_file()
+
+
+def rank_runs(group: Path) -> list[Path]:
+    """The rank run folders of a group, rank 0 first."""
+    ranks = []
+    for p in Path(group).glob("rank*"):
+        number = p.name.removeprefix("rank")
+        if number.isdigit() and is_run(p):
+            ranks.append((int(number), p))
+    return [p for _, p in sorted(ranks)]
+
+
+def describe_group(group: Path) -> dict[str, Any]:
+    """A group's ``group.json`` (``{}`` if unreadable: its rank folders still list)."""
+    try:
+        data = json.loads((Path(group) / GROUP).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 # How deep under a folder runs are looked for: ``examples/<project>/tvis_runs/<run>`` is
 # three levels down. Folders that never hold runs are skipped, and the search gives up
 # after MAX_FOLDERS folders so `tvis ls ~` stays quick.
@@ -56,22 +81,30 @@ _NEVER_RUNS = {"node_modules", "__pycache__", "site-packages", "venv", "batches"
 
 def find_runs(root: Path) -> list[Path]:
     """Run folders at ``root`` or up to SEARCH_DEPTH levels below it, newest first
-    (``<project>/tvis_runs/<run>``, ``examples/<project>/tvis_runs/<run>``)."""
+    (``<project>/tvis_runs/<run>``, ``examples/<project>/tvis_runs/<run>``); the ranks
+    of a group are listed together, rank 0 first."""
     root = Path(root)
     if is_run(root):
         return [root]
-    found: list[Path] = []
+    if is_group(root):
+        return rank_runs(root)
+    found: list[tuple[str, int, Path]] = []
     level, seen = [root], 0
     for _ in range(SEARCH_DEPTH):
         below: list[Path] = []
         for folder in level:
             for path in _subfolders(folder):
                 seen += 1
-                (found if is_run(path) else below).append(path)
+                if is_run(path):
+                    found.append((path.name, 0, path))
+                elif is_group(path):
+                    found += [(path.name, -i, r) for i, r in enumerate(rank_runs(path))]
+                else:
+                    below.append(path)
             if seen > MAX_FOLDERS:
                 break
         level = below
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    return [p for *_, p in sorted(found, key=lambda f: f[:2], reverse=True)]
 
 
 def _subfolders(folder: Path) -> list[Path]:
@@ -119,6 +152,9 @@ class RunReader:
 
     @property
     def run_id(self) -> str:
+        """The folder's name; a rank's run is named with its group (``<group>/rank1``)."""
+        if is_group(self.path.parent):
+            return f"{self.path.parent.name}/{self.path.name}"
         return self.path.name
 
     @property
