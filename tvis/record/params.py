@@ -313,7 +313,7 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
         w_id, u_id = entry(c, p.shape), entry(c, p.shape)
         g_id = entry(c, p.shape) if c.has_grad else None
         size = c.before.nbytes * (3 if c.grad is not None else 2)
-        keep_values = size <= left
+        keep_values = 0 < size <= left  # 0: nothing planned (a rank recorded light)
         base = None
         last = state.last.pop(id(p), None)
         if keep_values:
@@ -323,7 +323,7 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
                 base = (last[0], last[1])
             depth = last[2] + 1 if base is not None else 0
             state.last[id(p)] = (step, c.after, depth)
-        else:
+        elif size:
             dropped += 1
         jobs.append(Job(c, name, w_id, u_id, g_id, keep_values, base))
         params.append(
