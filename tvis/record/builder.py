@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -127,7 +128,12 @@ class BatchBuilder:
         self.arrays: dict[int, np.ndarray] = {}
         self.lines: dict[tuple, dict] = {}
         self._by_identity: dict[tuple[int, int], int] = {}
-        self.objects: dict[int, torch.Tensor] = {}  # keeps ids unique while the batch is open
+        # The tensors captured, by entry id: held while a training batch is open (Grad-CAM
+        # and gradient hooks use them; autograd holds them anyway); held weakly by a light
+        # group, whose evaluation outputs would otherwise all stay alive until it closes.
+        self.objects: dict[int, torch.Tensor] | weakref.WeakValueDictionary = (
+            weakref.WeakValueDictionary() if light else {}
+        )
         self.grad_handles: list = []
         self.hooked: set[int] = set()
         self.grad_arrivals: list[tuple[float, int]] = []
@@ -167,7 +173,7 @@ class BatchBuilder:
         """The entry id of ``t`` in this batch, capturing it on first sight."""
         key = (id(t), t._version)
         found = self._by_identity.get(key)
-        if found is not None:
+        if found is not None and self.objects.get(found) is t:
             return found
         entry_id = len(self.entries)
         self._by_identity[key] = entry_id
