@@ -151,3 +151,21 @@ def test_model_of_40m_parameters_records_under_100_mb(tmp_path):
     assert outcome.bytes < 100 * 2**20
     step = RunReader(outcome.run_dir).step(2)
     assert all(p["kept"] is not None for p in step.record["params"])  # nothing dropped
+
+
+def test_agent_decodes_a_weight_stored_as_a_delta_of_the_previous_step(tmp_path):
+    from tvis.agent.api import AgentAPI
+
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    names = {id(p): n for n, p in model.named_parameters()}
+    seen: list = []
+    _reference_hooks(opt, names, seen)
+    outcome = record_here(lambda: _train(model, opt, 100), tmp_path, steps=2)
+    api = AgentAPI(outcome.run_dir.parent)
+    run = outcome.run_dir.name
+    reply = api.array(run, tensor=api.step(run, 1)["params"][2]["update"], step=1)
+    name = api.step(run, 1)["params"][2]["name"]
+    assert reply["array"].tobytes() == seen[1][name][2].numpy().tobytes()
+    view = api.param(run, 1, name, which="weight")
+    assert view["name"] == name and view["array"].size > 0
