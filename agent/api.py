@@ -45,7 +45,7 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
 
 class AgentAPI(InsightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py)."""
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights/)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
