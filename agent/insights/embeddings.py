@@ -61,7 +61,7 @@ class EmbeddingsAPI(InsightBase):
         classes = self._data_info(run).get("classes")
         vocab = self._data_info(run).get("vocab")
         labels = gathered["labels"]
-        by_token = gathered["label_kind"] == "last target token"
+        by_token = gathered["label_kind"] == "first target token"
         return {
             "kind": "repr",
             "layers": layers,
@@ -149,7 +149,8 @@ class EmbeddingsAPI(InsightBase):
 
 def _labels(chunk, n: int) -> tuple[np.ndarray | None, str | None]:
     """Each sample's colour: its class (classification), or for a language model the
-    target token at its last valid position (what the pooled sequence leads up to)."""
+    target token at its first valid position (sequences mostly end alike, with an
+    end-of-text token, but start differently)."""
     arrays = LossArrays(chunk, loss_section(chunk, required=False), n)
     if not arrays.per_token:
         target = arrays.values("target")
@@ -161,10 +162,10 @@ def _labels(chunk, n: int) -> tuple[np.ndarray | None, str | None]:
         return None, None
     out = np.full(n, -1, np.int32)
     for i in range(n):
-        real = np.flatnonzero(valid[i].reshape(-1)) if valid is not None else [target.shape[1] - 1]
+        real = np.flatnonzero(valid[i].reshape(-1)) if valid is not None else [0]
         if len(real):
-            out[i] = int(target[i].reshape(-1)[real[-1]])
-    return out, "last target token"
+            out[i] = int(target[i].reshape(-1)[real[0]])
+    return out, "first target token"
 
 
 def _label_names(names_list: Any, labels: np.ndarray | None) -> dict[str, str] | None:

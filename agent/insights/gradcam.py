@@ -61,9 +61,10 @@ class GradcamAPI(InsightBase):
         width: int = 24,
         height: int = 24,
         limit: int = 32,
+        first: int = 0,
     ) -> dict[str, Any]:
-        """Many small Grad-CAM cells at once: without ``sample``, every kept sample (up to
-        ``limit``) for one layer; with ``sample``, every layer for that sample."""
+        """Many small Grad-CAM cells at once: without ``sample``, the kept samples from
+        ``first`` (up to ``limit``) for one layer; with ``sample``, every layer for it."""
         views.check_size(width, height)
         cells_wanted = min(limit, MAX_GRID_CELLS)
         if cells_wanted < 1 or cells_wanted * width * height > MAX_GRID_PIXELS:
@@ -78,7 +79,7 @@ class GradcamAPI(InsightBase):
         if sample is None:
             layer = layer if layer is not None else layers[-1]
             kept = _kept(chunk, maps, layer, which)
-            pairs = [(layer, s) for s in range(min(kept, cells_wanted))]
+            pairs = [(layer, s) for s in range(max(first, 0), min(kept, first + cells_wanted))]
         else:
             pairs = [(name, sample) for name in layers[:cells_wanted]]
         cells = [self._cell(run, batch, maps, n, which, s, width, height) for n, s in pairs]
@@ -87,6 +88,7 @@ class GradcamAPI(InsightBase):
             "layer": layer if sample is None else None,
             "sample": sample,
             "which": which,
+            "kept": _kept(chunk, maps, layer or layers[-1], which),
             "cells": cells,
         }
 

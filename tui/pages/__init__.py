@@ -38,6 +38,12 @@ def _explore(app: TvisApp) -> Screen:
     return ExplorePage()
 
 
+def _insights(app: TvisApp) -> Screen:
+    from tvis.tui.pages.insights import InsightsPage
+
+    return InsightsPage()
+
+
 def _live(app: TvisApp) -> Screen:
     from tvis.live.address import resolve
     from tvis.tui.pages.live import LivePage
@@ -48,6 +54,7 @@ def _live(app: TvisApp) -> Screen:
 
 PAGES = [
     PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
+    PageSpec("insights", "Insights", True, _insights, "tvis.tui.pages.insights"),
     PageSpec("live", "Live", False, _live, "tvis.tui.pages.live"),
 ]
 

@@ -22,6 +22,9 @@ Depth = Literal["truecolor", "256", "16"]
 
 NAN_RGB = (255, 0, 255)
 INF_RGB = (255, 255, 255)
+MASKED_RGB = (58, 58, 58)
+"""Cells a mask removed (a causal attention's future): a flat grey no map uses, in every
+palette (xterm 256 has it; 16 colours show it as dark grey)."""
 
 
 def _lut(anchors: list[tuple[int, int, int]]) -> np.ndarray:
