@@ -29,7 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TVIS = str(Path(sys.executable).with_name("tvis"))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
+from conftest import open_explore  # noqa: E402  (tests/tui: the complete Explore screen)
 from sshd import start_lab  # noqa: E402
 
 from tvis.agent.api import AgentAPI  # noqa: E402
@@ -109,7 +111,7 @@ async def first_paint(connector: Callable, view: str) -> float:
     key, then, drawn = VIEWS[view]
     app = TvisApp(connector, "bench", "halfcell")
     async with app.run_test(size=(120, 40)) as pilot:
-        await _until(pilot, lambda: app.current_mode == "explore" and app.run_info, 120)
+        await open_explore(pilot)
         await pilot.press("2")
         await _until(pilot, lambda: app.current_mode == "insights" and app.screen.found, 60)
         page = app.screen
@@ -152,6 +154,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         runs = {name: record(folder, name) for name in EXAMPLES}
+        (folder / "lab").mkdir()
         lab = None if args.no_ssh else start_lab(folder / "lab")
         rows = []
         try:

@@ -185,9 +185,6 @@ class EmbeddingsView(AgentPane):
         if (self.reply or {}).get("kind") == "repr":
             self._select(self._followed_point())
 
-    def batch_changed(self) -> None:
-        self._followed()
-
     def _followed_point(self) -> int | None:
         reply, place = self.reply or {}, where(self.app)
         if place is None or reply.get("kind") != "repr":
