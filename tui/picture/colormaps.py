@@ -65,7 +65,7 @@ VALUES = Colormap(
         (215, 215, 0),
         (255, 255, 95),
     ),
-    (5, 4, 12, 6, 14, 2, 10, 11),
+    (4, 12, 6, 14, 2, 10, 3, 11),  # no magenta: that is NaN
 )
 SIGNED = Colormap(
     "signed",

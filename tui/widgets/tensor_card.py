@@ -241,7 +241,11 @@ class TensorCard(AgentPane):
 
     def answered(self, tag: str, view: dict[str, Any]) -> None:
         signed = self._grad or bool(self.ref and self.ref.gradient_view)
-        self.query_one(Picture).show_values(view["array"], Scale.of(view["array"], signed))
+        array = view["array"]
+        if array.size == 1:  # one value (a sample's label, a scalar): say it, draw nothing
+            self.query_one(Picture).placeholder(f"value {fmt.num(float(array.flat[0]))}")
+        else:
+            self.query_one(Picture).show_values(array, Scale.of(array, signed))
         self._view_shape = view.get("shape")
         self._note = "block means" if view.get("downsampled") else ""
         value = (self._entry() or {}).get("value") or {}
