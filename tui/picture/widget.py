@@ -268,7 +268,7 @@ class Picture(Widget):
         if content.values is not None:
             rgb = colormaps.to_rgb(content.values, content.scale, content.cmap, depth)
             if content.masked is not None:
-                rgb[content.masked] = colormaps.MASKED_RGB
+                rgb[content.masked] = colormaps.masked_rgb(depth)
         else:
             rgb = content.rgb
         pixels = raster.resample(rgb, px_h, px_w)
@@ -391,7 +391,8 @@ class Picture(Widget):
             text.append("  ■", style=Style(color="rgb({},{},{})".format(*inf)))
             text.append(" Inf", style="dim")
         if content.masked is not None and content.masked.any():
-            text.append("  ■", style=Style(color="rgb({},{},{})".format(*colormaps.MASKED_RGB)))
+            grey = colormaps.masked_rgb(depth)
+            text.append("  ■", style=Style(color="rgb({},{},{})".format(*grey)))
             text.append(" masked", style="dim")
         if content.legend:
             text.append("  " + content.legend, style="dim")
