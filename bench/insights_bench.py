@@ -1,6 +1,6 @@
 """The Insights page as a user meets it: first paint and bytes per view, locally and over ssh.
 
-    .venv/bin/python bench/insights_bench.py [--repeat 3] [--no-ssh]
+    .venv/bin/python bench/insights_bench.py [--repeat 3] [--no-ssh] [--view NAME ...]
 
 Records the three examples (1 step each: image_classifier, text_lm, vit), then for each
 view the run feeds (Attention, its heads grid, Grad-CAM, its grid of samples, Embeddings):
@@ -44,12 +44,16 @@ from tvis.tui.app import TvisApp  # noqa: E402
 EXAMPLES = ("image_classifier", "text_lm", "vit")
 VIEWS = {  # view: (key on the page, keys after it, what its first screen has drawn)
     "attention": ("a", (), lambda page: _attention_drawn(page)),
-    "attention heads": ("a", ("w",), lambda page: len(page.query("#attention-heads Picture"))),
+    "attention heads": ("a", ("w",), lambda page: _heads_drawn(page)),
     "gradcam": ("c", (), lambda page: page.query_one("#gradcam-overlay").has_data),
     "gradcam samples": ("c", ("m",), lambda page: page.query("#gradcam-grid .thumb Picture")),
     "embeddings": ("e", (), lambda page: len(page.query_one("#embeddings-scatter").points)),
 }
 NEEDS = {"attention": "attention", "gradcam": "gradcam", "embeddings": "embeddings"}
+
+
+def _heads_drawn(page) -> bool:
+    return page.query_one("#attention-heads-picture").has_data
 
 
 def _attention_drawn(page) -> bool:
@@ -150,7 +154,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-ssh", action="store_true")
+    parser.add_argument("--view", action="append", choices=list(VIEWS), help="only these views")
     args = parser.parse_args()
+    views = args.view or list(VIEWS)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         runs = {name: record(folder, name) for name in EXAMPLES}
@@ -162,7 +168,7 @@ def main() -> None:
                 api = AgentAPI(run)
                 found = api.insights(".")
                 local = Target(path=str(run))
-                for view in VIEWS:
+                for view in views:
                     if not found[NEEDS[view.split()[0]]]:
                         continue
                     size = reply_bytes(api, first_screen_requests(api, ".", view))

@@ -125,7 +125,8 @@ async def test_heads_grid_orders_heads_by_entropy(vit_run):
     async with app.run_test(size=(120, 40)) as pilot:
         page, view = await _open_insights(pilot, "attention")
         await pilot.press("w")
-        await wait_for(pilot, lambda: len(page.query("#attention-heads Picture")) == 4, "heads")
+        heads = page.query_one("#attention-heads-picture")
+        await wait_for(pilot, lambda: heads.has_data, "the heads")
         captions = [c for c in screen_text(app).split() if c.startswith("H=")]
         entropies = [float(c[2:]) for c in captions]
         assert len(entropies) == 4 and entropies == sorted(entropies)

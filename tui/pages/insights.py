@@ -39,9 +39,12 @@ class ViewBar(AgentPane):
         super().__init__()
         self.found: dict[str, Any] | None = None
         self.current: str | None = None
+        self.error: str | None = None
 
     def render(self) -> Text:
         text = Text()
+        if self.error is not None:
+            return Text(self.error, style=colors.BAD)
         if self.found is None:
             return Text("asking the agent which insights this run holds …", style=colors.MUTED)
         for view in VIEWS:
@@ -58,11 +61,12 @@ class ViewBar(AgentPane):
             self.ask("insights", run=run)
 
     def answered(self, tag: str, result: Any) -> None:
-        self.found = result
+        self.found, self.error = result, None
         self.app.call_later(self.screen.insights_found, result)
 
     def failed(self, tag: str, message: str) -> None:
-        self.screen.query_one("#insights-absent", Static).update(message)
+        self.error = message
+        self.refresh()
 
 
 class InsightsPage(Screen):

@@ -44,7 +44,6 @@ class AttentionView(AgentPane):
     AttentionView #attention-side.shown { display: block; }
     AttentionView #attention-heads { height: 9; display: none; }
     AttentionView #attention-heads.shown { display: block; }
-    AttentionView .head { width: 18; height: auto; margin-right: 1; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -66,7 +65,9 @@ class AttentionView(AgentPane):
             with Vertical(id="attention-side"):
                 yield Picture(max_rows=20, legend=False, id="attention-overlay")
                 yield Static(classes="cursor", id="attention-overlay-note")
-        yield Horizontal(id="attention-heads")
+        with Vertical(id="attention-heads"):
+            yield Picture(max_rows=HEAD_SIDE // 2, legend=False, id="attention-heads-picture")
+            yield Static(id="attention-heads-captions")
         yield Static(
             Text("hjkl cursor · <> layer · {} head · o rollout · w heads by entropy", style="dim"),
             classes="hints",
@@ -91,15 +92,20 @@ class AttentionView(AgentPane):
             width=MAP_SIDE,
             height=MAP_SIDE,
         )
-        if self.show_heads:
-            self.ask(
-                "attention_heads",
-                tag="heads",
-                **place,
-                layer=self.at_layer,
-                sample=self.app.sample,
-                side=HEAD_SIDE,
-            )
+        self._ask_heads()
+
+    def _ask_heads(self) -> None:
+        place = where(self.app)
+        if place is None or not self.show_heads:
+            return
+        self.ask(
+            "attention_heads",
+            tag="heads",
+            **place,
+            layer=self.at_layer,
+            sample=self.app.sample,
+            side=HEAD_SIDE,
+        )
 
     def _ask_overlay(self) -> None:
         place = where(self.app)
@@ -173,9 +179,12 @@ class AttentionView(AgentPane):
         self.reload()
 
     def toggle_heads(self) -> None:
+        """Show or hide the heads strip; the map keeps its reply and only changes size."""
         self.show_heads = not self.show_heads
         self.query_one("#attention-heads").set_class(self.show_heads, "shown")
-        self.reload()
+        if self.reply:
+            self._draw_map()
+        self._ask_heads()
 
     # -- drawing ---------------------------------------------------------------------------
 
@@ -278,20 +287,21 @@ class AttentionView(AgentPane):
         self.query_one("#attention-overlay-note", Static).update(note)
 
     def _draw_heads(self, result: dict[str, Any]) -> None:
-        box = self.query_one("#attention-heads", Horizontal)
-        box.remove_children()
-        maps = np.asarray(result["maps"])
+        """Every head side by side in one picture, on one shared scale so they compare,
+        most focused (lowest entropy) first, separated by a masked column."""
+        maps = np.asarray(result["maps"], dtype=np.float32)
         order = np.asarray(result["order"]).tolist()
-        pictures = [Picture(max_rows=HEAD_SIDE // 2, legend=False) for _ in order]
-        box.mount(
-            *[
-                Vertical(
-                    picture,
-                    Static(f"h{head} H={fmt.num(float(result['entropy'][head]))}"),
-                    classes="head",
-                )
-                for picture, head in zip(pictures, order, strict=True)
-            ]
-        )
-        for picture, head in zip(pictures, order, strict=True):
-            picture.show_values(maps[head], Scale.of(maps[head]))
+        side_h, side_w = maps.shape[1:]
+        montage = np.zeros((side_h, len(order) * (side_w + 1) - 1), dtype=np.float32)
+        gaps = np.zeros(montage.shape, dtype=bool)
+        captions = []
+        for i, head in enumerate(order):
+            x = i * (side_w + 1)
+            montage[:, x : x + side_w] = maps[head]
+            if x + side_w < montage.shape[1]:
+                gaps[:, x + side_w] = True
+            caption = f"h{head} H={fmt.num(float(result['entropy'][head]))}"
+            captions.append(caption[:side_w].ljust(side_w + 1))
+        picture = self.query_one("#attention-heads-picture", Picture)
+        picture.show_values(montage, Scale.of(montage[~gaps]), masked=gaps)
+        self.query_one("#attention-heads-captions", Static).update("".join(captions).rstrip())
