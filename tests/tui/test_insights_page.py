@@ -233,6 +233,10 @@ async def test_embedding_table_is_labelled_by_token_and_searchable(lm_run):
         await wait_for(pilot, lambda: view.hits.size, "a search hit")
         hit = int(view.hits[0])
         assert view.reply["tokens"][hit] == "e" and view.selected == hit
+        scatter = page.query_one("#embeddings-scatter")
+        y, x = (int(v) for v in scatter._pixels[hit])
+        drawn = "".join(segment.text for segment in scatter.render_line(y // 2))
+        assert drawn[x] == "e"  # the hit is written as its token where its point is
         assert f"row {int(view.reply['rows'][hit])} 'e'" in screen_text(app)
 
 

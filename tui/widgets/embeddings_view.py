@@ -85,8 +85,9 @@ class EmbeddingsView(AgentPane):
     def answered(self, tag: str, result: Any) -> None:
         self.reply = result
         scatter = self.query_one(Scatter)
-        labels = result.get("labels") if result.get("kind") == "repr" else None
-        scatter.show(result["points"], labels)
+        table = result.get("kind") == "table"
+        labels = None if table else result.get("labels")
+        scatter.show(result["points"], labels, result.get("tokens") if table else None)
         self.hits = np.zeros(0, dtype=np.intp)
         scatter.mark(self.hits)
         self._title()

@@ -10,6 +10,8 @@ Clicking posts ``Scatter.Picked`` with the nearest point.
 from __future__ import annotations
 
 import numpy as np
+from rich.segment import Segment
+from rich.style import Style
 from textual.events import Click, Resize
 from textual.message import Message
 from textual.strip import Strip
@@ -63,12 +65,18 @@ class Scatter(Widget):
         self.palette_index: dict[int, int] = {}
         self.selected: int | None = None
         self.marked = np.zeros(0, dtype=np.intp)
+        self.texts: list[str] | None = None
         self._strips: list[Strip] = []
         self._pixels: np.ndarray = np.zeros((0, 2), dtype=np.intp)
 
-    def show(self, points: np.ndarray, labels: np.ndarray | None) -> None:
-        """Draw ``points`` coloured by ``labels`` (int per point, -1 or None: unlabelled)."""
+    def show(
+        self, points: np.ndarray, labels: np.ndarray | None, texts: list[str] | None = None
+    ) -> None:
+        """Draw ``points`` coloured by ``labels`` (int per point, -1 or None: unlabelled);
+        with ``texts``, each point is written as its text where it does not overlap another
+        (tokens of an embedding table)."""
         self.points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        self.texts = texts
         self.labels = None if labels is None else np.asarray(labels).reshape(-1)
         present = [] if self.labels is None else sorted(set(self.labels.tolist()) - {-1})
         self.palette_index = {label: i for i, label in enumerate(present)}
@@ -115,7 +123,34 @@ class Scatter(Widget):
             if self.selected is not None and 0 <= self.selected < len(self._pixels):
                 self._cross(rgb, int(ys[self.selected]), int(xs[self.selected]))
         self._strips = raster.half_block_strips(rgb)
+        if self.texts is not None:
+            self._write_texts(width)
         self.refresh()
+
+    def _write_texts(self, width: int) -> None:
+        """Each point's text at its cell, left to right, skipping texts that would overlap
+        one already written (the dot stays); search hits and the selection are written
+        first so they always show."""
+        taken = [np.zeros(width, dtype=bool) for _ in self._strips]
+        rows: list[list[Segment]] = [list(strip) for strip in self._strips]
+        first = [i for i in (self.selected, *self.marked.tolist()) if i is not None]
+        order = dict.fromkeys([*first, *range(len(self._pixels))])
+        colours = self._colours()
+        for i in order:
+            if i >= len(self._pixels) or i >= len(self.texts):
+                continue
+            text = self.texts[i].replace("\n", "⏎").replace(" ", "␣") or "∅"
+            row, col = int(self._pixels[i, 0]) // 2, int(self._pixels[i, 1])
+            end = min(col + len(text), width)
+            if row >= len(rows) or taken[row][col:end].any():
+                continue
+            taken[row][max(col - 1, 0) : min(end + 1, width)] = True  # one cell apart
+            bright = i in first
+            fg = CURSOR_RGB if bright else tuple(int(c) for c in colours[i])
+            style = Style(color=f"rgb{fg}", bgcolor=f"rgb{BACKGROUND_RGB}", bold=bright)
+            for k, char in enumerate(text[: end - col]):
+                rows[row][col + k] = Segment(char, style)
+        self._strips = [Strip(segments, width) for segments in rows]
 
     def _place(self, px_h: int, px_w: int) -> np.ndarray:
         """Pixel (row, col) of every point; equal units on both axes so distances read true."""
