@@ -116,7 +116,7 @@ async def first_paint(connector: Callable, view: str) -> float:
     app = TvisApp(connector, "bench", "halfcell")
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
-        await pilot.press("2")
+        await pilot.press(str([p.id for p in app.pages()].index("insights") + 1))
         await _until(pilot, lambda: app.current_mode == "insights" and app.screen.found, 60)
         page = app.screen
         if then:  # open the view first, then time the key that switches its mode

@@ -1,5 +1,6 @@
 """The Loss page's agent methods: per-sample and per-token tables, the loss call and how
-it reduces, the worst samples, and a confusion matrix over every captured batch."""
+it reduces, the loss across the run, the worst samples, and a confusion matrix over every
+captured batch."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from tvis.agent import insight_views as iv
+from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import (
     InsightBase,
@@ -18,13 +21,15 @@ from tvis.agent.insights.common import (
 from tvis.agent.insights.loss_arrays import MAX_ELEMENTS, LossArrays, label
 from tvis.agent.protocol import BAD_REQUEST, AgentError
 from tvis.agent.samples import model_input
+from tvis.store.reader import Chunk
+from tvis.store.schema import LossCurve
 
 # Classes in a confusion matrix: beyond this the most frequent are kept.
 MAX_CONFUSION = 256
 
 
 class LossAPI(InsightBase):
-    """``sample_table`` and ``loss_detail``."""
+    """``sample_table``, ``loss_detail`` and ``loss_curve``."""
 
     # -- per-sample and per-token tables -----------------------------------------------
 
@@ -47,20 +52,42 @@ class LossAPI(InsightBase):
         table = LossArrays(chunk, loss, (chunk.record.get("batch") or {}).get("batch_size"))
         if table.per_token:
             if sample is None:
-                rows = table.sequence_rows(data.get("vocab"))
+                rows = table.sequence_rows(Vocabulary(data))
                 return {"kind": "sequences", "total": len(rows), "rows": page(rows, offset, limit)}
             given = model_input(chunk.record, self._tree(run, batch))
-            result = table.token_rows(sample, data.get("vocab"), input_ids(chunk, given, sample))
+            result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
         rows = table.sample_rows(data.get("classes"))
         return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit)}
 
+    def _sequence_columns(self, chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
+        """A language model's ``samples`` rows gain each sequence's mean loss, target and
+        predicted text, token accuracy and worst token; ``vocabulary`` says why not text."""
+        loss = loss_section(chunk, required=False)
+        arrays = LossArrays(chunk, loss, table.get("batch_size"))
+        if not arrays.per_token:
+            return
+        for row, sequence in zip(table["rows"], arrays.sequence_rows(vocab), strict=False):
+            row["target_text"] = sequence.get("text")
+            for key in ("pred_text", "tokens", "accuracy", "worst"):
+                if key in sequence:
+                    row[key] = sequence[key]
+            if sequence.get("loss") is not None:
+                row["loss"] = sequence["loss"]
+        table["per_token"] = True
+        table["vocabulary"] = vocab.why
+
     # -- loss ----------------------------------------------------------------------------
 
     @rpc
     def loss_detail(
-        self, run: str, batch: int, confusion: bool = True, limit: int = 64
+        self,
+        run: str,
+        batch: int,
+        confusion: bool = True,
+        limit: int = 64,
+        elements: int = MAX_ELEMENTS,
     ) -> dict[str, Any]:
         """The loss call and how it reduces; per-element loss and validity mask; each
         sample's p(target) → −log p → loss, worst first; a confusion matrix over every
@@ -80,11 +107,31 @@ class LossAPI(InsightBase):
         )
         result["per_token"] = table.per_token
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
-        result.update(table.elements())
+        if not 0 <= elements <= MAX_ELEMENTS:
+            raise AgentError(f"elements must be 0 to {MAX_ELEMENTS}.", BAD_REQUEST)
+        result.update(table.elements(elements))
+        result["hist"] = table.histogram()
+        result["residual_hist"] = table.residual_histogram(loss.get("fn"))
+        result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
         if confusion and not table.per_token and table.has("target", "pred"):
             result["confusion"] = self._confusion(run, loss.get("classes"))
         return result
+
+    @rpc
+    def loss_curve(self, run: str, width: int = 200) -> LossCurve:
+        """The loss of every recorded batch in order, decimated to ``width`` columns:
+        ``{columns: [{first, last, lo, hi, mean, light}], steps: [{step, batch}] (the
+        first batch of each optimizer step), light: [[first, last]] (runs of light batches:
+        evaluation, sampling), total, lo, hi}``; a batch without a loss is left out."""
+        if not 1 <= width <= 2048:
+            raise AgentError("width must be 1 to 2048.", BAD_REQUEST)
+        batches = [
+            b
+            for b in self.store.index(run).get("batches") or []
+            if isinstance(b, dict) and isinstance(b.get("index"), int)
+        ]
+        return iv.loss_curve(batches, width)
 
     def _confusion(self, run: str, classes: Any) -> dict[str, Any] | None:
         index = self.store.index(run)

@@ -42,7 +42,7 @@ async def _open_insights(pilot, view: str):
     """Open the Insights page (second tab) and wait for ``view``'s first reply."""
     app = pilot.app
     await open_explore(pilot)
-    await pilot.press("2")
+    await pilot.press(_insights_key(app))
     page = await wait_for(
         pilot, lambda: app.current_mode == "insights" and app.screen.found, "the Insights page"
     )
@@ -52,6 +52,11 @@ async def _open_insights(pilot, view: str):
     widget = await wait_for(pilot, lambda: page.current_view(), f"the {view} view")
     await wait_for(pilot, lambda: widget.reply, f"the {view} view's first reply")
     return page, widget
+
+
+def _insights_key(app) -> str:
+    """The number key of the Insights tab (its place among the pages the run shows)."""
+    return str([p.id for p in app.pages()].index("insights") + 1)
 
 
 def _recorded_attention(run: Path, batch: int, layer: int) -> np.ndarray:
@@ -248,7 +253,7 @@ def test_insights_page_reads_at_80x24_in_tmux(lm_run, tmp_path):
     try:
         term.tmux("resize-window", "-t", "main", "-x", "80", "-y", "24")
         term.wait("TinyLM")  # the Explore page's call tree is up
-        term.keys("2")
+        term.keys("4")  # Explore, Loss, Weights, Insights
         screen = term.wait("weight")
         assert "Attention" in screen and "query 0 '<bos>'" in screen and "<bos>" in screen
         assert all(len(line) <= 80 for line in screen.splitlines())
