@@ -52,7 +52,7 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
 
 class AgentAPI(InsightsAPI, RanksAPI, WeightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), the comparison
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights/), the comparison
     of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py), the Weights
     page's views from ``WeightsAPI`` (agent/weights.py)."""
 
