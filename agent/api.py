@@ -77,7 +77,7 @@ def _sorted_rows(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict
 
 class AgentAPI(InsightsAPI, RanksAPI, WeightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), the comparison
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights/), the comparison
     of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py), the Weights
     page's views from ``WeightsAPI`` (agent/weights.py)."""
 
@@ -200,10 +200,14 @@ class AgentAPI(InsightsAPI, RanksAPI, WeightsAPI):
         if parent != -1:
             self._call(tree, parent)
         children = tree.children.get(parent, [])
-        return {
+        reply = {
             "total": len(children),
             "calls": [tree.row(c) for c in _page(children, offset, limit)],
         }
+        if parent == -1:
+            chunk = self.store.chunk(run, "batch", batch)
+            reply["dropped"] = chunk.record.get("dropped_sites") or []
+        return reply
 
     @rpc
     def call(self, run: str, batch: int, call: int) -> dict[str, Any]:

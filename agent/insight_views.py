@@ -1,5 +1,6 @@
-"""Numpy pieces of the insight pages: PCA, attention rollout, map resizing and colouring,
-and token strings joined back into text. Pure functions on arrays; no torch."""
+"""Numpy pieces of the insight pages: PCA, attention rollout, map resizing, and token
+strings joined back into text. Pure functions on arrays; no torch. Colouring is the
+viewer's (its picture kit): maps leave here as floats."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ def pca(points: np.ndarray, components: int = 2) -> tuple[np.ndarray, np.ndarray
     """The rows of ``points`` projected on their first principal components, and the share
     of the variance each component explains.
 
-    Signs are fixed (each component's largest loading is positive) so the same data gives
-    the same picture every time. Fewer rows or features than ``components`` give zeros.
+    The axes are the top eigenvectors of the smaller of the covariance (features²) and
+    Gram (rows²) matrices, found by subspace iteration: a full SVD or eigendecomposition
+    of a 768-wide layer costs seconds, and the view needs two components. Signs are fixed
+    (each component's largest loading is positive) so the same data gives the same
+    picture every time. Fewer rows or features than ``components`` give zeros.
     """
     x = np.asarray(points, dtype=np.float64)
     x = x.reshape(x.shape[0], -1) if x.ndim != 2 else x
@@ -28,17 +32,51 @@ def pca(points: np.ndarray, components: int = 2) -> tuple[np.ndarray, np.ndarray
     if n < 2 or x.shape[1] == 0:
         return out, ratio
     centred = x - x.mean(axis=0)
-    _, singular, vt = np.linalg.svd(centred, full_matrices=False)
-    k = min(components, vt.shape[0])
-    axes = vt[:k]
+    k = min(components, n, centred.shape[1])
+    by_features = centred.shape[1] <= n
+    square = centred.T @ centred if by_features else centred @ centred.T
+    total = float(np.trace(square))
+    variance, vectors = top_eigen(square, k)
+    if by_features:
+        axes = vectors.T
+    else:  # Gram eigenvectors are the projections; the feature axes follow from them
+        lengths = np.sqrt(variance)
+        axes = (centred.T @ vectors).T / np.where(lengths > 0, lengths, 1.0)[:, None]
     signs = np.sign(axes[np.arange(k), np.abs(axes).argmax(axis=1)])
     axes = axes * np.where(signs == 0, 1.0, signs)[:, None]
     out[:, :k] = centred @ axes.T
-    variance = singular**2
-    total = variance.sum()
     if total > 0:
-        ratio[:k] = variance[:k] / total
+        ratio[:k] = variance / total
     return out, ratio
+
+
+# Subspace iteration: a block a few vectors wider than asked converges at the rate of the
+# gap to the block's edge; the residual bound stops it once the axes are exact to float32.
+_EXTRA_VECTORS = 8
+_MAX_ITERATIONS = 300
+_TOLERANCE = 1e-9
+
+
+def top_eigen(square: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues (≥ 0, descending) and eigenvectors (columns) of a
+    symmetric positive semi-definite matrix, by subspace iteration with Rayleigh–Ritz."""
+    size = square.shape[0]
+    block = min(size, k + _EXTRA_VECTORS)
+    if block == size:  # small enough to decompose whole
+        values, vectors = np.linalg.eigh(square)
+        return np.clip(values[::-1][:k], 0.0, None), vectors[:, ::-1][:, :k]
+    start = np.random.default_rng(0).standard_normal((size, block))
+    basis, _ = np.linalg.qr(start)
+    scale = max(float(np.abs(square).max()), 1e-300)
+    for _ in range(_MAX_ITERATIONS):
+        basis, _ = np.linalg.qr(square @ basis)
+        values, small = np.linalg.eigh(basis.T @ square @ basis)
+        ritz = basis @ small[:, ::-1][:, :k]
+        top = values[::-1][:k]
+        residual = np.abs(square @ ritz - ritz * top).max()
+        if residual <= _TOLERANCE * scale:
+            break
+    return np.clip(top, 0.0, None), ritz
 
 
 def rollout(layers: Sequence[np.ndarray]) -> np.ndarray:
@@ -74,28 +112,6 @@ def resize(values: np.ndarray, height: int, width: int) -> np.ndarray:
     top = values[r0][:, c0] * (1 - fc) + values[r0][:, c1] * fc
     bottom = values[r1][:, c0] * (1 - fc) + values[r1][:, c1] * fc
     return (top * (1 - fr[:, None]) + bottom * fr[:, None]).astype(np.float32)
-
-
-# Heat colours for a map in [0, 1]: dark blue, blue, cyan, yellow, red (a jet-like ramp
-# people read Grad-CAM overlays with).
-_STOPS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
-_COLOURS = np.array(
-    [[0, 0, 128], [0, 64, 255], [0, 224, 255], [255, 224, 0], [224, 0, 0]], dtype=np.float64
-)
-
-
-def heat_colours(unit: np.ndarray) -> np.ndarray:
-    """A map with values in [0, 1] as uint8 RGB heat colours (NaN shows as the lowest)."""
-    v = np.clip(np.nan_to_num(np.asarray(unit, dtype=np.float64), nan=0.0), 0.0, 1.0)
-    rgb = np.stack([np.interp(v, _STOPS, _COLOURS[:, c]) for c in range(3)], axis=-1)
-    return rgb.round().astype(np.uint8)
-
-
-def blend(image: np.ndarray, unit_map: np.ndarray, alpha: float = 0.5) -> np.ndarray:
-    """Heat colours of ``unit_map`` laid over an RGB or grey uint8 ``image`` of its size."""
-    rgb = image if image.ndim == 3 else np.repeat(image[..., None], 3, axis=-1)
-    mixed = (1 - alpha) * rgb[..., :3].astype(np.float64) + alpha * heat_colours(unit_map)
-    return np.clip(mixed, 0, 255).round().astype(np.uint8)
 
 
 def join_tokens(tokens: Sequence[str]) -> str:

@@ -175,6 +175,31 @@ RANKS = [
     _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
 ]
 
+INSIGHTS = [
+    _b("a", "view('attention')", "Attention", "insights.attention", show=True),
+    _b("c", "view('gradcam')", "Grad-CAM", "insights.gradcam", show=True),
+    _b("e", "view('embeddings')", "Embeddings", "insights.embeddings", show=True),
+    _b("h,left", "move(0, -1)", "Cursor left", "insights.left"),
+    _b("l,right", "move(0, 1)", "Cursor right", "insights.right"),
+    _b("k,up", "move(-1, 0)", "Cursor up / previous point", "insights.up"),
+    _b("j,down", "move(1, 0)", "Cursor down / next point", "insights.down"),
+    _b("less_than_sign", "layer(-1)", "Previous layer (shallower)", "insights.layer_prev"),
+    _b("greater_than_sign", "layer(1)", "Next layer (deeper)", "insights.layer_next"),
+    _b("left_curly_bracket", "head(-1)", "Previous head (attention)", "insights.head_prev"),
+    _b("right_curly_bracket", "head(1)", "Next head (attention)", "insights.head_next"),
+    _b("o", "rollout", "Rollout across layers (attention)", "insights.rollout"),
+    _b("w", "heads", "All heads, by entropy (attention)", "insights.heads"),
+    _b("t", "which", "Predicted / true class (Grad-CAM)", "insights.which"),
+    _b(
+        "m",
+        "mode",
+        "One / samples / layers (Grad-CAM); layers / tables (Embeddings)",
+        "insights.mode",
+    ),
+    _b("slash", "search", "Search tokens (embedding table)", "insights.search"),
+    _b("escape", "close_search", "Close the search", "insights.close_search"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Explore", EXPLORE),
@@ -185,6 +210,7 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Timeline", TIMELINE),
     ("Loss", LOSS),
     ("Weights", WEIGHTS),
+    ("Insights", INSIGHTS),
     ("Ranks", RANKS),
     ("Live", LIVE),
     ("Lists and tables", LIST),

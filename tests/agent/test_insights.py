@@ -244,20 +244,84 @@ def test_attention_for_a_sample_not_kept_is_not_found(image_run):
 
 def test_gradcam_resized_onto_the_input_picture(image_run):
     client, known, _ = image_run
-    reply = client.call("gradcam", run="run", batch=0, sample=0, which="pred", blend=True)
+    reply = client.call("gradcam", run="run", batch=0, sample=0, which="pred")
     assert reply["layers"] == ["conv"] and reply["choices"] == ["pred", "true"]
     assert reply["image"].shape == (8, 8, 3) and reply["map"].shape == (8, 8)
-    assert reply["blend"].shape == (8, 8, 3) and reply["blend"].dtype == np.uint8
+    assert reply["map"].dtype == np.float32 and "blend" not in reply
     assert reply["map"].max() == pytest.approx(1.0) and reply["map"].min() >= 0
     top_left = reply["map"][:4, :4].sum()
     assert top_left > 0.9 * reply["map"].sum()  # the hot cell lands where it was
     assert reply["peak"] == pytest.approx(2.0)
     assert (reply["class"], reply["class_name"]) == (0, "cat")
     true = client.call("gradcam", run="run", batch=0, sample=1, which="true")
-    assert (true["class"], true["class_name"]) == (1, "dog") and true["blend"] is None
+    assert (true["class"], true["class_name"]) == (1, "dog")
+    assert true["p"] == pytest.approx(known[0]["p_target"][1])  # p of the true class
+    assert reply["p"] == pytest.approx(1 / 3)  # the predicted class's top-k probability
     cam = known[0]["cams"]["true"][1]
     corner = np.asarray(true["map"])[0, 0]  # pixel centres at the edge keep the corner cell
     assert corner == pytest.approx(cam[0, 0] / cam.max(), rel=1e-5)
+
+
+def test_gradcam_grid_of_samples_for_one_layer(image_run):
+    client, known, _ = image_run
+    grid = client.call("gradcam_grid", run="run", batch=0, which="true", width=8, height=8)
+    assert [c["sample"] for c in grid["cells"]] == list(range(KEPT))  # the kept samples
+    for cell in grid["cells"]:
+        single = client.call(
+            "gradcam", run="run", batch=0, sample=cell["sample"], which="true", width=8, height=8
+        )
+        np.testing.assert_array_equal(cell["map"], single["map"])
+        assert cell["class_name"] == single["class_name"]
+
+
+def test_gradcam_grid_of_layers_for_one_sample(image_run):
+    client, _, _ = image_run
+    strip = client.call("gradcam_grid", run="run", batch=0, sample=1, width=8, height=8)
+    assert [c["layer"] for c in strip["cells"]] == ["conv"] and strip["sample"] == 1
+
+
+def test_gradcam_grid_beyond_its_pixel_budget_is_refused(image_run):
+    client, _, _ = image_run
+    with pytest.raises(AgentError) as e:
+        client.call("gradcam_grid", run="run", batch=0, width=64, height=64, limit=64)
+    assert e.value.status == 400 and "pixels" in e.value.message
+
+
+def test_attention_heads_are_ordered_by_entropy(image_run):
+    client, known, _ = image_run
+    reply = client.call("attention_heads", run="run", batch=0, layer=0, sample=1, side=8)
+    stored = known[0]["attention"][0][1].astype(np.float64)
+    entropy = [(-(h * np.log(h)).sum(axis=-1)).mean() for h in stored]
+    np.testing.assert_allclose(reply["entropy"], entropy, rtol=1e-5)
+    assert reply["order"].tolist() == np.argsort(entropy).tolist()
+    np.testing.assert_array_equal(reply["maps"], stored.astype(np.float32))  # T ≤ side: exact
+
+
+def test_attention_labels_patches_and_cls_of_a_picture_input(image_run):
+    client, _, _ = image_run
+    reply = client.call("attention", run="run", batch=0, sample=0)
+    assert reply["tokens"] == ["[CLS]", "p0", "p1", "p2", "p3"] and not reply["causal"]
+
+
+def test_attention_overlay_paints_where_cls_looks_over_the_picture(image_run):
+    client, known, _ = image_run
+    reply = client.call("attention_overlay", run="run", batch=0, layer=1, head=0, sample=1)
+    row = known[0]["attention"][1][1, 0, 0, 1:]  # [CLS]'s weights on the 2×2 patches
+    np.testing.assert_array_equal(reply["patches"], row.reshape(2, 2))
+    assert reply["image"].shape == (8, 8, 3) and reply["map"].shape == (8, 8)
+    assert reply["map"].max() == pytest.approx(1.0) and reply["query_label"] == "[CLS]"
+    hottest = np.unravel_index(np.argmax(row), (2, 2))
+    quadrant = reply["map"][
+        4 * hottest[0] : 4 * hottest[0] + 4, 4 * hottest[1] : 4 * hottest[1] + 4
+    ]
+    assert quadrant.mean() == reply["map"].reshape(2, 4, 2, 4).mean(axis=(1, 3)).max()
+
+
+def test_attention_overlay_of_a_text_model_is_not_found(lm_run):
+    client, _ = lm_run
+    with pytest.raises(AgentError) as e:
+        client.call("attention_overlay", run="run", batch=0)
+    assert e.value.status == 404 and "patches" in e.value.message
 
 
 def test_loss_detail_lists_worst_samples_first(image_run):
@@ -318,6 +382,24 @@ def test_pca_of_representations_across_batches(image_run):
     got = np.asarray(reply["points"], dtype=np.float64)
     np.testing.assert_allclose((got**2).sum(axis=0), eigen[:2], rtol=1e-4)
     assert abs(np.corrcoef(got.T)[0, 1]) < 1e-4
+
+
+def test_pca_points_name_their_batch_and_sample(image_run):
+    client, _, _ = image_run
+    reply = client.call("embeddings", run="run")
+    assert reply["batch"].tolist() == [0] * B + [1] * B
+    assert reply["sample"].tolist() == list(range(B)) * 2
+    assert reply["sampling"] == f"all {2 * B} points" and reply["label_kind"] == "class"
+    assert reply["label_names"] == {"0": "cat", "1": "dog", "2": "bird"}
+
+
+def test_pca_beyond_max_points_keeps_an_even_stride_and_says_so(image_run):
+    client, _, _ = image_run
+    full = client.call("embeddings", run="run")
+    some = client.call("embeddings", run="run", max_points=3)
+    np.testing.assert_array_equal(some["points"], full["points"][::3])
+    assert some["sample"].tolist() == full["sample"][::3].tolist()
+    assert some["sampling"] == f"one point in 3 of {2 * B}" and some["total"] == 2 * B
 
 
 def test_pca_of_an_embedding_table_is_labelled_with_the_vocabulary(image_run):
@@ -409,7 +491,7 @@ def test_sample_table_of_a_language_model_lists_sequences(lm_run):
 def test_attention_of_a_language_model_has_token_labels(lm_run):
     client, known = lm_run
     reply = client.call("attention", run="run", batch=0, sample=2)
-    assert reply["tokens"] == [VOCAB[i] for i in known["ids"][2]]
+    assert reply["tokens"] == [VOCAB[i] for i in known["ids"][2]] and reply["grid"] is None
 
 
 def test_pipeline_of_a_batch_tokenized_at_once_gives_the_samples_row(lm_run):
@@ -435,7 +517,7 @@ def test_recorded_classifier_feeds_every_image_insight(recorded_run):
     with LocalClient(recorded_run) as client:
         found = client.call("insights", run=".")
         assert found["gradcam"] and found["embeddings"] and not found["attention"]
-        cam = client.call("gradcam", run=".", batch=0, sample=0, blend=True)
+        cam = client.call("gradcam", run=".", batch=0, sample=0)
         assert cam["map"].shape == cam["image"].shape[:2] and cam["approximate"]
         pipe = client.call("pipeline", run=".", batch=0, sample=0)
         assert pipe["raw"]["kind"] == "image" and pipe["input"]["kind"] == "image"
@@ -463,7 +545,9 @@ LM_SCRIPT = """
 
         def forward(self, x):
             q, k, v = self.qkv(x).chunk(3, dim=-1)
-            weights = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(x.shape[-1]), dim=-1)
+            scores = q @ k.transpose(1, 2) / math.sqrt(x.shape[-1])
+            future = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+            weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
             return weights @ v
 
     class LM(nn.Module):
@@ -518,6 +602,7 @@ def test_recorded_language_model_feeds_attention_and_token_tables(recorded_lm):
         assert found["attention_layers"] == ["attn"] and not found["gradcam"]
         attention = client.call("attention", run=".", batch=0, sample=0)
         assert attention["shape"] == [6, 6] and len(attention["tokens"]) == 6
+        assert attention["causal"] and not np.triu(attention["map"], 1).any()
         table = client.call("sample_table", run=".", batch=0, sample=0)
         assert table["kind"] == "tokens" and table["total"] == 6 and table["rows"][-1]["pad"]
         pca = client.call("embeddings", run=".", table="embed")

@@ -227,14 +227,14 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
-        await pilot.press("4")
+        await pilot.press("5")
         await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
         await wait_for(
             pilot,
             lambda: app.screen.query("PageTabs") and app.screen.query("StatusLine"),
             "tab bar and status line on the Live page",
         )
-        assert "1 Explore" in screen_text(app) and "4 Live" in screen_text(app)
+        assert "1 Explore" in screen_text(app) and "5 Live" in screen_text(app)
         assert app.page_screens["live"].server is None  # visiting binds no port
         await pilot.press("1")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")

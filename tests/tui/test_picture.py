@@ -9,6 +9,7 @@ from rich.color_triplet import ColorTriplet
 from textual.app import App, ComposeResult
 
 from tvis.tui.picture import HEAT, SIGNED, VALUES, Picture, Scale, colormaps, raster
+from tvis.tui.picture.widget import depth_of
 
 
 def _luminance(rgb: np.ndarray) -> np.ndarray:
@@ -108,3 +109,17 @@ def raster_cells():
     from tvis.tui.picture.widget import _Cells
 
     return _Cells
+
+
+async def test_masked_values_are_drawn_grey_and_named_in_the_legend():
+    picture = Picture(max_rows=8)
+    app = _One(picture)
+    async with app.run_test(size=(40, 12)) as pilot:
+        values = np.array([[0.5, 0.0], [0.25, 0.75]], dtype=np.float32)
+        picture.show_values(values, masked=np.triu(np.ones((2, 2), bool), 1))
+        await pilot.pause()
+        cells = picture.query_one(raster_cells())
+        (top_right,) = [s for s in cells.render_line(0)][-1:]
+        grey = colormaps.masked_rgb(depth_of(app.console.color_system))
+        assert top_right.style.color.triplet == ColorTriplet(*grey)
+        assert "masked" in str(picture.query_one(".legend").render())

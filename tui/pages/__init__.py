@@ -52,6 +52,12 @@ def _weights(app: TvisApp) -> Screen:
     return WeightsPage()
 
 
+def _insights(app: TvisApp) -> Screen:
+    from tvis.tui.pages.insights import InsightsPage
+
+    return InsightsPage()
+
+
 def _live(app: TvisApp) -> Screen:
     from tvis.live.address import resolve
     from tvis.tui.pages.live import LivePage
@@ -71,6 +77,7 @@ PAGES = [
     PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
     PageSpec("loss", "Loss", True, _loss, "tvis.tui.pages.loss"),
     PageSpec("weights", "Weights", True, _weights, "tvis.tui.pages.weights"),
+    PageSpec("insights", "Insights", True, _insights, "tvis.tui.pages.insights"),
     PageSpec("ranks", "Ranks", True, _ranks, "tvis.tui.pages.ranks", needs_ranks=True),
     PageSpec("live", "Live", False, _live, "tvis.tui.pages.live"),
 ]

@@ -22,6 +22,9 @@ Depth = Literal["truecolor", "256", "16"]
 
 NAN_RGB = (255, 0, 255)
 INF_RGB = (255, 255, 255)
+MASKED_RGB = (58, 58, 58)
+"""Cells a mask removed (a causal attention's future): a flat grey no map uses (one of
+xterm's 256 greys; 16-colour terminals get ANSI dark grey, see ``masked_rgb``)."""
 
 
 def _lut(anchors: list[tuple[int, int, int]]) -> np.ndarray:
@@ -138,6 +141,11 @@ def nonfinite_rgb(depth: Depth) -> tuple[tuple[int, int, int], tuple[int, int, i
     if depth == "16":
         return _ANSI16[13], _ANSI16[15]
     return NAN_RGB, INF_RGB
+
+
+def masked_rgb(depth: Depth) -> tuple[int, int, int]:
+    """The colour of masked cells at ``depth``."""
+    return _ANSI16[8] if depth == "16" else MASKED_RGB
 
 
 @dataclass(frozen=True)

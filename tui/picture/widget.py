@@ -64,6 +64,7 @@ class _Content:
     x_labels: tuple[str, ...] | None
     y_labels: tuple[str, ...] | None
     legend: str
+    masked: np.ndarray | None = None
 
 
 class _Cells(Widget):
@@ -143,9 +144,11 @@ class Picture(Widget):
         x_labels: Sequence[str] | None = None,
         y_labels: Sequence[str] | None = None,
         legend: str = "",
+        masked: np.ndarray | None = None,
     ) -> None:
         """Draw a 2-D array (1-D: one row) coloured by ``cmap`` on ``scale`` (default: its
-        own finite range; ``SIGNED`` when the scale is signed). Labels name rows/columns."""
+        own finite range; ``SIGNED`` when the scale is signed). Labels name rows/columns;
+        ``masked`` (bool, the array's shape) marks values a mask removed, drawn grey."""
         values = np.asarray(array, dtype=np.float32)
         if values.ndim < 2:
             values = values.reshape(1, -1)
@@ -161,6 +164,9 @@ class Picture(Widget):
                 tuple(map(str, x_labels)) if x_labels is not None else None,
                 tuple(map(str, y_labels)) if y_labels is not None else None,
                 legend,
+                np.asarray(masked, dtype=bool).reshape(values.shape)
+                if masked is not None
+                else None,
             )
         )
 
@@ -261,6 +267,8 @@ class Picture(Widget):
         depth = "truecolor" if self._graphics is not None else self._depth()
         if content.values is not None:
             rgb = colormaps.to_rgb(content.values, content.scale, content.cmap, depth)
+            if content.masked is not None:
+                rgb[content.masked] = colormaps.masked_rgb(depth)
         else:
             rgb = content.rgb
         pixels = raster.resample(rgb, px_h, px_w)
@@ -382,6 +390,10 @@ class Picture(Widget):
         if np.isinf(values).any():
             text.append("  ■", style=Style(color="rgb({},{},{})".format(*inf)))
             text.append(" Inf", style="dim")
+        if content.masked is not None and content.masked.any():
+            grey = colormaps.masked_rgb(depth)
+            text.append("  ■", style=Style(color="rgb({},{},{})".format(*grey)))
+            text.append(" masked", style="dim")
         if content.legend:
             text.append("  " + content.legend, style="dim")
         return text

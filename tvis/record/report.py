@@ -34,6 +34,8 @@ def report(outcome: Outcome, rank: RankInfo | None = None) -> None:
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
         print(f"tvis: note: {text}", file=err)
+    for text in outcome.anomalies:
+        print(f"tvis: anomaly: {text}", file=err)
     path = outcome.run_dir.parent if rank is not None else outcome.run_dir
     if rank is not None:
         print(f"tvis: {rank.world_size} ranks, each in its own rank<N>/ folder", file=err)

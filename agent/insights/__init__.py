@@ -1,0 +1,58 @@
+"""The insight methods of the agent API, one module per view (see PROTOCOL.md):
+``pipeline`` (a sample's way into the model), ``loss`` (per-sample and per-token tables,
+the loss in detail), ``gradcam``, ``attention`` (with rollout) and ``embeddings`` (PCA).
+
+Each reads what ``tvis/record`` wrote for a batch (the ``data``, ``tokens``, ``loss``,
+``gradcam``, ``attention`` and ``repr`` sections, the run's ``data`` info) and replies
+with what one screen shows: pictures shrunk to the size asked for, maps downsampled,
+points capped, tables paged. ``InsightsAPI`` is mixed into ``AgentAPI``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvis.agent.dispatch import rpc
+from tvis.agent.insights.attention import AttentionAPI
+from tvis.agent.insights.common import names, section_list, training_batches
+from tvis.agent.insights.embeddings import EmbeddingsAPI
+from tvis.agent.insights.gradcam import GradcamAPI
+from tvis.agent.insights.loss import LossAPI
+from tvis.agent.insights.pipeline import PipelineAPI
+
+
+class InsightsAPI(AttentionAPI, GradcamAPI, EmbeddingsAPI, LossAPI, PipelineAPI):
+    """Every insight method, and ``insights``: which of the views a run feeds."""
+
+    @rpc
+    def insights(self, run: str) -> dict[str, Any]:
+        """Which insight pages apply to ``run``, and the layers each can show."""
+        index = self.store.index(run)
+        found = (index.get("data") or {}).get("insights")
+        if not isinstance(found, dict):
+            found = self._insights_from_batch(run, index)
+        gradcam = names(found.get("gradcam"))
+        attention = names(found.get("attention"))
+        reprs = names(found.get("repr"))
+        tables = [t for t in found.get("embeddings") or [] if isinstance(t, dict)]
+        return {
+            "gradcam": bool(gradcam),
+            "attention": bool(attention),
+            "embeddings": bool(reprs or tables),
+            "gradcam_layers": gradcam,
+            "attention_layers": attention,
+            "repr_layers": reprs,
+            "tables": tables,
+        }
+
+    def _insights_from_batch(self, run: str, index: dict[str, Any]) -> dict[str, Any]:
+        """The insights of a run recorded before they were noted in its index."""
+        batches = training_batches(index)
+        if not batches:
+            return {}
+        record = self.store.chunk(run, "batch", batches[0]).record
+        return {
+            "gradcam": [g.get("layer") for g in section_list(record, "gradcam")],
+            "attention": [a.get("module") for a in section_list(record, "attention")],
+            "repr": [r.get("module") for r in section_list(record, "repr")],
+        }

@@ -1,0 +1,188 @@
+"""The Loss page's agent methods: per-sample and per-token tables, the loss call and how
+it reduces, the loss across the run, the worst samples, and a confusion matrix over every
+captured batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tvis.agent import insight_views as iv
+from tvis.agent.decode import Vocabulary
+from tvis.agent.dispatch import rpc
+from tvis.agent.insights.common import (
+    InsightBase,
+    input_ids,
+    loss_section,
+    stamp,
+    training_batches,
+)
+from tvis.agent.insights.loss_arrays import MAX_ELEMENTS, LossArrays, label
+from tvis.agent.protocol import BAD_REQUEST, AgentError
+from tvis.agent.samples import model_input
+from tvis.store.reader import Chunk
+from tvis.store.schema import LossCurve
+
+# Classes in a confusion matrix: beyond this the most frequent are kept.
+MAX_CONFUSION = 256
+
+
+class LossAPI(InsightBase):
+    """``sample_table``, ``loss_detail`` and ``loss_curve``."""
+
+    # -- per-sample and per-token tables -----------------------------------------------
+
+    @rpc
+    def sample_table(
+        self,
+        run: str,
+        batch: int,
+        sample: int | None = None,
+        offset: int = 0,
+        limit: int = 200,
+    ) -> dict[str, Any]:
+        """Per-sample rows (loss, target, prediction, p(target), top-k with class names), or
+        for a language model's ``sample``, one row per token with the decoded texts."""
+        if offset < 0 or limit < 0:
+            raise AgentError("offset and limit must be 0 or more.", BAD_REQUEST)
+        chunk = self.store.chunk(run, "batch", batch)
+        loss = loss_section(chunk)
+        data = self.store.index(run).get("data") or {}
+        table = LossArrays(chunk, loss, (chunk.record.get("batch") or {}).get("batch_size"))
+        if table.per_token:
+            if sample is None:
+                rows = table.sequence_rows(Vocabulary(data))
+                return {"kind": "sequences", "total": len(rows), "rows": page(rows, offset, limit)}
+            given = model_input(chunk.record, self._tree(run, batch))
+            result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
+            rows = result.pop("rows")
+            return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
+        rows = table.sample_rows(data.get("classes"))
+        return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit)}
+
+    def _sequence_columns(self, chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
+        """A language model's ``samples`` rows gain each sequence's mean loss, target and
+        predicted text, token accuracy and worst token; ``vocabulary`` says why not text."""
+        loss = loss_section(chunk, required=False)
+        arrays = LossArrays(chunk, loss, table.get("batch_size"))
+        if not arrays.per_token:
+            return
+        for row, sequence in zip(table["rows"], arrays.sequence_rows(vocab), strict=False):
+            row["target_text"] = sequence.get("text")
+            for key in ("pred_text", "tokens", "accuracy", "worst"):
+                if key in sequence:
+                    row[key] = sequence[key]
+            if sequence.get("loss") is not None:
+                row["loss"] = sequence["loss"]
+        table["per_token"] = True
+        table["vocabulary"] = vocab.why
+
+    # -- loss ----------------------------------------------------------------------------
+
+    @rpc
+    def loss_detail(
+        self,
+        run: str,
+        batch: int,
+        confusion: bool = True,
+        limit: int = 64,
+        elements: int = MAX_ELEMENTS,
+    ) -> dict[str, Any]:
+        """The loss call and how it reduces; per-element loss and validity mask; each
+        sample's p(target) → −log p → loss, worst first; a confusion matrix over every
+        captured batch (classification)."""
+        chunk = self.store.chunk(run, "batch", batch)
+        loss = loss_section(chunk)
+        tree = self._tree(run, batch)
+        size = (chunk.record.get("batch") or {}).get("batch_size")
+        table = LossArrays(chunk, loss, size)
+        call = tree.by_id.get(loss.get("call"))
+        result: dict[str, Any] = {
+            key: loss.get(key)
+            for key in ("fn", "reduction", "ignore_index", "label_smoothing", "value", "merged")
+        }
+        result["call"] = (
+            {k: call.get(k) for k in ("id", "name", "cls", "kind", "site", "def")} if call else None
+        )
+        result["per_token"] = table.per_token
+        result["tokens_per_sample"] = loss.get("tokens_per_sample")
+        if not 0 <= elements <= MAX_ELEMENTS:
+            raise AgentError(f"elements must be 0 to {MAX_ELEMENTS}.", BAD_REQUEST)
+        result.update(table.elements(elements))
+        result["hist"] = table.histogram()
+        result["residual_hist"] = table.residual_histogram(loss.get("fn"))
+        result["reduction_check"] = table.reduction_check()
+        result["worst"] = table.worst(limit)
+        if confusion and not table.per_token and table.has("target", "pred"):
+            result["confusion"] = self._confusion(run, loss.get("classes"))
+        return result
+
+    @rpc
+    def loss_curve(self, run: str, width: int = 200) -> LossCurve:
+        """The loss of every recorded batch in order, decimated to ``width`` columns:
+        ``{columns: [{first, last, lo, hi, mean, light}], steps: [{step, batch}] (the
+        first batch of each optimizer step), light: [[first, last]] (runs of light batches:
+        evaluation, sampling), total, lo, hi}``; a batch without a loss is left out."""
+        if not 1 <= width <= 2048:
+            raise AgentError("width must be 1 to 2048.", BAD_REQUEST)
+        batches = [
+            b
+            for b in self.store.index(run).get("batches") or []
+            if isinstance(b, dict) and isinstance(b.get("index"), int)
+        ]
+        return iv.loss_curve(batches, width)
+
+    def _confusion(self, run: str, classes: Any) -> dict[str, Any] | None:
+        index = self.store.index(run)
+        batches = tuple(training_batches(index))
+        names = (index.get("data") or {}).get("classes")
+
+        def build() -> dict[str, Any] | None:
+            pairs = []
+            for b in batches:
+                chunk = self.store.chunk(run, "batch", b)
+                size = (chunk.record.get("batch") or {}).get("batch_size")
+                arrays = LossArrays(chunk, loss_section(chunk, required=False), size)
+                if not arrays.per_token and arrays.has("target", "pred"):
+                    pairs.append((arrays.values("target"), arrays.values("pred")))
+            return confusion_matrix(pairs, classes, names)
+
+        key = (str(self.store.run_path(run)), "confusion", batches, stamp(index))
+        result = self._run_views.get(key, build)
+        return None if result is None else {**result, "batches": list(batches)}
+
+
+def page(rows: list, offset: int, limit: int) -> list:
+    return rows[offset : offset + min(limit, MAX_ELEMENTS)]
+
+
+def confusion_matrix(pairs: list, classes: Any, names: Any) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    target = np.concatenate([t.reshape(-1) for t, _ in pairs]).astype(np.int64)
+    pred = np.concatenate([p.reshape(-1) for _, p in pairs]).astype(np.int64)
+    n = (
+        int(classes)
+        if isinstance(classes, int) and classes > 0
+        else int(max(target.max(), pred.max()) + 1)
+    )
+    ok = (target >= 0) & (target < n) & (pred >= 0) & (pred < n)
+    target, pred = target[ok], pred[ok]
+    shown = np.arange(n)
+    if n > MAX_CONFUSION:  # the most frequent classes, in class order
+        counts = np.bincount(target, minlength=n) + np.bincount(pred, minlength=n)
+        shown = np.sort(np.argsort(-counts, kind="stable")[:MAX_CONFUSION])
+    position = np.full(n, -1)
+    position[shown] = np.arange(shown.size)
+    keep = (position[target] >= 0) & (position[pred] >= 0)
+    matrix = np.zeros((shown.size, shown.size), dtype=np.int32)
+    np.add.at(matrix, (position[target[keep]], position[pred[keep]]), 1)
+    labels = names if isinstance(names, list) else []
+    return {
+        "matrix": matrix,
+        "classes": shown.tolist(),
+        "names": [label(labels, int(c)) for c in shown],
+        "samples": int(target.size),
+        "accuracy": float((target == pred).mean()) if target.size else None,
+    }

@@ -1,0 +1,187 @@
+"""Insights: what the model looks at and how it sorts what it sees — Attention, Grad-CAM
+and Embeddings, one tab with a sub-view each. A sub-view appears only when the run holds
+what it needs; otherwise its key shows one sentence saying why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Container
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Static
+
+from tvis.tui import colors, keys
+from tvis.tui.pane import AgentPane
+from tvis.tui.widgets.attention_view import AttentionView
+from tvis.tui.widgets.embeddings_view import EmbeddingsView
+from tvis.tui.widgets.gradcam_view import GradcamView
+
+VIEWS = ("attention", "gradcam", "embeddings")
+TITLES = {"attention": "Attention", "gradcam": "Grad-CAM", "embeddings": "Embeddings"}
+KEYS = {"attention": "a", "gradcam": "c", "embeddings": "e"}
+ABSENT = {
+    "attention": "This run holds no attention weights: none of its softmaxes over [.., T, T] "
+    "scores ran in project code (fused scaled_dot_product_attention exposes none).",
+    "gradcam": "This run holds no Grad-CAM maps: its model has no conv layers that feed the "
+    "loss, or it was recorded with --no-gradcam.",
+    "embeddings": "This run holds no per-sample representations and no embedding tables.",
+}
+
+
+class ViewBar(AgentPane):
+    """The sub-view names with their keys; asks the agent which views the run feeds."""
+
+    DEFAULT_CSS = "ViewBar { height: 1; padding: 0 1; background: $boost; }"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, Any] | None = None
+        self.current: str | None = None
+        self.error: str | None = None
+
+    def render(self) -> Text:
+        text = Text()
+        if self.error is not None:
+            return Text(self.error, style=colors.BAD)
+        if self.found is None:
+            return Text("asking the agent which insights this run holds …", style=colors.MUTED)
+        for view in VIEWS:
+            on = bool(self.found.get(view))
+            style = "bold reverse" if view == self.current else ("" if on else colors.MUTED)
+            text.append(f" {KEYS[view]} {TITLES[view]} ", style=style)
+            if not on:
+                text.append("(absent) ", style=colors.MUTED)
+        return text
+
+    def reload(self) -> None:
+        run = getattr(self.app, "run_name", None)
+        if run is not None:
+            self.ask("insights", run=run)
+
+    def answered(self, tag: str, result: Any) -> None:
+        self.found, self.error = result, None
+        self.app.call_later(self.screen.insights_found, result)
+
+    def failed(self, tag: str, message: str) -> None:
+        self.error = message
+        self.refresh()
+
+
+class InsightsPage(Screen):
+    """Attention · Grad-CAM · Embeddings for the open run."""
+
+    BINDINGS = keys.INSIGHTS
+
+    DEFAULT_CSS = """
+    InsightsPage #insights-body { height: 1fr; }
+    InsightsPage #insights-absent { padding: 1 2; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, Any] | None = None
+        self.shown_view: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield ViewBar()
+        yield Container(id="insights-body")
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "run_name", self._run_changed, init=False)
+        self.watch(self.app, "batch", self._context_changed, init=False)
+        self.watch(self.app, "sample", self._sample_changed, init=False)
+        self.query_one(ViewBar).reload()
+
+    # -- which views apply --------------------------------------------------------------------
+
+    async def insights_found(self, found: dict[str, Any]) -> None:
+        self.found = found
+        body = self.query_one("#insights-body", Container)
+        await body.remove_children()
+        switcher = ContentSwitcher(
+            AttentionView(id="attention"),
+            GradcamView(found.get("gradcam_layers"), id="gradcam"),
+            EmbeddingsView(found.get("repr_layers"), found.get("tables"), id="embeddings"),
+            Static(id="insights-absent"),
+        )
+        await body.mount(switcher)
+        first = next((v for v in VIEWS if found.get(v)), None)
+        self._show(first or "attention")
+
+    def _show(self, view: str) -> None:
+        self.shown_view = view
+        bar = self.query_one(ViewBar)
+        bar.current = view
+        bar.refresh()
+        if self.found is None:
+            return
+        switcher = self.query_one(ContentSwitcher)
+        if not self.found.get(view):
+            absent = self.query_one("#insights-absent", Static)
+            absent.update(Text(ABSENT[view]))
+            switcher.current = "insights-absent"
+            return
+        switcher.current = view
+        self.current_view().reload()
+
+    def current_view(self) -> Any:
+        """The visible sub-view widget, or None when the view is absent."""
+        if self.found is None or self.shown_view is None or not self.found.get(self.shown_view):
+            return None
+        return self.query_one(f"#{self.shown_view}")
+
+    # -- following the app ---------------------------------------------------------------------
+
+    def _run_changed(self, *_: object) -> None:
+        self.found = None
+        self.query_one(ViewBar).reload()
+
+    def _context_changed(self, *_: object) -> None:
+        view = self.current_view()
+        if view is not None:
+            view.reload()
+
+    def _sample_changed(self, *_: object) -> None:
+        view = self.current_view()
+        if view is not None and not isinstance(view, EmbeddingsView):
+            view.reload()  # the embeddings view moves its selection instead of refetching
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def _call(self, method: str, *args: Any) -> None:
+        view = self.current_view()
+        handler = getattr(view, method, None) if view is not None else None
+        if handler is not None:
+            handler(*args)
+
+    def action_view(self, view: str) -> None:
+        self._show(view)
+
+    def action_move(self, rows: int, cols: int) -> None:
+        self._call("move", rows, cols)
+
+    def action_layer(self, delta: int) -> None:
+        self._call("step_layer", delta)
+
+    def action_head(self, delta: int) -> None:
+        self._call("step_head", delta)
+
+    def action_rollout(self) -> None:
+        self._call("toggle_rollout")
+
+    def action_heads(self) -> None:
+        self._call("toggle_heads")
+
+    def action_which(self) -> None:
+        self._call("toggle_which")
+
+    def action_mode(self) -> None:
+        self._call("next_mode")
+
+    def action_search(self) -> None:
+        self._call("search")
+
+    def action_close_search(self) -> None:
+        self._call("close_search")

@@ -1,0 +1,211 @@
+"""Insights → Grad-CAM: where a conv layer's evidence for a class sits in the input picture.
+
+Three modes: one sample (the map over its picture, and the map on its own with a legend),
+a grid of samples for one layer, and a strip of every conv layer for one sample; each for
+the predicted or the true class, named with its probability. Maps arrive as [0, 1] floats
+and pictures as pixels; the picture kit colours and overlays them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, Horizontal, Vertical
+from textual.widgets import Static
+
+from tvis.tui import fmt
+from tvis.tui.pane import AgentPane
+from tvis.tui.picture import HEAT, Picture, Scale, overlay
+from tvis.tui.widgets.insight_context import where
+
+MODES = ("one", "samples", "layers")
+MODE_TITLES = {"one": "one sample", "samples": "samples of one layer", "layers": "every layer"}
+SIDE = 64
+"""Pixels asked for one sample's picture: the examples' inputs are 32×32, shown whole."""
+
+ALPHA = 0.55
+"""Weight of the heat over the picture: the picture stays readable under it."""
+
+
+def thumb_side(width: int) -> int:
+    """Pixels per thumbnail side: small in an 80-column terminal, larger when roomy."""
+    return 16 if width < 120 else 24
+
+
+class GradcamView(AgentPane):
+    """The Grad-CAM sub-view of the Insights page."""
+
+    DEFAULT_CSS = """
+    GradcamView { height: 1fr; }
+    GradcamView .title { height: 1; }
+    GradcamView #gradcam-one { height: 1fr; }
+    GradcamView #gradcam-one Vertical { width: 1fr; }
+    GradcamView #gradcam-grid { height: 1fr; grid-gutter: 0 1; }
+    GradcamView .thumb { height: auto; }
+    GradcamView .caption { height: 1; }
+    """
+
+    def __init__(self, layers: list[str] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.layer_names = list(layers or [])
+        self.at_layer = len(self.layer_names) - 1
+        self.which = "pred"
+        self.mode = "one"
+        self.reply: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="title")
+        with Horizontal(id="gradcam-one"):
+            with Vertical():
+                yield Picture(max_rows=32, legend=False, id="gradcam-overlay")
+                yield Static(classes="caption", id="gradcam-caption")
+            with Vertical():
+                yield Picture(max_rows=32, id="gradcam-map")
+        yield Grid(id="gradcam-grid")
+
+    # -- asking ----------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        place = where(self.app)
+        if place is None or not self.layer_names:
+            return
+        self.query_one("#gradcam-one").display = self.mode == "one"
+        self.query_one("#gradcam-grid").display = self.mode != "one"
+        self._title()
+        layer = self.layer_names[self.at_layer]
+        if self.mode == "one":
+            self.query_one("#gradcam-overlay", Picture).placeholder("loading Grad-CAM …")
+            self.ask(
+                "gradcam",
+                tag="one",
+                **place,
+                sample=self.app.sample,
+                layer=layer,
+                which=self.which,
+                width=SIDE,
+                height=SIDE,
+            )
+            return
+        side = thumb_side(self.size.width or self.app.size.width)
+        per_row, rows = self._grid_shape(side)
+        limit = max(1, min(per_row * rows, 16384 // (side * side), 64))
+        params = {"which": self.which, "width": side, "height": side, "limit": limit}
+        if self.mode == "samples":
+            first = (self.app.sample // limit) * limit  # the page holding the followed sample
+            self.ask("gradcam_grid", tag="grid", **place, layer=layer, first=first, **params)
+        else:
+            self.ask("gradcam_grid", tag="grid", **place, sample=self.app.sample, **params)
+
+    def _grid_shape(self, side: int) -> tuple[int, int]:
+        width = self.size.width or self.app.size.width
+        height = max(1, (self.size.height or self.app.size.height) - 2)
+        return max(1, width // (side + 1)), max(1, height // (side // 2 + 1))
+
+    def answered(self, tag: str, result: Any) -> None:
+        if tag == "one":
+            self.reply = result
+            self._draw_one(result)
+        elif tag == "grid":
+            self._draw_grid(result)
+
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "one":
+            self.query_one("#gradcam-overlay", Picture).placeholder(message)
+            self.query_one("#gradcam-caption", Static).update("")
+            self.query_one("#gradcam-map", Picture).clear()
+        else:
+            grid = self.query_one("#gradcam-grid", Grid)
+            grid.remove_children()
+            grid.mount(Static(message))
+
+    # -- what the keys do -------------------------------------------------------------------
+
+    def step_layer(self, delta: int) -> None:
+        if self.layer_names:
+            self.at_layer = (self.at_layer + delta) % len(self.layer_names)
+            self.reload()
+
+    def toggle_which(self) -> None:
+        self.which = "true" if self.which == "pred" else "pred"
+        self.reload()
+
+    def next_mode(self) -> None:
+        self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        self.reload()
+
+    # -- drawing ---------------------------------------------------------------------------
+
+    def _title(self) -> None:
+        self.query_one(".title", Static).update(self._title_text())
+
+    def _title_text(self) -> Text:
+        title = Text(f"{MODE_TITLES[self.mode]} · ", style="bold")
+        if self.mode != "layers":
+            title.append(
+                f"layer {self.at_layer + 1}/{len(self.layer_names)} {self.layer_names[self.at_layer]} · "
+            )
+        title.append("predicted class" if self.which == "pred" else "true class")
+        title.append("   t pred/true · <> layer · m mode · [] sample", style="dim")
+        return title
+
+    def _draw_one(self, result: dict[str, Any]) -> None:
+        image, unit = result.get("image"), np.asarray(result["map"], dtype=np.float32)
+        target = self.query_one("#gradcam-overlay", Picture)
+        if image is not None:
+            target.show_rgb(overlay(image, unit, ALPHA))
+        else:
+            target.placeholder("the input picture was not kept; the map alone is beside.")
+        self.query_one("#gradcam-caption", Static).update(_caption(result, long=True))
+        self.query_one("#gradcam-map", Picture).show_values(
+            unit, Scale(0.0, 1.0), HEAT, legend=f"× peak {fmt.num(result.get('peak'))}"
+        )
+
+    def _draw_grid(self, result: dict[str, Any]) -> None:
+        grid = self.query_one("#gradcam-grid", Grid)
+        grid.remove_children()
+        cells = result.get("cells") or []
+        if not cells:
+            grid.mount(Static("no Grad-CAM maps to show for this choice."))
+            return
+        if self.mode == "samples":
+            first, last = cells[0]["sample"], cells[-1]["sample"]
+            note = f" · samples {first}–{last} of the {result.get('kept')} with maps"
+            self.query_one(".title", Static).update(self._title_text().append(note, "dim"))
+        side = thumb_side(self.size.width or self.app.size.width)
+        per_row, _ = self._grid_shape(side)
+        grid.styles.grid_size_columns = per_row
+        grid.styles.grid_columns = f"{side}"
+        boxes = []
+        for cell in cells:
+            picture = Picture(max_rows=side // 2, legend=False, classes="thumb")
+            caption = Static(_caption(cell, long=False, by_layer=self.mode == "layers"))
+            caption.add_class("caption")
+            boxes.append((Vertical(picture, caption, classes="thumb"), picture, cell))
+        grid.mount(*[b for b, _, _ in boxes])
+        for _, picture, cell in boxes:
+            if cell.get("image") is not None:
+                picture.show_rgb(overlay(cell["image"], cell["map"], ALPHA))
+            else:
+                picture.show_values(cell["map"], Scale(0.0, 1.0), HEAT)
+
+
+def _caption(cell: dict[str, Any], long: bool, by_layer: bool = False) -> Text:
+    """The class the map explains, with its probability: "s3 cat .91" or the long form."""
+    name = cell.get("class_name") or (
+        f"class {cell['class']}" if cell.get("class") is not None else "?"
+    )
+    p = cell.get("p")
+    if not long:
+        head = cell.get("layer", "")[-8:] if by_layer else f"s{cell.get('sample')}"
+        return Text(f"{head} {name[:8]} {fmt.num(p, 2) if p is not None else ''}".rstrip())
+    which = "predicted" if cell.get("which") == "pred" else "true"
+    text = Text(f"sample {cell.get('sample')} · {which}: ", style="bold")
+    text.append(name, style="bold")
+    if p is not None:
+        text.append(f" (p = {fmt.num(p)})")
+    text.append(f" · {cell.get('layer')} map {fmt.shape(cell.get('map_shape'))}")
+    if cell.get("approximate"):
+        text.append(" · approximate: the layer mixes samples (BatchNorm)", style="yellow")
+    return text

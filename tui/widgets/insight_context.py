@@ -1,0 +1,35 @@
+"""What every Insights view asks the agent about: the open run, the batch by its recorded
+index, and the followed sample; and how a token is written so it can be seen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import App
+
+VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "": "∅"}
+
+
+def where(app: App) -> dict[str, Any] | None:
+    """``{run, batch}`` for the batch on screen (its recorded index), or None before a run."""
+    run = getattr(app, "run_name", None)
+    info = getattr(app, "batch_info", None)
+    if run is None or not info or not isinstance(info.get("index"), int):
+        return None
+    return {"run": run, "batch": info["index"]}
+
+
+def shown_token(token: str) -> str:
+    """A token as drawn on an axis: spaces, newlines and tabs made visible."""
+    return VISIBLE.get(token, token.replace("\n", "⏎"))
+
+
+def follow(app: App, batch: int, sample: int) -> None:
+    """Make the app follow ``sample`` of the batch recorded as ``batch`` (every page does)."""
+    batches = (getattr(app, "run_info", None) or {}).get("batches") or []
+    position = next((i for i, b in enumerate(batches) if b.get("index") == batch), None)
+    if position is None:
+        return
+    if position != app.batch:
+        app.set_batch(position)
+    app.sample = sample
