@@ -101,7 +101,14 @@ def main(args: argparse.Namespace) -> int:
         ops=not args.no_ops,
         gradcam=not args.no_gradcam,
     )
-    outcome = record_script(script, list(args.args), settings, project, out)
+    try:
+        outcome = record_script(script, list(args.args), settings, project, out)
+    except OSError as e:  # the run folder itself could not be created
+        print(
+            f"tvis: cannot write the run to {out} ({e.strerror}); free space or pass --out DIR.",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     report(outcome)
     return outcome.exit_code
 
@@ -118,7 +125,7 @@ def report(outcome) -> None:
         largest = ", ".join(f"{name} {human_bytes(n)}" for name, n in outcome.contributors)
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
-        print(f"tvis: note: {text}", file=err)
+        print(f"tvis: {'' if text.startswith('disk full') else 'note: '}{text}", file=err)
     path = outcome.run_dir
     print(f"tvis: run saved in {path}", file=err)
     print(f"tvis: view it here:        tvis tui {path}", file=err)

@@ -230,6 +230,8 @@ class Recorder(ModuleCalls, Steps):
 
     def _bytes_left(self) -> int:
         """What --max-bytes still allows (values written, queued, or held by open batches)."""
+        if self.writer.disk_full:
+            return 0
         held = sum(b.kept_bytes for b in (self.batch, self.light_group) if b is not None)
         return int(self.settings.max_bytes * VALUES_SHARE) - self.writer.bytes_queued - held
 
@@ -237,6 +239,8 @@ class Recorder(ModuleCalls, Steps):
         """Samples kept with values, degrading as the run nears --max-bytes: all the
         asked samples, then one, then statistics only."""
         budget = self.settings.max_bytes
+        if self.writer.disk_full:
+            return 0  # the disk_full notice says why
         if left > budget * BUDGET_ONE_SAMPLE:
             return self.settings.samples
         if left > budget * BUDGET_STATS_ONLY:

@@ -169,6 +169,9 @@ class Steps:
         self.contributors["parameters (weight, grad, Δw)"] += sum(a.nbytes for a in arrays.values())
         self.writer.put_step(step, record, arrays, pending)
         self.write_index()
+        # A finished step is on disk before the next one starts: a kill -9 later loses
+        # at most the batches of the step in progress.
+        self.writer.flush()
 
     def _param_names(self) -> dict[int, tuple[str, str]]:
         names: dict[int, tuple[str, str]] = {}

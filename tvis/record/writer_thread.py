@@ -1,11 +1,18 @@
 """Writes batches on a background thread so the training loop does not wait on disk.
 
 The queue is bounded: if the disk is slower than training, the recorder waits rather than
-holding an unbounded number of batches in memory.
+holding an unbounded number of batches in memory. ``flush`` waits for everything queued:
+the recorder calls it when an optimizer step ends, so a finished step is on disk before
+the next one starts.
+
+A full disk ends writing values, never the training: the first ``ENOSPC`` sets
+``disk_full``, the half-written folder is removed, batches and steps that did not reach
+the disk are left out of the run index, and the recorder keeps statistics only.
 """
 
 from __future__ import annotations
 
+import errno
 import queue
 import threading
 
@@ -19,6 +26,9 @@ from tvis.store.writer import RunWriter
 # Batches in flight between the recorder and the disk; each holds its kept values.
 QUEUE_DEPTH = 4
 
+# Errors that mean the disk (or the user's quota) has no room left.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
 
 class BackgroundWriter:
     """A RunWriter driven from a queue on its own thread."""
@@ -27,27 +37,41 @@ class BackgroundWriter:
         self.writer = writer
         self.bytes_queued = 0  # values handed over so far (for the run's byte budget)
         self.errors: list[str] = []
+        self.disk_full: str | None = None  # the error of the first write that found no room
+        self.batches_written = 0
+        self.steps_written = 0
+        self.lost_batches: set[int] = set()
+        self.lost_steps: set[int] = set()
         self._queue: queue.Queue = queue.Queue(QUEUE_DEPTH)
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
         self._thread.start()
 
     def put_batch(self, index: int, record: dict, arrays: dict, pending: list) -> None:
         """Queue a batch; its ``pending`` statistics are computed here (``builder.settle``)."""
-        self._put(builder.settle, self.writer.write_batch, index, record, arrays, pending)
+        job = (builder.settle, self.writer.write_batch, self.lost_batches)
+        self._put(job, index, record, arrays, pending)
 
     def put_step(self, index: int, record: dict, arrays: dict, pending: list) -> None:
-        self._put(params.settle, self.writer.write_step, index, record, arrays, pending)
+        job = (params.settle, self.writer.write_step, self.lost_steps)
+        self._put(job, index, record, arrays, pending)
 
-    def _put(self, settle, write, index: int, record: dict, arrays: dict, pending: list) -> None:
+    def _put(self, job: tuple, index: int, record: dict, arrays: dict, pending: list) -> None:
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        job = (settle, write, index, record, arrays, pending)
-        self._queue.put((self._settle_and_write, job))
+        self._queue.put((self._settle_and_write, (*job, index, record, arrays, pending)))
 
-    def _settle_and_write(self, settle, write, index, record, arrays, pending) -> None:
+    def _settle_and_write(self, settle, write, lost, index, record, arrays, pending) -> None:
         failed = settle(record, pending)
         if failed:
             self.errors.append(f"statistics of {failed} tensors could not be computed")
-        write(index, record, arrays)
+        try:
+            write(index, record, arrays)
+        except BaseException:
+            lost.add(index)
+            raise
+        if lost is self.lost_batches:
+            self.batches_written += 1
+        else:
+            self.steps_written += 1
 
     def put_index(self, index: dict) -> None:
         # Packed now: the recorder keeps mutating its lists after handing them over.
@@ -55,7 +79,21 @@ class BackgroundWriter:
         self._queue.put((self._write_index_bytes, (data,)))
 
     def _write_index_bytes(self, data: bytes) -> None:
+        if self.lost_batches or self.lost_steps:
+            data = msgpack.packb(self.without_lost(msgpack.unpackb(data)), use_bin_type=True)
         atomic.write_bytes(self.writer.path / RUN_INDEX, data)
+
+    def without_lost(self, index: dict) -> dict:
+        """The run index without the batches and steps that never reached the disk."""
+        return {
+            **index,
+            "batches": [b for b in index["batches"] if b["index"] not in self.lost_batches],
+            "steps": [s for s in index["steps"] if s["index"] not in self.lost_steps],
+        }
+
+    def flush(self) -> None:
+        """Wait until everything queued so far is written (or has failed)."""
+        self._queue.join()
 
     def close(self) -> None:
         """Write everything queued and stop the thread."""
@@ -66,9 +104,17 @@ class BackgroundWriter:
         while True:
             item = self._queue.get()
             if item is None:
+                self._queue.task_done()
                 return
             fn, args = item
             try:
                 fn(*args)
-            except Exception as e:  # a full disk must not kill the training process
+            except OSError as e:  # a full disk must not kill the training process
+                if e.errno in _NO_SPACE:
+                    self.disk_full = self.disk_full or f"{e.strerror} ({e.filename or ''})"
+                else:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+            except Exception as e:
                 self.errors.append(f"{type(e).__name__}: {e}")
+            finally:
+                self._queue.task_done()

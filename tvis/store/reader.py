@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import shutil
 import socket
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +29,7 @@ from tvis.store.format import (
     RUNNING,
     SOURCES,
     STEPS,
+    TMP_SUFFIX,
     folder_name,
 )
 
@@ -123,12 +125,40 @@ class RunReader:
     def size_bytes(self) -> int:
         total = 0
         for dirpath, _, files in os.walk(self.path):
+            if _is_temp(os.path.basename(dirpath)):
+                continue
             for name in files:
                 try:
                     total += os.stat(os.path.join(dirpath, name)).st_size
                 except OSError:
                     pass
         return total
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def remove_stale_temps(run: RunReader) -> int:
+    """Remove the temp files and folders a killed recorder left behind (they hold no
+    finished batch and only take disk space); nothing while the recorder still runs.
+    Returns how many were removed."""
+    if run.meta.get("status") == RUNNING and _recorder_alive(run.meta):
+        return 0
+    removed = 0
+    for folder in (run.path, run.path / BATCHES, run.path / STEPS):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in filter(_is_temp, names):
+            path = folder / name
+            try:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                removed += 1
+            except OSError:
+                pass  # a read-only copy of a run: the reader ignores them anyway
+    return removed
 
 
 def _chunk_ids(folder: Path) -> list[int]:
