@@ -74,7 +74,11 @@ class ModuleCalls:
         return names
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+        if self.paused:
+            return
+        if threading.get_ident() != self.thread and not (
+            torch.is_grad_enabled() and self.adopt_thread()
+        ):
             return
         if self.stopped or self.stop_due:
             self.check_stop()

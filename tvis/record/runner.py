@@ -142,12 +142,14 @@ def record(
             status = FAILED
             error = f"the script exited with code {exit_code}"
     except KeyboardInterrupt:
-        status, exit_code, error = INTERRUPTED, 130, "interrupted (Ctrl-C)"
+        if not recorder.stopped_origin:  # else: tvis stopped it, training ran on a thread
+            status, exit_code, error = INTERRUPTED, 130, "interrupted (Ctrl-C)"
     except BaseException:
         status, exit_code = FAILED, 1
         error = _user_traceback()
         sys.stderr.write(error)
     finally:
+        recorder.script_returned()
         recorder.uninstall()
     _finalize(recorder, background, writer, status, exit_code, error)
     return _outcome(run_dir, recorder, writer, status, exit_code)

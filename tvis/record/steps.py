@@ -17,7 +17,9 @@ class Steps:
     # -- backward ----------------------------------------------------------------------
 
     def _backward(self, original, tensors, *args, **kwargs):
-        if threading.get_ident() != self.thread or self.paused or self.in_backward:
+        if self.paused or self.in_backward:
+            return original(tensors, *args, **kwargs)
+        if threading.get_ident() != self.thread and not self.adopt_thread():
             return original(tensors, *args, **kwargs)
         if self.stopped or self.stop_due:
             self.check_stop()
@@ -99,7 +101,9 @@ class Steps:
     # -- optimizer ---------------------------------------------------------------------
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+        if self.paused:
+            return
+        if threading.get_ident() != self.thread and not self.adopt_thread():
             return
         if self.stopped or self.stop_due:
             self.check_stop()
