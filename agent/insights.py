@@ -18,7 +18,7 @@ from tvis.agent import insight_views as iv
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
 from tvis.agent.dispatch import rpc
-from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.agent.store import _LRU
 from tvis.store.reader import Chunk
@@ -93,6 +93,7 @@ class InsightsAPI:
     ) -> dict[str, Any]:
         """One sample's way into the model: its dataset index, the raw item (picture or
         text), each stage's output, the tokenizer's tokens, and the model input."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         chunk = self.store.chunk(run, "batch", batch)
         tree = self._tree(run, batch)
@@ -100,7 +101,7 @@ class InsightsAPI:
         record = chunk.record
         section = record.get("data") if isinstance(record.get("data"), dict) else {}
         size = (record.get("batch") or {}).get("batch_size")
-        if sample < 0 or (isinstance(size, int) and sample >= size):
+        if isinstance(size, int) and sample >= size:
             raise AgentError(f"batch {batch} has no sample {sample}.", NOT_FOUND)
         render = _Renderer(chunk, tree, data, width, height, size)
         calls = _item_calls(tree, section, sample)
@@ -135,8 +136,7 @@ class InsightsAPI:
     ) -> dict[str, Any]:
         """Per-sample rows (loss, target, prediction, p(target), top-k with class names), or
         for a language model's ``sample``, one row per token with the decoded texts."""
-        if offset < 0 or limit < 0:
-            raise AgentError("offset and limit must be 0 or more.", BAD_REQUEST)
+        require_non_negative(sample=sample, offset=offset, limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         loss = _loss_section(chunk)
         data = self.store.index(run).get("data") or {}
@@ -161,6 +161,7 @@ class InsightsAPI:
         """The loss call and how it reduces; per-element loss and validity mask; each
         sample's p(target) → −log p → loss, worst first; a confusion matrix over every
         captured batch (classification)."""
+        require_non_negative(limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         loss = _loss_section(chunk)
         tree = self._tree(run, batch)
@@ -218,6 +219,7 @@ class InsightsAPI:
         """A Grad-CAM map for one sample, conv layer and class choice (``pred`` or
         ``true``), resized onto the input picture and scaled to [0, 1]; with ``blend``,
         also the picture with the map laid over it in heat colours."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         chunk = self.store.chunk(run, "batch", batch)
         maps = _section_list(chunk.record, "gradcam")
@@ -279,6 +281,7 @@ class InsightsAPI:
     ) -> dict[str, Any]:
         """One layer's attention map for a sample (one head, or the mean of the heads), or
         the rollout through every layer, with token labels on both axes."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         chunk = self.store.chunk(run, "batch", batch)
         found = _section_list(chunk.record, "attention")
