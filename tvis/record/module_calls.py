@@ -12,6 +12,7 @@ import torch
 
 from tvis.record import cuda_timing
 from tvis.record.builder import BatchBuilder, Call
+from tvis.record.compiled import compiling
 from tvis.record.data import note_normalize
 from tvis.record.stop import StopRecording
 
@@ -74,7 +75,7 @@ class ModuleCalls:
         return names
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if self.paused:
+        if compiling() or self.paused:
             return
         if threading.get_ident() != self.thread and not (
             torch.is_grad_enabled() and self.adopt_thread()
@@ -155,7 +156,7 @@ class ModuleCalls:
         # torch calls this hook as (module, args, kwargs, output) after a forward, but as
         # (module, args, output) when the forward raised: the call must still be closed,
         # or every later forward of a script that catches the error nests under it.
-        if threading.get_ident() != self.thread or self.paused:
+        if compiling() or threading.get_ident() != self.thread or self.paused:
             return
         with self.work:
             try:

@@ -11,6 +11,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tvis.record import attention
+from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
 
 
@@ -59,7 +60,7 @@ class _LineMode(TorchFunctionMode):
             kwargs = {}
         rec = self.recorder
         stack = rec.stack
-        if rec.busy or not stack or rec.paused:
+        if compiling() or rec.busy or not stack or rec.paused:
             return func(*args, **kwargs)
         top = stack[-1]
         if top is None or top.frame is None:

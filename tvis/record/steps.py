@@ -9,6 +9,7 @@ import torch
 
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder
+from tvis.record.compiled import compiling
 
 
 class Steps:
@@ -17,7 +18,7 @@ class Steps:
     # -- backward ----------------------------------------------------------------------
 
     def _backward(self, original, tensors, *args, **kwargs):
-        if self.paused or self.in_backward:
+        if compiling() or self.paused or self.in_backward:
             return original(tensors, *args, **kwargs)
         if threading.get_ident() != self.thread and not self.adopt_thread():
             return original(tensors, *args, **kwargs)
@@ -101,7 +102,7 @@ class Steps:
     # -- optimizer ---------------------------------------------------------------------
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
-        if self.paused:
+        if compiling() or self.paused:
             return
         if threading.get_ident() != self.thread and not self.adopt_thread():
             return
@@ -120,7 +121,7 @@ class Steps:
                 self.guard("preparing for the optimizer step", e)
 
     def _step_post(self, optimizer, args, kwargs) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+        if compiling() or threading.get_ident() != self.thread or self.paused:
             return
         self.in_step = max(0, self.in_step - 1)
         snap, self._step_snapshot = self._step_snapshot, None
