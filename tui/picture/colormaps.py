@@ -1,0 +1,201 @@
+"""The viewer's colour maps: values, signed values, heat overlays, and what a terminal keeps of them.
+
+Colour means a value here, never decoration. ``VALUES`` is perceptually ordered (dark →
+bright, viridis-like) for activations and weights; ``SIGNED`` runs blue (negative) through
+near-black (zero) to red (positive) for gradients, updates and residuals; ``HEAT`` is laid
+over pictures (Grad-CAM, On image). NaN is magenta and ±Inf white in every map, so they are
+seen.
+
+Terminals without truecolor get a shorter palette of colours they really have: a ramp of entries of the xterm 256-colour
+cube, or of the 16 ANSI colours, chosen so the map stays one map (no grey middle). ``palette(cmap, depth)`` gives that palette; the legend shows the same colours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import numpy as np
+
+Depth = Literal["truecolor", "256", "16"]
+
+NAN_RGB = (255, 0, 255)
+INF_RGB = (255, 255, 255)
+
+
+def _lut(anchors: list[tuple[int, int, int]]) -> np.ndarray:
+    """A 256-entry RGB table interpolated through evenly spaced anchor colours."""
+    points = np.linspace(0, 255, len(anchors))
+    channels = np.array(anchors, dtype=np.float64).T
+    table = np.stack([np.interp(np.arange(256), points, c) for c in channels], axis=-1)
+    return table.round().astype(np.uint8)
+
+
+@dataclass(frozen=True, eq=False)
+class Colormap:
+    """A colour map: 256 RGB entries from the low end to the high end, the ramp of xterm
+    256-colour entries that stands in for it without truecolor, and the ramp of ANSI colour
+    numbers for 16-colour terminals."""
+
+    name: str
+    lut: np.ndarray
+    cube: tuple[tuple[int, int, int], ...]
+    ansi16: tuple[int, ...]
+
+
+# The 256-colour ramps are picked by hand from the xterm cube: every entry is coloured
+# (a nearest-colour match turns a map's dark middle grey), each is brighter than the last
+# for VALUES and HEAT, and each survives Rich's downgrade to 256 colours unchanged.
+VALUES = Colormap(
+    "values",
+    _lut([(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)]),
+    (
+        (95, 0, 95),
+        (95, 0, 135),
+        (0, 95, 135),
+        (0, 135, 135),
+        (0, 175, 135),
+        (95, 175, 95),
+        (95, 215, 95),
+        (175, 215, 0),
+        (215, 215, 0),
+        (255, 255, 95),
+    ),
+    (4, 12, 6, 14, 2, 10, 3, 11),  # no magenta: that is NaN
+)
+SIGNED = Colormap(
+    "signed",
+    # Zero fades into a dark terminal so the sign and size of a gradient stand out.
+    _lut([(80, 150, 255), (40, 70, 140), (22, 22, 28), (150, 45, 40), (255, 110, 80)]),
+    (
+        (135, 175, 255),
+        (95, 135, 255),
+        (0, 95, 215),
+        (0, 0, 175),
+        (0, 0, 95),
+        (38, 38, 38),
+        (95, 0, 0),
+        (175, 0, 0),
+        (215, 0, 0),
+        (255, 95, 0),
+        (255, 175, 95),
+    ),
+    (12, 4, 8, 1, 9),
+)
+HEAT = Colormap(
+    "heat",
+    _lut([(0, 0, 4), (87, 16, 110), (188, 55, 84), (249, 142, 9), (252, 255, 164)]),
+    (
+        (0, 0, 0),
+        (0, 0, 95),
+        (95, 0, 95),
+        (135, 0, 95),
+        (175, 0, 95),
+        (215, 95, 0),
+        (255, 135, 0),
+        (255, 175, 0),
+        (255, 215, 95),
+        (255, 255, 175),
+    ),
+    (0, 5, 1, 9, 3, 11, 15),
+)
+
+# The 16 ANSI colours as Rich downgrades to them (its standard palette): a colour emitted
+# with exactly these components is drawn as that ANSI colour, whatever the theme.
+_ANSI16 = [
+    (0, 0, 0),
+    (170, 0, 0),
+    (0, 170, 0),
+    (170, 85, 0),
+    (0, 0, 170),
+    (170, 0, 170),
+    (0, 170, 170),
+    (170, 170, 170),
+    (85, 85, 85),
+    (255, 85, 85),
+    (85, 255, 85),
+    (255, 255, 85),
+    (85, 85, 255),
+    (255, 85, 255),
+    (85, 255, 255),
+    (255, 255, 255),
+]
+
+
+@cache
+def palette(cmap: Colormap, depth: Depth) -> np.ndarray:
+    """The colours (K×3 uint8, low → high) ``cmap`` is drawn with at colour ``depth``."""
+    if depth == "truecolor":
+        return cmap.lut
+    if depth == "16":
+        return np.array([_ANSI16[i] for i in cmap.ansi16], dtype=np.uint8)
+    return np.array(cmap.cube, dtype=np.uint8)
+
+
+def nonfinite_rgb(depth: Depth) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(NaN colour, Inf colour) at ``depth``: bright magenta and white are in every palette."""
+    if depth == "16":
+        return _ANSI16[13], _ANSI16[15]
+    return NAN_RGB, INF_RGB
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How values map to colours: ``lo`` → the low end, ``hi`` → the high end. A signed
+    scale is symmetric around zero, so zero always has the middle colour."""
+
+    lo: float
+    hi: float
+    signed: bool = False
+
+    @classmethod
+    def of(cls, array: np.ndarray, signed: bool = False) -> Scale:
+        """The scale spanning the finite values of ``array`` (0..1 when there are none)."""
+        a = np.asarray(array, dtype=np.float64)
+        finite = a[np.isfinite(a)]
+        if finite.size == 0:
+            return cls(-1.0 if signed else 0.0, 1.0, signed)
+        lo, hi = float(finite.min()), float(finite.max())
+        if signed:
+            span = max(abs(lo), abs(hi)) or 1.0
+            return cls(-span, span, True)
+        return cls(lo, hi, False)
+
+    def unit(self, array: np.ndarray) -> np.ndarray:
+        """Values placed on [0, 1] (clipped); non-finite values stay NaN/±Inf."""
+        a = np.asarray(array, dtype=np.float64)
+        span = (self.hi - self.lo) or 1.0
+        with np.errstate(invalid="ignore"):
+            t = (a - self.lo) / span
+            return np.where(np.isfinite(a), np.clip(t, 0.0, 1.0), a)
+
+
+def levels(unit: np.ndarray, colours: int) -> np.ndarray:
+    """Palette positions (0..colours-1) of values on [0, 1]; non-finite → 0 (painted over)."""
+    t = np.nan_to_num(unit, nan=0.0, posinf=1.0, neginf=0.0)
+    return np.clip((t * (colours - 1)).round(), 0, colours - 1).astype(np.intp)
+
+
+def to_rgb(
+    array: np.ndarray, scale: Scale, cmap: Colormap | None = None, depth: Depth = "truecolor"
+) -> np.ndarray:
+    """Colour a 2-D array (h×w×3 uint8). NaN is magenta, ±Inf white."""
+    cmap = cmap or (SIGNED if scale.signed else VALUES)
+    colours = palette(cmap, depth)
+    a = np.asarray(array, dtype=np.float64)
+    rgb = colours[levels(scale.unit(a), len(colours))]
+    nan, inf = nonfinite_rgb(depth)
+    rgb[np.isnan(a)] = nan
+    rgb[np.isinf(a)] = inf
+    return rgb
+
+
+def overlay(picture: np.ndarray, unit_map: np.ndarray, alpha: float = 0.5) -> np.ndarray:
+    """``HEAT`` colours of a [0, 1] map laid over an RGB or grey uint8 picture of its size."""
+    rgb = np.asarray(picture)
+    if rgb.ndim == 2:
+        rgb = np.repeat(rgb[..., None], 3, axis=-1)
+    heat = to_rgb(unit_map, Scale(0.0, 1.0), HEAT).astype(np.float64)
+    mixed = (1 - alpha) * rgb[..., :3].astype(np.float64) + alpha * heat
+    return np.clip(mixed, 0, 255).round().astype(np.uint8)
