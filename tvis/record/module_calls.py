@@ -192,7 +192,7 @@ class ModuleCalls:
         call = self._pop_module_call()
         if call is None:
             return
-        call.flags.append("raised")
+        call.flags.append(schema.RAISED)
         what = type(error).__name__ if error is not None else "an exception"
         self.notice(
             f"the forward of {call.name} raised {what}; tvis "

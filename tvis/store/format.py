@@ -23,6 +23,12 @@ Batches and steps that never reached a full disk are left out of the run index.
 
 Call flags include ``raised``: the forward raised (the call has no outputs).
 
+Readers check the types of every record once, when it is loaded, against its shape in
+``schema.py`` (``RunMeta``, ``RunIndex``, ``BatchRecord``, ``StepRecord``; only fields a
+record has are checked): a run whose meta.json or run index does not fit is listed as
+``unreadable`` with one sentence naming the file and field; a batch or step that does not
+fit is refused with that sentence, and the rest of the run stays readable.
+
 Records are plain msgpack maps (no pickle, no ext types). A tensor record ("tensor
 entry") looks like::
 

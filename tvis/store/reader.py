@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from tvis.store import schema, validate
 from tvis.store.format import (
     BATCHES,
     BLOB,
@@ -79,6 +80,7 @@ class RunReader:
         self.meta: dict[str, Any] = _load(self.path / META, "the run's meta.json")
         if not isinstance(self.meta, dict):
             raise StoreError(f"{self.path / META} is not a tvis run description.")
+        _check(self.meta, schema.RunMeta, f"{self.path / META}")
         version = self.meta.get("format", 0)
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise StoreError(
@@ -103,7 +105,10 @@ class RunReader:
         if not (self.path / RUN_INDEX).exists():
             return {}
         index = _load(self.path / RUN_INDEX, "the run index")
-        return index if isinstance(index, dict) else {}
+        if not isinstance(index, dict):
+            raise StoreError(f"the run index of {self.path.name} is not a map; re-record the run.")
+        _check(index, schema.RunIndex, f"the run index of {self.path.name}")
+        return index
 
     def batch_ids(self) -> list[int]:
         return _chunk_ids(self.path / BATCHES)
@@ -133,6 +138,13 @@ class RunReader:
                 except OSError:
                     pass
         return total
+
+
+def _check(record: dict[str, Any], kind: type, what: str) -> None:
+    """Types are checked once, here, so no reader past this point meets a surprise."""
+    found = validate.problem(record, kind, what)
+    if found is not None:
+        raise StoreError(found)
 
 
 def _is_temp(name: str) -> bool:
@@ -196,6 +208,8 @@ class Chunk:
         record = _load(self.path / INDEX, f"the index of {self.what}")
         if not isinstance(record, dict):
             raise StoreError(f"the index of {self.what} is corrupt ({self.path}).")
+        kind = schema.StepRecord if self.path.parent.name == STEPS else schema.BatchRecord
+        _check(record, kind, f"the index of {self.what} ({self.path})")
         return record
 
     @cached_property
