@@ -128,7 +128,14 @@ def main(args: argparse.Namespace) -> int:
             settings = settings.light()
         run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
         meta = {"rank": rank.record(), "full": full}
-    outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+    try:
+        outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+    except OSError as e:  # the run folder itself could not be created
+        print(
+            f"tvis: cannot write the run to {out} ({e.strerror}); free space or pass --out DIR.",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     report(outcome, rank)
     return outcome.exit_code
 
@@ -153,7 +160,7 @@ def report(outcome, rank: RankInfo | None = None) -> None:
         largest = ", ".join(f"{name} {human_bytes(n)}" for name, n in outcome.contributors)
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
-        print(f"tvis: note: {text}", file=err)
+        print(f"tvis: {'' if text.startswith('disk full') else 'note: '}{text}", file=err)
     for text in outcome.anomalies:
         print(f"tvis: anomaly: {text}", file=err)
     path = outcome.run_dir.parent if rank is not None else outcome.run_dir
