@@ -53,8 +53,8 @@ class BackgroundWriter:
 
     def put_batch(self, index: int, record: dict, arrays: dict, pending: list) -> None:
         """Queue a batch; its ``pending`` statistics are computed here (``builder.settle``)."""
-        job = (builder.settle, self.writer.write_batch, self.lost_batches)
-        self._put(job, index, record, arrays, pending)
+        self.bytes_queued += sum(a.nbytes for a in arrays.values())
+        self._queue.put((self._settle_and_write, (index, record, arrays, pending)))
 
     def put_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
         """Queue a step; its values are derived and encoded here (``params.settle``), and
@@ -75,17 +75,13 @@ class BackgroundWriter:
         self.param_bytes += encoded
         self._write(self.writer.write_step, self.lost_steps, index, record, arrays)
 
-    def _put(self, job: tuple, index: int, record: dict, arrays: dict, pending: list) -> None:
-        self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        self._queue.put((self._settle_and_write, (*job, index, record, arrays, pending)))
-
-    def _settle_and_write(self, settle, write, lost, index, record, arrays, pending) -> None:
-        failed = settle(record, pending)
+    def _settle_and_write(self, index: int, record: dict, arrays: dict, pending: list) -> None:
+        failed = builder.settle(record, pending)
         if failed:
             self.errors.append(f"statistics of {failed} tensors could not be computed")
         if record.get("anomalies"):
             self.origins.append((index, record["anomalies"]))
-        self._write(write, lost, index, record, arrays)
+        self._write(self.writer.write_batch, self.lost_batches, index, record, arrays)
 
     def _write(self, write, lost: set, index: int, record: dict, arrays: dict) -> None:
         try:
