@@ -30,6 +30,7 @@ from tvis.agent.protocol import (
     AgentError,
     RawBytes,
     mismatch_message,
+    require_non_negative,
 )
 from tvis.agent.ranks import RanksAPI
 from tvis.agent.samples import sample_rows
@@ -46,8 +47,7 @@ MAX_PAGE = 5000
 
 
 def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
-    if offset < 0 or limit < 0:
-        raise AgentError("offset and limit must be 0 or more.", BAD_REQUEST)
+    require_non_negative(offset=offset, limit=limit)
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
@@ -263,6 +263,7 @@ class AgentAPI(InsightsAPI, RanksAPI, WeightsAPI):
     @rpc
     def find(self, run: str, batch: int, query: str, limit: int = 50) -> list[dict[str, Any]]:
         """Calls whose name or class contains ``query`` (any case), in call order."""
+        require_non_negative(limit=limit)
         tree = self._tree(run, batch)
         needle = query.lower()
         found = []
@@ -327,6 +328,7 @@ class AgentAPI(InsightsAPI, RanksAPI, WeightsAPI):
     @rpc
     def timeline(self, run: str, batch: int, limit: int = 5000) -> dict[str, Any]:
         """Phase bands and per-call bars (forward lane exact, backward lane approximate)."""
+        require_non_negative(limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         tree = self._tree(run, batch)
         phase_ms = (chunk.record.get("batch") or {}).get("phase_ms") or {}

@@ -50,6 +50,13 @@ class AgentError(Exception):
         self.status = status
 
 
+def require_non_negative(**params: int | None) -> None:
+    """Refuse a negative count, index or offset with one sentence naming the parameter."""
+    for name, value in params.items():
+        if value is not None and value < 0:
+            raise AgentError(f"{name} must be 0 or more, not {value}.", BAD_REQUEST)
+
+
 class ConnectionLost(AgentError):
     """The connection to the agent ended; no further calls will be answered."""
 

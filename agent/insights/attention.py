@@ -18,7 +18,7 @@ from tvis.agent.insights.common import (
     section_list,
     token,
 )
-from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.store.reader import Chunk
 
@@ -48,6 +48,7 @@ class AttentionAPI(InsightBase):
     ) -> dict[str, Any]:
         """One layer's attention map for a sample (one head, or the mean of the heads), or
         the rollout through every layer, with token labels on both axes."""
+        require_non_negative(sample=sample)
         _check_side(width, height)
         chunk, found = self._attention_layers(run, batch, layer)
         square = self._square(chunk, found, layer, sample, head, rollout)
@@ -74,6 +75,7 @@ class AttentionAPI(InsightBase):
     ) -> dict[str, Any]:
         """Every head of one layer as a small map, with each head's mean row entropy
         (nats; low = focused), and the heads' order from most to least focused."""
+        require_non_negative(sample=sample)
         chunk, found = self._attention_layers(run, batch, layer)
         one = self._sample_maps(chunk, found[layer], sample)
         heads = one if one.ndim == 3 else one[None]
@@ -108,6 +110,7 @@ class AttentionAPI(InsightBase):
         """Where token ``query`` ([CLS] by default) looks among a vision model's patches:
         its row of the map on the patch grid, scaled to [0, 1] and resized onto the
         input picture, with the picture."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         chunk, found = self._attention_layers(run, batch, layer)
         square = self._square(chunk, found, layer, sample, head, rollout)

@@ -12,7 +12,7 @@ from tvis.agent import insight_views as iv
 from tvis.agent import views
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import InsightBase, class_name, is_picture_batch, section_list
-from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.store.reader import Chunk
 
@@ -39,6 +39,7 @@ class GradcamAPI(InsightBase):
     ) -> dict[str, Any]:
         """A Grad-CAM map for one sample, conv layer and class choice (``pred`` or
         ``true``), resized onto the input picture and scaled to [0, 1]."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         maps = _maps(self.store.chunk(run, "batch", batch), batch)
         layers = list(dict.fromkeys(m.get("layer") for m in maps))
@@ -65,6 +66,7 @@ class GradcamAPI(InsightBase):
     ) -> dict[str, Any]:
         """Many small Grad-CAM cells at once: without ``sample``, the kept samples from
         ``first`` (up to ``limit``) for one layer; with ``sample``, every layer for it."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         cells_wanted = min(limit, MAX_GRID_CELLS)
         if cells_wanted < 1 or cells_wanted * width * height > MAX_GRID_PIXELS:

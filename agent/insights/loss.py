@@ -19,7 +19,7 @@ from tvis.agent.insights.common import (
     training_batches,
 )
 from tvis.agent.insights.loss_arrays import MAX_ELEMENTS, LossArrays, label
-from tvis.agent.protocol import BAD_REQUEST, AgentError
+from tvis.agent.protocol import BAD_REQUEST, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.store.reader import Chunk
 from tvis.store.schema import LossCurve
@@ -44,8 +44,7 @@ class LossAPI(InsightBase):
     ) -> dict[str, Any]:
         """Per-sample rows (loss, target, prediction, p(target), top-k with class names), or
         for a language model's ``sample``, one row per token with the decoded texts."""
-        if offset < 0 or limit < 0:
-            raise AgentError("offset and limit must be 0 or more.", BAD_REQUEST)
+        require_non_negative(sample=sample, offset=offset, limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         loss = loss_section(chunk)
         data = self.store.index(run).get("data") or {}
@@ -92,6 +91,7 @@ class LossAPI(InsightBase):
         """The loss call and how it reduces; per-element loss and validity mask; each
         sample's p(target) → −log p → loss, worst first; a confusion matrix over every
         captured batch (classification)."""
+        require_non_negative(limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         loss = loss_section(chunk)
         tree = self._tree(run, batch)

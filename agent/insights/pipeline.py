@@ -11,7 +11,7 @@ from tvis.agent import views
 from tvis.agent.calltree import CallTree
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import InsightBase, section_list, token
-from tvis.agent.protocol import NOT_FOUND, AgentError
+from tvis.agent.protocol import NOT_FOUND, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.store.reader import Chunk
 
@@ -31,6 +31,7 @@ class PipelineAPI(InsightBase):
     ) -> dict[str, Any]:
         """One sample's way into the model: its dataset index, the raw item (picture or
         text), each stage's output, the tokenizer's tokens, and the model input."""
+        require_non_negative(sample=sample)
         views.check_size(width, height)
         chunk = self.store.chunk(run, "batch", batch)
         tree = self._tree(run, batch)
@@ -38,7 +39,7 @@ class PipelineAPI(InsightBase):
         record = chunk.record
         section = record.get("data") if isinstance(record.get("data"), dict) else {}
         size = (record.get("batch") or {}).get("batch_size")
-        if sample < 0 or (isinstance(size, int) and sample >= size):
+        if isinstance(size, int) and sample >= size:
             raise AgentError(f"batch {batch} has no sample {sample}.", NOT_FOUND)
         render = _Renderer(chunk, tree, data, width, height, size)
         calls = _item_calls(tree, section, sample)

@@ -607,3 +607,24 @@ def test_recorded_language_model_feeds_attention_and_token_tables(recorded_lm):
         assert table["kind"] == "tokens" and table["total"] == 6 and table["rows"][-1]["pad"]
         pca = client.call("embeddings", run=".", table="embed")
         assert pca["stored_rows"] == 11 and pca["points"].shape == (11, 2)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "name"),
+    [
+        ("find", {"query": "conv", "limit": -1}, "limit"),
+        ("timeline", {"limit": -1}, "limit"),
+        ("sample_table", {"sample": -1}, "sample"),
+        ("loss_detail", {"limit": -1}, "limit"),
+        ("calls", {"offset": -1}, "offset"),
+        ("pipeline", {"sample": -1}, "sample"),
+        ("gradcam", {"sample": -1}, "sample"),
+        ("attention", {"sample": -1}, "sample"),
+    ],
+)
+def test_negative_count_or_index_is_refused_naming_it(image_run, method, params, name):
+    client = image_run[0]
+    with pytest.raises(AgentError) as refused:
+        client.call(method, run="run", batch=0, **params)
+    assert refused.value.status == 400
+    assert str(refused.value) == f"{name} must be 0 or more, not -1."

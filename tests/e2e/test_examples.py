@@ -13,6 +13,7 @@ from tvis.store.reader import RunReader, find_runs
 
 CASES = {
     "image_classifier": ["--workers", "0"],
+    "image_classifier@workers": ["--workers", "2"],  # real workers vs tvis's emulated ones
     "text_lm": ["--workers", "0"],
     "vit": ["--workers", "0"],
 }
@@ -24,7 +25,7 @@ def _losses(log) -> list[float]:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_losses_bit_identical_across_processes(name, tmp_path):
-    folder = EXAMPLES / name
+    folder = EXAMPLES / name.split("@")[0]
     extra = CASES[name]
     plain_log, tvis_log = tmp_path / "plain.jsonl", tmp_path / "tvis.jsonl"
     subprocess.run(

@@ -34,6 +34,10 @@ neither side can recurse into trouble."""
 MAX_RANK = 32
 """Dimension bound for arrays: numpy's own limit is 64, and no tensor worth a heatmap comes close."""
 
+MAX_DIM = 2**48
+"""Largest size of one dimension: beyond any real tensor, far from numpy's index overflow (an
+empty array of ``[0, 2**63]`` would otherwise pass the byte count and fail inside numpy)."""
+
 _CONTAINERS = {list: "list", tuple: "tuple", dict: "dict"}
 _SCALAR_KEYS = (str, int, float, bool, type(None))
 
@@ -200,11 +204,14 @@ def _decode_array(kind: str, node: dict, payload: np.ndarray, cursor: list[int])
         raise FrameError(f"unsupported dtype {dtype!r}")
     if not (isinstance(shape, list) and len(shape) <= MAX_RANK):
         raise FrameError("shape is not a list of at most 32 sizes")
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise FrameError("shape holds something other than sizes")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape):
+        raise FrameError(f"shape holds something other than sizes up to {MAX_DIM}")
     wire = tensors.WIRE_DTYPES[dtype]
     data = _take(payload, cursor, math.prod(shape) * wire.itemsize)
-    return Array(kind, dtype, data.view(wire).reshape(shape))
+    try:
+        return Array(kind, dtype, data.view(wire).reshape(shape))
+    except ValueError as exc:  # numpy's own bounds (an empty array with huge other sizes)
+        raise FrameError(f"shape {shape} cannot be an array ({exc})") from None
 
 
 def _take(payload: np.ndarray, cursor: list[int], nbytes: Any) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,6 +23,10 @@ of big tensors to run on reused memory, little next to what the stream itself ho
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
+# madvise(MADV_POPULATE_WRITE) (Linux 5.14): fault in a range of a mapping at once, as
+# MAP_POPULATE does for the whole of it; Python 3.11's mmap module does not name it yet.
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
 
 def empty(nbytes: int) -> np.ndarray:
     """A new writable uint8 array of ``nbytes`` uninitialized (or zeroed) bytes."""
@@ -31,25 +36,49 @@ def empty(nbytes: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=np.uint8)
 
 
+def lazy(nbytes: int) -> np.ndarray:
+    """A writable uint8 array whose memory is committed only as it is written (or
+    ``populate``d): a peer that declares a large payload and sends little costs little."""
+    if nbytes < POOL_MIN or not _POPULATE:
+        return np.empty(nbytes, dtype=np.uint8)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=np.uint8)
+
+
+def populate(array: np.ndarray, start: int, stop: int) -> None:
+    """Commit bytes ``start:stop`` of a ``lazy`` array in one go (cheaper than a fault per
+    page while receiving into it); a no-op for other arrays or kernels without it."""
+    view = array.base
+    mapping = view.obj if isinstance(view, memoryview) else None
+    if not isinstance(mapping, mmap.mmap):
+        return
+    start -= start % mmap.PAGESIZE
+    try:
+        mapping.madvise(_MADV_POPULATE_WRITE, start, stop - start)
+    except (OSError, ValueError):
+        pass  # faulted in page by page instead
+
+
 class BufferPool:
     """uint8 buffers of one megabyte or more, handed back when no longer read and lent again
     for the same size; up to ``max_bytes`` of them wait idle, the rest are freed."""
 
-    def __init__(self, max_bytes: int = POOL_BYTES) -> None:
+    def __init__(self, max_bytes: int = POOL_BYTES, fresh: Callable[[int], np.ndarray] = empty):
         self.max_bytes = max_bytes
+        self._fresh = fresh  # how a buffer is made when none waits: ``empty`` or ``lazy``
         self._free: dict[int, list[np.ndarray]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
     def take(self, nbytes: int) -> np.ndarray:
-        """A buffer of ``nbytes``: a returned one if there is one, else a new one."""
+        """A buffer of ``nbytes``: a returned one if there is one, else a fresh one."""
         if nbytes >= POOL_MIN:
             with self._lock:
                 free = self._free.get(nbytes)
                 if free:
                     self._bytes -= nbytes
                     return free.pop()
-        return empty(nbytes)
+        return self._fresh(nbytes)
 
     def give(self, buffer: np.ndarray) -> None:
         """Hand back a buffer from `take` that nothing will read or write again."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from tvis.live import codec, wire
 from tvis.live.address import DEFAULT_HOST, DEFAULT_PORT, is_loopback
-from tvis.live.memory import BufferPool
+from tvis.live.memory import BufferPool, lazy
 from tvis.live.store import HISTORY, MAX_BYTES, Entry, Store
 
 log = logging.getLogger("tvis.live")
@@ -30,6 +30,22 @@ held open by someone who should not be connecting."""
 
 HELLO_TIMEOUT = 5.0
 """Seconds a new connection has to say hello before it is dropped."""
+
+FRAME_TIMEOUT = 30.0
+"""Seconds a frame in progress may go without a byte: loopback and cluster links deliver a 2 GiB
+payload with no such pause; a peer that stalls mid-frame holds memory for nothing."""
+
+IDLE_TIMEOUT = 600.0
+"""Seconds a sender may stay silent between catches before its connection is closed; a sender
+reconnects by itself when it has something to say, so this only frees idle seats."""
+
+ADMIT_IDLE = 1.0
+"""When every seat is taken, a new sender takes the seat of the connection silent the longest,
+if it has been silent at least this long: idle connections cannot lock real senders out."""
+
+MAX_IN_FLIGHT = 2 * 1024**3
+"""Payload bytes being received at once, across connections: one largest frame (wire.MAX_PAYLOAD);
+a frame declared beyond what is left is refused with the reason, and its sender retries."""
 
 MAX_NAME = 256
 """Longest name accepted: names are identifiers and labels, never payloads."""
@@ -60,6 +76,7 @@ class LiveServer:
         max_bytes: int = MAX_BYTES,
         max_header: int = wire.MAX_HEADER,
         max_payload: int = wire.MAX_PAYLOAD,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         if not token and not is_loopback(host):
             raise ValueError(
@@ -70,11 +87,13 @@ class LiveServer:
         self.max_header, self.max_payload = max_header, max_payload
         # Payloads of evicted entries nobody holds are received into again: fresh memory costs
         # more to fill than loopback costs to deliver (see memory.py).
-        self._buffers = BufferPool()
+        self._buffers = BufferPool(fresh=lazy)
         self.store = Store(history, max_bytes, recycle=self._buffers.give)
         self.stats = ServerStats()
+        self.max_in_flight = max_in_flight
+        self._in_flight = 0
         self._listener: socket.socket | None = None
-        self._connections: set[socket.socket] = set()
+        self._connections: dict[socket.socket, float] = {}  # -> when it last sent a byte
         self._lock = threading.Lock()
 
     @property
@@ -106,11 +125,7 @@ class LiveServer:
         with self._lock:
             sockets = [s for s in (listener, *self._connections) if s is not None]
         for sock in sockets:
-            # shutdown, not just close: it wakes the thread blocked in accept or recv on it.
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _wake(sock)
             sock.close()
 
     def _accept(self) -> None:
@@ -121,11 +136,9 @@ class LiveServer:
             except OSError:
                 return
             with self._lock:
-                crowded = len(self._connections) >= MAX_CONNECTIONS
-                if not crowded:
-                    self._connections.add(conn)
-            if crowded:
-                self._refuse(peer, "too many connections")
+                seated = self._seat(conn)
+            if not seated:
+                self._refuse(peer, "too many connections, none of them idle")
                 conn.close()
                 continue
             self.stats.connections += 1
@@ -133,24 +146,65 @@ class LiveServer:
                 target=self._serve, args=(conn, peer), name="tvis-live-conn", daemon=True
             ).start()
 
+    def _seat(self, conn: socket.socket) -> bool:
+        """Admit ``conn`` (under the lock): a free seat, or the seat of the connection silent
+        the longest when that one has been silent ADMIT_IDLE seconds."""
+        if len(self._connections) >= MAX_CONNECTIONS:
+            idlest, since = min(self._connections.items(), key=lambda item: item[1])
+            if time.monotonic() - since < ADMIT_IDLE:
+                return False
+            del self._connections[idlest]
+            self.stats.refused += 1
+            self.stats.last_refusal = "an idle connection made room for a new sender"
+            _wake(idlest)  # its own thread sees the closed socket and ends
+        self._connections[conn] = time.monotonic()
+        return True
+
     def _serve(self, conn: socket.socket, peer: tuple) -> None:
+        def touch() -> None:
+            with self._lock:
+                if conn in self._connections:
+                    self._connections[conn] = time.monotonic()
+
         try:
             conn.settimeout(HELLO_TIMEOUT)
             if not self._greet(conn, peer):
                 return
-            conn.settimeout(None)
-            limits = (self.max_header, self.max_payload, self._buffers.take)
-            while (frame := wire.read_frame(conn, *limits)) is not None:
+            touch()
+            limits = (self.max_header, self.max_payload, self._buffers.take, self._admit, touch)
+            while True:
+                conn.settimeout(IDLE_TIMEOUT)
+                frame = wire.read_frame(conn, *limits, frame_timeout=FRAME_TIMEOUT)
+                if frame is None:
+                    break
                 header, payload = frame
                 self.store.add(self._entry(header, payload), header["dropped"])
         except wire.FrameError as exc:
             self._refuse(peer, str(exc))
         except OSError:
-            pass  # The sender went away; it reconnects when it has something to say.
+            pass  # The sender went away or went quiet; it reconnects when it has something to say.
+        except Exception as exc:  # a catch no check above foresaw: refused, never a traceback
+            self._refuse(peer, f"malformed catch ({type(exc).__name__}: {exc})")
         finally:
             with self._lock:
-                self._connections.discard(conn)
+                self._connections.pop(conn, None)
             conn.close()
+
+    def _admit(self, nbytes: int):
+        """Reserve ``nbytes`` of the bytes-in-flight budget; FrameError when it is spent."""
+        with self._lock:
+            if self._in_flight + nbytes > self.max_in_flight:
+                raise wire.FrameError(
+                    f"payload of {nbytes} bytes refused: {self._in_flight} bytes are being "
+                    f"received already and the server takes at most {self.max_in_flight} at once"
+                )
+            self._in_flight += nbytes
+
+        def done() -> None:
+            with self._lock:
+                self._in_flight -= nbytes
+
+        return done
 
     def _greet(self, conn: socket.socket, peer: tuple) -> bool:
         frame = wire.read_frame(conn, self.max_header, max_payload=0)
@@ -194,6 +248,14 @@ class LiveServer:
         self.stats.refused += 1
         self.stats.last_refusal = reason
         log.warning("tvis live: refused %s: %s", peer[0] if peer else "?", reason)
+
+
+def _wake(sock: socket.socket) -> None:
+    # shutdown, not just close: it wakes the thread blocked in accept or recv on it.
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _is_int(value: object) -> bool:

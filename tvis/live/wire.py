@@ -38,6 +38,11 @@ inspecting interactively and small enough that one frame cannot exhaust a laptop
 RECV_CHUNK = 16 * 1024 * 1024
 """Bytes asked of one recv call: large enough that syscall overhead vanishes next to the copy."""
 
+FIRST_WINDOW = 1024 * 1024
+"""Payload bytes committed before any has arrived; each later window is as large as what has
+arrived so far (up to RECV_CHUNK), so memory follows the bytes a peer really sends, not the size
+it declares."""
+
 
 class FrameError(Exception):
     """A frame breaks the format or its bounds; the connection that sent it is dropped."""
@@ -62,20 +67,47 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
     return True
 
 
+def _recv_payload(
+    sock: socket.socket, payload: np.ndarray, touch: Callable[[], None] | None
+) -> None:
+    """Fill ``payload`` window by window, committing each window's memory just before it."""
+    view, size, got = memoryview(payload), payload.size, 0
+    while got < size:
+        end = min(size, got + min(RECV_CHUNK, max(FIRST_WINDOW, got)))
+        memory.populate(payload, got, end)
+        while got < end:
+            n = sock.recv_into(view[got:end])
+            if n == 0:
+                raise FrameError("the connection closed in the middle of a frame")
+            got += n
+        if touch is not None:
+            touch()
+
+
 def read_frame(
     sock: socket.socket,
     max_header: int = MAX_HEADER,
     max_payload: int = MAX_PAYLOAD,
-    alloc: Callable[[int], np.ndarray] = memory.empty,
+    alloc: Callable[[int], np.ndarray] = memory.lazy,
+    admit: Callable[[int], Callable[[], None]] | None = None,
+    touch: Callable[[], None] | None = None,
+    frame_timeout: float | None = None,
 ) -> tuple[dict, np.ndarray] | None:
     """Read one frame: its header and its payload as a uint8 array from ``alloc``; None on a
     clean close.
 
+    ``admit(nbytes)`` is asked before a payload is received (it raises FrameError to refuse,
+    and returns what to call once the payload is in); ``touch`` is called as bytes arrive;
+    once a frame has begun, the socket waits at most ``frame_timeout`` seconds for each recv.
     Raises FrameError when a length exceeds its bound or the header is not a msgpack map.
     """
     prefix = bytearray(HEADER_LEN.size)
     if not _recv_exact(sock, memoryview(prefix)):
         return None
+    if touch is not None:
+        touch()
+    if frame_timeout is not None:
+        sock.settimeout(frame_timeout)
     (header_len,) = HEADER_LEN.unpack(prefix)
     if header_len > max_header:
         raise FrameError(f"header of {header_len} bytes exceeds the {max_header}-byte bound")
@@ -91,7 +123,11 @@ def read_frame(
         raise FrameError(f"header is not valid msgpack ({exc})") from None
     if not isinstance(header, dict):
         raise FrameError("header is not a msgpack map")
-    payload = alloc(payload_len)
-    if payload_len and not _recv_exact(sock, memoryview(payload)):
-        raise FrameError("the connection closed in the middle of a frame")
+    done = admit(payload_len) if admit is not None else None
+    try:
+        payload = alloc(payload_len)
+        _recv_payload(sock, payload, touch)
+    finally:
+        if done is not None:
+            done()
     return header, payload

@@ -127,6 +127,13 @@ def main(args: argparse.Namespace) -> int:
             settings = settings.light()
         run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
         meta = {"rank": rank.record(), "full": full}
-    outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+    try:
+        outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+    except OSError as e:  # the run folder itself could not be created
+        print(
+            f"tvis: cannot write the run to {out} ({e.strerror}); free space or pass --out DIR.",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     report(outcome, rank)
     return outcome.exit_code

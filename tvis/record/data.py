@@ -1,4 +1,4 @@
-"""The data pipeline: DataLoader workers moved in-process, each batch's fetch recorded.
+"""The data pipeline: DataLoader workers emulated in-process, each batch's fetch recorded.
 
 Per batch, ``sections["data"]`` holds ``indices`` (the dataset index of each sample, as the
 sampler gave them) and ``items``: for each sample, its index and the range of call ids
@@ -8,12 +8,14 @@ tokenizer calls can be found from its position in the batch.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch
 
 from tvis.record.extension import Extension
+from tvis.record.workers import WorkerEmulatingIter, can_emulate
 
 # Dataset indices kept per batch: a batch of a few thousand samples keeps every index;
 # a sampler yielding more per batch is not one a person steps through.
@@ -34,6 +36,20 @@ class DataPipeline(Extension):
         recorder.patches.set(dl._BaseDataLoaderIter, "__next__", self._next(original_next))
         recorder.patches.set(dl._BaseDataLoaderIter, "_next_index", self._index(original_index))
         recorder.patches.set(fetch._MapDatasetFetcher, "fetch", self._fetch(original_fetch))
+        emulated_index = WorkerEmulatingIter._next_index
+        recorder.patches.set(WorkerEmulatingIter, "_next_index", self._index(emulated_index))
+
+    @contextlib.contextmanager
+    def unobserved(self):
+        """Data work torch does out of sight (worker start-up, batches fetched ahead and
+        dropped): no hook of tvis records it."""
+        recorder = self.recorder
+        paused, recorder.paused = recorder.paused, True
+        try:
+            with recorder.quiet():
+                yield
+        finally:
+            recorder.paused = paused
 
     def _iterator(self, original):
         def get_iterator(loader):
@@ -46,13 +62,22 @@ class DataPipeline(Extension):
             if loader.num_workers == 0:
                 return original(loader)
             workers, timeout = loader.num_workers, loader.timeout
+            emulate = can_emulate(loader)
             if id(loader) not in self.moved:
                 self.moved.add(id(loader))
                 self.recorder.notice(
                     f"a DataLoader's {workers} workers run in the main process under tvis, "
-                    "so the data pipeline can be recorded.",
+                    "so the data pipeline can be recorded"
+                    + (
+                        "; each keeps its own seeds, worker_init_fn, get_worker_info() and "
+                        "dataset copy, so training is unchanged."
+                        if emulate
+                        else "; DataPipes are fetched without their worker sharding."
+                    ),
                     level="info",
                 )
+            if emulate:
+                return WorkerEmulatingIter(loader, self.unobserved)
             # The single-process iterator checks these two at construction only.
             loader.num_workers, loader.timeout = 0, 0
             try:

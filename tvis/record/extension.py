@@ -29,3 +29,6 @@ class Extension:
 
     def on_batch_close(self, recorder, batch) -> None:
         pass
+
+    def on_thread_adopted(self, recorder) -> None:
+        """Training turned out to run on the calling thread, which is now the one recorded."""

@@ -46,6 +46,11 @@ class FunctionTracer(Extension):
             sys.settrace(None)
         recorder.tracer = None
 
+    def on_thread_adopted(self, recorder) -> None:
+        # sys.settrace is per thread: calls the training thread makes from now on are traced.
+        if self.previous is None and recorder.tracer is not None:
+            sys.settrace(recorder.tracer)
+
     # While any trace function is set, CPython 3.11 runs every frame on its slow path, so
     # quiet stretches (dataset items past the kept samples) run with none at all.
     def pause(self) -> None:
@@ -57,6 +62,9 @@ class FunctionTracer(Extension):
             sys.settrace(self.recorder.tracer)
 
     def _global(self, frame, event, arg):
+        if self.recorder.tracer is None:
+            sys.settrace(None)  # an adopted training thread still running after the run
+            return None
         code = frame.f_code
         if not self.project.is_traced(code):
             return None

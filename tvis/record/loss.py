@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from tvis.record import gradcam
 from tvis.record.builder import Call
+from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
 from tvis.record.wrapped import project_site
 
@@ -59,7 +60,13 @@ class LossCapture(Extension):
         @functools.wraps(original)
         def loss_fn(*args, **kwargs):
             # Re-entry: __torch_function__ dispatch calls the (wrapped) function again.
-            if self.inside or rec.paused or rec.busy or rec.batch is None and not rec.stack:
+            if (
+                compiling()
+                or self.inside
+                or rec.paused
+                or rec.busy
+                or (rec.batch is None and not rec.stack)
+            ):
                 return original(*args, **kwargs)
             if rec.stopped or rec.stop_due:
                 rec.check_stop()

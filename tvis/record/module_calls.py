@@ -14,6 +14,7 @@ import torch
 from tvis.record import cuda_timing, ops
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call
+from tvis.record.compiled import compiling
 from tvis.record.data import note_normalize
 from tvis.record.stop import StopRecording
 from tvis.store import schema
@@ -86,7 +87,11 @@ class ModuleCalls:
         return names
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+        if compiling() or self.paused:
+            return
+        if threading.get_ident() != self.thread and not (
+            torch.is_grad_enabled() and self.adopt_thread()
+        ):
             return
         if self.stopped or self.stop_due:
             self.check_stop()
@@ -161,21 +166,27 @@ class ModuleCalls:
         batch.add_call(call)
         self.stack.append(call)
 
-    def _module_post(self, module, args, kwargs, output) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+    def _module_post(self, module, args, *rest) -> None:
+        # torch calls this hook as (module, args, kwargs, output) after a forward, but as
+        # (module, args, output) when the forward raised: the call must still be closed,
+        # or every later forward of a script that catches the error nests under it.
+        if compiling() or threading.get_ident() != self.thread or self.paused:
             return
         with self.work:
             try:
-                self._exit_module(module, kwargs, output)
+                if len(rest) == 2:
+                    self._exit_module(module, rest[0], rest[1])
+                else:
+                    self._exit_raised(module, sys.exc_info()[1])
             except Exception as e:
                 self.guard(f"recording the output of {type(module).__name__}", e)
             for extension in self.stack_watchers:
                 extension.on_call_stack_change(self)
 
-    def _exit_module(self, module, kwargs, output) -> None:
-        end = self.work.started - self.overhead
+    def _pop_module_call(self) -> Call | None:
+        """Close the innermost open module call; None when it was not recorded."""
         if not self.stack or not self.open_modules:
-            return
+            return None
         self.open_modules -= 1
         call = self.stack.pop()
         while call is not None and call.kind == "function" and self.stack:
@@ -184,11 +195,31 @@ class ModuleCalls:
             self.in_loss = max(0, self.in_loss - 1)
         batch = self.batch
         if call is None or batch is None or call.owner != batch.index:
-            return
-        call.fwd_ms = (end - batch.started) * 1e3 - call.t0
+            return None
+        call.fwd_ms = (self.work.started - self.overhead - batch.started) * 1e3 - call.t0
         batch.seq += 1
         batch.exit_seq[call.id] = batch.seq
         cuda_timing.stop(call)
+        return call
+
+    def _exit_raised(self, module, error: BaseException | None) -> None:
+        """A forward that raised: its call is closed with no outputs and flagged."""
+        call = self._pop_module_call()
+        if call is None:
+            return
+        call.flags.append(schema.RAISED)
+        what = type(error).__name__ if error is not None else "an exception"
+        self.notice(
+            f"the forward of {call.name} raised {what}; tvis "
+            "recorded that call as raised (flag `raised`, no outputs).",
+            level="info",
+        )
+
+    def _exit_module(self, module, kwargs, output) -> None:
+        call = self._pop_module_call()
+        if call is None:
+            return
+        batch = self.batch
         keep = not batch.light
         if kwargs:
             call.inputs += batch.args(list(kwargs.items()), keep)

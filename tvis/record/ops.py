@@ -16,6 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tvis.record import anomalies, attention
+from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
 
 
@@ -81,7 +82,7 @@ class _LineMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         rec = self.recorder
-        if rec.busy or rec.paused:
+        if compiling() or rec.busy or rec.paused:
             return func(*args, **kwargs)
         if rec.stack:
             top = rec.stack[-1]

@@ -33,7 +33,7 @@ def report(outcome: Outcome, rank: RankInfo | None = None) -> None:
         largest = ", ".join(f"{name} {human_bytes(n)}" for name, n in outcome.contributors)
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
-        print(f"tvis: note: {text}", file=err)
+        print(f"tvis: {'' if text.startswith('disk full') else 'note: '}{text}", file=err)
     for text in outcome.anomalies:
         print(f"tvis: anomaly: {text}", file=err)
     path = outcome.run_dir.parent if rank is not None else outcome.run_dir

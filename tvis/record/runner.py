@@ -33,6 +33,7 @@ class Outcome:
     notices: tuple
     contributors: tuple = ()  # (name, bytes) of the largest parts of the run
     anomalies: tuple = ()  # one sentence per anomaly (anomalies.summary)
+    disk_full: str | None = None  # the write error that found the disk full
 
 
 def run_dir_for(out: Path, script: Path) -> Path:
@@ -149,28 +150,34 @@ def record(
             status = FAILED
             error = f"the script exited with code {exit_code}"
     except KeyboardInterrupt:
-        status, exit_code, error = INTERRUPTED, 130, "interrupted (Ctrl-C)"
+        if not recorder.stopped_origin:  # else: tvis stopped it, training ran on a thread
+            status, exit_code, error = INTERRUPTED, 130, "interrupted (Ctrl-C)"
     except BaseException:
         status, exit_code = FAILED, 1
         error = _user_traceback()
         sys.stderr.write(error)
     finally:
+        recorder.script_returned()
         recorder.uninstall()
     _finalize(recorder, background, writer, status, exit_code, error)
     return _outcome(run_dir, recorder, writer, status, exit_code)
 
 
 def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code: int) -> Outcome:
+    lost_batches, lost_steps = recorder.writer.lost_batches, recorder.writer.lost_steps
     return Outcome(
         run_dir=run_dir,
         status=status,
         exit_code=exit_code,
-        steps=recorder.step_index,
-        batches=sum(1 for b in recorder.batch_maps if not b["light"]),
+        steps=recorder.step_index - len(lost_steps),
+        batches=sum(
+            1 for b in recorder.batch_maps if not b["light"] and b["index"] not in lost_batches
+        ),
         bytes=writer.bytes_written,
         notices=tuple(n["text"] for n in recorder.notices),
         contributors=tuple(_contributors(recorder).most_common(3)),
         anomalies=tuple(a["text"] for a in recorder.anomalies),
+        disk_full=recorder.writer.disk_full,
     )
 
 
@@ -200,6 +207,7 @@ def _run_main(script: Path, module: types.ModuleType) -> None:
 
 
 def _finalize(recorder, background, writer, status, exit_code, error) -> None:
+    """Write what is left, as far as the disk allows: never raises for a disk error."""
     try:
         recorder.finish()
     except Exception as e:
@@ -211,10 +219,30 @@ def _finalize(recorder, background, writer, status, exit_code, error) -> None:
     recorder.anomalies = anomalies.summary(
         recorder.loss_bad, background.origins, background.grad_norms, _never_graded(recorder)
     )
-    if background.errors or recorder.anomalies:
-        writer.write_index(recorder.index())
-    writer.write_sources(recorder.project.sources)
-    writer.write_meta(status=status, exit_code=exit_code, error=error, ended=time.time())
+    if background.disk_full:
+        recorder.notice(disk_full_sentence(writer.path, background), level="error")
+    writer.release_reserve()
+    final = (
+        lambda: writer.write_index(background.without_lost(recorder.index())),
+        lambda: writer.write_meta(
+            status=status, exit_code=exit_code, error=error, ended=time.time()
+        ),
+        lambda: writer.write_sources(recorder.project.sources),
+    )
+    for write in final:
+        try:
+            write()
+        except OSError as e:
+            background.disk_full = background.disk_full or f"{e.strerror} ({e.filename})"
+
+
+def disk_full_sentence(path: Path, background) -> str:
+    return (
+        f"disk full at {path}: kept {background.batches_written} batch(es) and "
+        f"{background.steps_written} step(s), later ones with statistics only "
+        f"({len(background.lost_batches) + len(background.lost_steps)} lost); free space "
+        "and record again to keep more. Training was not affected."
+    )
 
 
 def _never_graded(recorder) -> set[str]:

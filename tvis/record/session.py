@@ -103,7 +103,11 @@ class Recorder(ModuleCalls, Steps):
         self.writer = writer
         self.project = project
         self.main_globals = main_globals or {}
-        self.thread = threading.get_ident()
+        self.thread = threading.get_ident()  # the thread recorded: the one that trains
+        self.origin = self.thread  # the thread the script runs on
+        self.script_lock = threading.Lock()
+        self.script_done = False  # set (under script_lock) once the script has returned
+        self.stopped_origin = False  # the script's thread was interrupted to stop it
         self.patches = Patches()
         self.handles: list = []
         self.notices: list[dict] = []
@@ -181,6 +185,14 @@ class Recorder(ModuleCalls, Steps):
             return original_init(optimizer, *args, **kwargs)
 
         self.patches.set(torch.optim.Optimizer, "__init__", counting_init)
+        previous_hook = threading.excepthook
+
+        def quiet_stop(args) -> None:
+            # A training thread ended by tvis's stop is not an error to print.
+            if not issubclass(args.exc_type, StopRecording):
+                previous_hook(args)
+
+        self.patches.set(threading, "excepthook", quiet_stop)
         for extension in self.extensions:
             extension.install(self)
         self.stack_watchers = [
@@ -244,6 +256,8 @@ class Recorder(ModuleCalls, Steps):
 
     def _bytes_left(self) -> int:
         """What --max-bytes still allows (values written, queued, or held by open batches)."""
+        if self.writer.disk_full:
+            return 0
         held = sum(b.kept_bytes for b in (self.batch, self.light_group) if b is not None)
         return int(self.settings.max_bytes * VALUES_SHARE) - self.writer.bytes_queued - held
 
@@ -251,6 +265,8 @@ class Recorder(ModuleCalls, Steps):
         """Samples kept with values, degrading as the run nears --max-bytes: all the
         asked samples, then one, then statistics only."""
         budget = self.settings.max_bytes
+        if self.writer.disk_full:
+            return 0  # the disk_full notice says why
         if left > budget * BUDGET_ONE_SAMPLE:
             return self.settings.samples
         if left > budget * BUDGET_STATS_ONLY:
@@ -459,7 +475,47 @@ class Recorder(ModuleCalls, Steps):
 
     def stop(self) -> None:
         self.stopped = True
+        if threading.get_ident() != self.origin:
+            self._stop_origin()
         raise StopRecording()
+
+    def _stop_origin(self) -> None:
+        """Training runs on another thread: the script's own thread (waiting for it, or
+        doing anything else) must stop too, so code after training does not run. It gets
+        a simulated Ctrl-C, which the runner reads as this stop (``stopped_origin``)."""
+        import _thread
+
+        with self.script_lock:
+            if not self.script_done:
+                self.stopped_origin = True
+                _thread.interrupt_main()
+
+    def script_returned(self) -> None:
+        """The script's thread left the script: no training thread may stop it from now on."""
+        with self.script_lock:
+            self.script_done = True
+
+    # -- threads -----------------------------------------------------------------------
+
+    def adopt_thread(self) -> bool:
+        """Called from a hook on a thread tvis does not record, where training begins
+        (a grad forward, a backward, a step): while nothing has trained on the recorded
+        thread, this thread becomes the one recorded. Whether it now is."""
+        if self.train_batches or self.step_index or self.stack or self.open_modules:
+            self.notice(
+                f"the script also trains on thread {threading.current_thread().name!r}; tvis "
+                "records only the thread that trained first.",
+            )
+            return False
+        self.thread = threading.get_ident()
+        self.notice(
+            f"the script trains on thread {threading.current_thread().name!r}; tvis records "
+            "that thread (per-line op shapes are recorded on the main thread only).",
+            level="info",
+        )
+        for extension in self.extensions:
+            extension.on_thread_adopted(self)
+        return True
 
     def stop_again(self) -> None:
         """The script caught StopRecording and went on: training code ran after the stop.

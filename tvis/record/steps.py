@@ -10,6 +10,7 @@ import torch
 
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder
+from tvis.record.compiled import compiling
 
 
 class Steps:
@@ -18,7 +19,9 @@ class Steps:
     # -- backward ----------------------------------------------------------------------
 
     def _backward(self, original, tensors, *args, **kwargs):
-        if threading.get_ident() != self.thread or self.paused or self.in_backward:
+        if compiling() or self.paused or self.in_backward:
+            return original(tensors, *args, **kwargs)
+        if threading.get_ident() != self.thread and not self.adopt_thread():
             return original(tensors, *args, **kwargs)
         if self.stopped or self.stop_due:
             self.check_stop()
@@ -129,7 +132,9 @@ class Steps:
     # -- optimizer ---------------------------------------------------------------------
 
     def _step_pre(self, optimizer, args, kwargs) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+        if compiling() or self.paused:
+            return
+        if threading.get_ident() != self.thread and not self.adopt_thread():
             return
         if self.stopped or self.stop_due:
             self.check_stop()
@@ -148,7 +153,7 @@ class Steps:
                 self.guard("preparing for the optimizer step", e)
 
     def _step_post(self, optimizer, args, kwargs) -> None:
-        if threading.get_ident() != self.thread or self.paused:
+        if compiling() or threading.get_ident() != self.thread or self.paused:
             return
         self.in_step = max(0, self.in_step - 1)
         snap, self._step_snapshot = self._step_snapshot, None
@@ -214,6 +219,9 @@ class Steps:
         self.step_maps.append(record["step"])
         self.writer.put_step(step, record, jobs, raw_bytes)
         self.write_index()
+        # A finished step is on disk before the next one starts: a kill -9 later loses
+        # at most the batches of the step in progress.
+        self.writer.flush()
 
     def _param_names(self) -> dict[int, tuple[str, str]]:
         names: dict[int, tuple[str, str]] = {}

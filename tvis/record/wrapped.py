@@ -16,11 +16,12 @@ from typing import Any
 import torch
 
 from tvis.record.builder import BatchBuilder, Call
+from tvis.record.compiled import compiling
 
 
 def recording(rec) -> BatchBuilder | None:
     """The batch a library call made now is recorded in, or None when it is not."""
-    if threading.get_ident() != rec.thread or rec.paused or rec.busy or rec.stopped:
+    if compiling() or threading.get_ident() != rec.thread or rec.paused or rec.busy or rec.stopped:
         return None
     batch = rec.batch
     if batch is None or batch.full:

@@ -1,11 +1,18 @@
 """Writes batches on a background thread so the training loop does not wait on disk.
 
 The queue is bounded: if the disk is slower than training, the recorder waits rather than
-holding an unbounded number of batches in memory.
+holding an unbounded number of batches in memory. ``flush`` waits for everything queued:
+the recorder calls it when an optimizer step ends, so a finished step is on disk before
+the next one starts.
+
+A full disk ends writing values, never the training: the first ``ENOSPC`` sets
+``disk_full``, the half-written folder is removed, batches and steps that did not reach
+the disk are left out of the run index, and the recorder keeps statistics only.
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import queue
 import threading
@@ -20,6 +27,9 @@ from tvis.store.writer import RunWriter
 # Batches in flight between the recorder and the disk; each holds its kept values.
 QUEUE_DEPTH = 4
 
+# Errors that mean the disk (or the user's quota) has no room left.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
 
 class BackgroundWriter:
     """A RunWriter driven from a queue on its own thread."""
@@ -32,13 +42,19 @@ class BackgroundWriter:
         self.origins: list[tuple[int, dict]] = []
         self.grad_norms: list[tuple[int, float]] = []
         self.errors: list[str] = []
+        self.disk_full: str | None = None  # the error of the first write that found no room
+        self.batches_written = 0
+        self.steps_written = 0
+        self.lost_batches: set[int] = set()
+        self.lost_steps: set[int] = set()
         self._queue: queue.Queue = queue.Queue(QUEUE_DEPTH)
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
         self._thread.start()
 
     def put_batch(self, index: int, record: dict, arrays: dict, pending: list) -> None:
         """Queue a batch; its ``pending`` statistics are computed here (``builder.settle``)."""
-        self._put(builder.settle, self.writer.write_batch, index, record, arrays, pending)
+        self.bytes_queued += sum(a.nbytes for a in arrays.values())
+        self._queue.put((self._settle_and_write, (index, record, arrays, pending)))
 
     def put_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
         """Queue a step; its values are derived and encoded here (``params.settle``), and
@@ -57,20 +73,26 @@ class BackgroundWriter:
         encoded = sum(a.nbytes for a in arrays.values())
         self.bytes_queued += encoded - raw_bytes
         self.param_bytes += encoded
-        self.writer.write_step(index, record, arrays)
+        self._write(self.writer.write_step, self.lost_steps, index, record, arrays)
 
-    def _put(self, settle, write, index: int, record: dict, arrays: dict, pending: list) -> None:
-        self.bytes_queued += sum(a.nbytes for a in arrays.values())
-        job = (settle, write, index, record, arrays, pending)
-        self._queue.put((self._settle_and_write, job))
-
-    def _settle_and_write(self, settle, write, index, record, arrays, pending) -> None:
-        failed = settle(record, pending)
+    def _settle_and_write(self, index: int, record: dict, arrays: dict, pending: list) -> None:
+        failed = builder.settle(record, pending)
         if failed:
             self.errors.append(f"statistics of {failed} tensors could not be computed")
         if record.get("anomalies"):
             self.origins.append((index, record["anomalies"]))
-        write(index, record, arrays)
+        self._write(self.writer.write_batch, self.lost_batches, index, record, arrays)
+
+    def _write(self, write, lost: set, index: int, record: dict, arrays: dict) -> None:
+        try:
+            write(index, record, arrays)
+        except BaseException:
+            lost.add(index)
+            raise
+        if lost is self.lost_batches:
+            self.batches_written += 1
+        else:
+            self.steps_written += 1
 
     def put_index(self, index: dict) -> None:
         # Packed now: the recorder keeps mutating its lists after handing them over.
@@ -78,7 +100,21 @@ class BackgroundWriter:
         self._queue.put((self._write_index_bytes, (data,)))
 
     def _write_index_bytes(self, data: bytes) -> None:
+        if self.lost_batches or self.lost_steps:
+            data = msgpack.packb(self.without_lost(msgpack.unpackb(data)), use_bin_type=True)
         atomic.write_bytes(self.writer.path / RUN_INDEX, data)
+
+    def without_lost(self, index: dict) -> dict:
+        """The run index without the batches and steps that never reached the disk."""
+        return {
+            **index,
+            "batches": [b for b in index["batches"] if b["index"] not in self.lost_batches],
+            "steps": [s for s in index["steps"] if s["index"] not in self.lost_steps],
+        }
+
+    def flush(self) -> None:
+        """Wait until everything queued so far is written (or has failed)."""
+        self._queue.join()
 
     def close(self) -> None:
         """Write everything queued and stop the thread."""
@@ -89,9 +125,17 @@ class BackgroundWriter:
         while True:
             item = self._queue.get()
             if item is None:
+                self._queue.task_done()
                 return
             fn, args = item
             try:
                 fn(*args)
-            except Exception as e:  # a full disk must not kill the training process
+            except OSError as e:  # a full disk must not kill the training process
+                if e.errno in _NO_SPACE:
+                    self.disk_full = self.disk_full or f"{e.strerror} ({e.filename or ''})"
+                else:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+            except Exception as e:
                 self.errors.append(f"{type(e).__name__}: {e}")
+            finally:
+                self._queue.task_done()

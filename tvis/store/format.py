@@ -13,8 +13,21 @@ A run is one folder::
         index.msgpack
         blob.bin
 
-Every file is written to a temporary name and renamed, so a reader never sees half a
-file, and a run killed at any moment keeps every finished batch readable.
+Every file is written to a temporary name (``.<name>.tmp``, or ``.<name>.<pid>.tmp`` for a
+file) and renamed, so a reader never sees half a file. The recorder waits for the disk when a
+step ends, so a run killed at any moment keeps every finished step and its batches; only the
+batches of the step in progress may be missing. Readers skip temp names; ``tvis ls`` removes
+the ones a recorder that is gone left behind (``reader.remove_stale_temps``), including
+``.finalize-reserve.tmp``, space set aside so a full disk still takes the final records.
+Batches and steps that never reached a full disk are left out of the run index.
+
+Call flags include ``raised``: the forward raised (the call has no outputs).
+
+Readers check the types of every record once, when it is loaded, against its shape in
+``schema.py`` (``RunMeta``, ``RunIndex``, ``BatchRecord``, ``StepRecord``; only fields a
+record has are checked): a run whose meta.json or run index does not fit is listed as
+``unreadable`` with one sentence naming the file and field; a batch or step that does not
+fit is refused with that sentence, and the rest of the run stays readable.
 
 Records are plain msgpack maps (no pickle, no ext types). A tensor record ("tensor
 entry") looks like::
@@ -202,6 +215,10 @@ BATCHES = "batches"
 STEPS = "steps"
 INDEX = "index.msgpack"
 BLOB = "blob.bin"
+
+# Files and folders being written carry this suffix (and a leading dot) until they are
+# renamed into place; ones left behind by a killed recorder are removed by readers.
+TMP_SUFFIX = ".tmp"
 
 # Alignment of arrays inside a blob: lets readers mmap any array with natural alignment.
 ALIGN = 64

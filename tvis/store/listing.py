@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tvis.store.reader import RunReader, StoreError, find_runs
+from tvis.store.reader import RunReader, StoreError, find_runs, remove_stale_temps
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +39,7 @@ def summarize(path: Path) -> dict[str, Any]:
     """What `tvis ls` says of one run; a broken run is listed with its problem."""
     try:
         run = RunReader(path)
+        remove_stale_temps(run)
         index = run.index()
     except StoreError as e:
         return {"run_id": path.name, "path": str(path), "status": "unreadable", "error": str(e)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import shutil
 import socket
 from collections.abc import Callable
 from functools import cached_property
@@ -18,7 +19,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from tvis.store import codec
+from tvis.store import codec, schema, validate
 from tvis.store.format import (
     BATCHES,
     BLOB,
@@ -31,6 +32,7 @@ from tvis.store.format import (
     RUNNING,
     SOURCES,
     STEPS,
+    TMP_SUFFIX,
     folder_name,
 )
 
@@ -143,6 +145,7 @@ class RunReader:
         self.meta: dict[str, Any] = _load(self.path / META, "the run's meta.json")
         if not isinstance(self.meta, dict):
             raise StoreError(f"{self.path / META} is not a tvis run description.")
+        _check(self.meta, schema.RunMeta, f"{self.path / META}")
         version = self.meta.get("format", 0)
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise StoreError(
@@ -170,7 +173,10 @@ class RunReader:
         if not (self.path / RUN_INDEX).exists():
             return {}
         index = _load(self.path / RUN_INDEX, "the run index")
-        return index if isinstance(index, dict) else {}
+        if not isinstance(index, dict):
+            raise StoreError(f"the run index of {self.path.name} is not a map; re-record the run.")
+        _check(index, schema.RunIndex, f"the run index of {self.path.name}")
+        return index
 
     def batch_ids(self) -> list[int]:
         return _chunk_ids(self.path / BATCHES)
@@ -192,12 +198,47 @@ class RunReader:
     def size_bytes(self) -> int:
         total = 0
         for dirpath, _, files in os.walk(self.path):
+            if _is_temp(os.path.basename(dirpath)):
+                continue
             for name in files:
                 try:
                     total += os.stat(os.path.join(dirpath, name)).st_size
                 except OSError:
                     pass
         return total
+
+
+def _check(record: dict[str, Any], kind: type, what: str) -> None:
+    """Types are checked once, here, so no reader past this point meets a surprise."""
+    found = validate.problem(record, kind, what)
+    if found is not None:
+        raise StoreError(found)
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def remove_stale_temps(run: RunReader) -> int:
+    """Remove the temp files and folders a killed recorder left behind (they hold no
+    finished batch and only take disk space); nothing while the recorder still runs.
+    Returns how many were removed."""
+    if run.meta.get("status") == RUNNING and _recorder_alive(run.meta):
+        return 0
+    removed = 0
+    for folder in (run.path, run.path / BATCHES, run.path / STEPS):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in filter(_is_temp, names):
+            path = folder / name
+            try:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                removed += 1
+            except OSError:
+                pass  # a read-only copy of a run: the reader ignores them anyway
+    return removed
 
 
 def _chunk_ids(folder: Path) -> list[int]:
@@ -242,6 +283,8 @@ class Chunk:
         record = _load(self.path / INDEX, f"the index of {self.what}")
         if not isinstance(record, dict):
             raise StoreError(f"the index of {self.what} is corrupt ({self.path}).")
+        kind = schema.StepRecord if self.path.parent.name == STEPS else schema.BatchRecord
+        _check(record, kind, f"the index of {self.what} ({self.path})")
         return record
 
     @cached_property

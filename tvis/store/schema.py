@@ -62,6 +62,7 @@ CUDA_EVENTS = "cuda_events"
 CARRIED = "carried"
 NONFINITE_ORIGIN = "nonfinite_origin"
 NONFINITE_GRAD_ORIGIN = "nonfinite_grad_origin"
+RAISED = "raised"
 
 FLAGS: dict[str, Flag] = {
     f.key: f
@@ -108,6 +109,13 @@ FLAGS: dict[str, Flag] = {
             "backward time inferred from when gradients arrived",
         ),
         Flag(CUDA_EVENTS, "info", "", "timed on device", "forward time measured by CUDA events"),
+        Flag(
+            RAISED,
+            "info",
+            "",
+            "raised",
+            "the forward raised an exception (the script caught it): no outputs",
+        ),
         Flag(
             CARRIED,
             "info",
@@ -174,7 +182,7 @@ class StoredValue(TypedDict):
     dtype: str
     shape: list[int]
     kept: Literal["all", "samples", "rows", "prefix"]
-    count: int
+    count: int | None  # how many were kept when cut; None when whole
 
 
 class EncodedValue(StoredValue, total=False):
@@ -356,8 +364,8 @@ class ParamRecord(TypedDict, total=False):
     module: str
     shape: list[int]
     dtype: str
-    optimizer: int
-    group: int
+    optimizer: int | None  # None for a manual update (no torch.optim)
+    group: int | None
     weight: int
     grad: int | None
     update: int
@@ -381,6 +389,60 @@ class StepInfo(TypedDict, total=False):
 class Notice(TypedDict):
     level: str
     text: str
+
+
+# -- run level ---------------------------------------------------------------------------
+
+
+class RunMeta(TypedDict, total=False):
+    """``meta.json``: who recorded what, when, and how it ended (format.py)."""
+
+    format: int
+    status: str
+    started: float
+    ended: float | None
+    script: str | None
+    argv: list[str]
+    cwd: str
+    host: str
+    pid: int
+    python: str
+    torch: str
+    settings: dict[str, Any]
+    project: str
+    exit_code: int | None
+    error: str | None
+
+
+class RunIndex(TypedDict, total=False):
+    """``run.msgpack``: the run index (format.py)."""
+
+    batches: list[BatchInfo]
+    steps: list[StepInfo]
+    params: list[dict[str, Any]]
+    notices: list[Notice]
+    data: dict[str, Any]
+    project: str | None
+    model: dict[str, Any]
+
+
+class BatchRecord(TypedDict, total=False):
+    """``batches/N/index.msgpack`` (format.py); the insight sections are checked where read."""
+
+    batch: BatchInfo
+    calls: list[Call]
+    tensors: list[TensorEntry]
+    lines: list[dict[str, Any]]
+    data: dict[str, Any]
+    loss: dict[str, Any]
+
+
+class StepRecord(TypedDict, total=False):
+    """``steps/N/index.msgpack`` (format.py)."""
+
+    step: StepInfo
+    params: list[ParamRecord]
+    tensors: list[TensorEntry]
 
 
 # -- checking ----------------------------------------------------------------------------

@@ -23,8 +23,14 @@ from tvis.store.format import (
     RUNNING,
     SOURCES,
     STEPS,
+    TMP_SUFFIX,
     folder_name,
 )
+
+# Bytes set aside when a run starts and freed just before it is finalized, so a disk that
+# fills up during the run still takes the final index and meta.json (a few KB to a few
+# hundred KB even for long runs with many notices).
+FINALIZE_RESERVE = 1 << 20
 
 
 class RunWriter:
@@ -36,11 +42,28 @@ class RunWriter:
         (self.path / STEPS).mkdir()
         self.meta = {"format": FORMAT_VERSION, "status": RUNNING, "started": time.time(), **meta}
         self.bytes_written = 0
+        self._reserve = self.path / f".finalize-reserve{TMP_SUFFIX}"
         self.write_meta()
+        try:
+            free = shutil.disk_usage(self.path).free
+            with open(self._reserve, "wb") as f:
+                f.write(b"\0" * min(FINALIZE_RESERVE, free // 2))
+        except OSError:
+            self.release_reserve()  # a disk this full fails later, where it is reported
+
+    def release_reserve(self) -> None:
+        """Free the space set aside at the start, just before the run is finalized."""
+        self._reserve.unlink(missing_ok=True)
 
     def write_meta(self, **updates: Any) -> None:
         self.meta.update(updates)
-        atomic.write_json(self.path / META, self.meta)
+        try:
+            atomic.write_json(self.path / META, self.meta)
+        except OSError:
+            # No room for a second copy: overwrite in place, in blocks the file owns.
+            with open(self.path / META, "r+b") as f:
+                f.write(atomic.json_bytes(self.meta))
+                f.truncate()
 
     def write_batch(self, index: int, record: dict, arrays: dict[int, np.ndarray]) -> int:
         """Write batch ``index``: ``record["tensors"]`` entries get their ``value`` filled
@@ -61,17 +84,21 @@ class RunWriter:
     def _write_chunk(self, final: Path, record: dict, arrays: dict[int, np.ndarray]) -> int:
         # Build the folder under a hidden name, then rename it into place: a reader (or a
         # kill -9) sees either the whole batch or none of it.
-        tmp = final.with_name(f".{final.name}.tmp")
+        tmp = final.with_name(f".{final.name}{TMP_SUFFIX}")
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir()
-        size = _write_blob(tmp / BLOB, record.get("tensors", []), arrays)
-        index = atomic.msgpack.packb(record, use_bin_type=True)
-        with open(tmp / INDEX, "wb") as f:
-            f.write(index)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        try:
+            tmp.mkdir()
+            size = _write_blob(tmp / BLOB, record.get("tensors", []), arrays)
+            index = atomic.msgpack.packb(record, use_bin_type=True)
+            with open(tmp / INDEX, "wb") as f:
+                f.write(index)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a half-written folder keeps a disk full
+            raise
         written = size + len(index)
         self.bytes_written += written
         return written

@@ -1,0 +1,66 @@
+"""Under torch.compile, Dynamo never traces tvis: no extra graphs or recompiles, and
+training stays bit-identical to a plain compiled run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tvis.record.builder import Settings
+from tvis.record.runner import record
+from tvis.store.reader import RunReader
+
+HERE = Path(__file__).resolve().parent
+
+
+def _train(log: list) -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3))
+    compiled = torch.compile(model, backend="aot_eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+        loss = F.cross_entropy(compiled(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.append(loss.detach())
+    return model
+
+
+def _graphs_compiled(fn) -> int:
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    fn()
+    return counters["stats"]["unique_graphs"]
+
+
+def test_compiled_training_bit_identical_without_recompiles_when_recorded(tmp_path):
+    plain_log: list = []
+    models: list = []
+    plain_graphs = _graphs_compiled(lambda: models.append(_train(plain_log)))
+    log: list = []
+    outcomes: list = []
+    graphs = _graphs_compiled(
+        lambda: outcomes.append(
+            record(
+                lambda: models.append(_train(log)),
+                Settings(steps=10),
+                HERE,
+                tmp_path / "run",
+            )
+        )
+    )
+    assert graphs == plain_graphs  # tvis added no graph and no recompile
+    assert [float(v) for v in log] == [float(v) for v in plain_log]
+    for p, q in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(p, q)
+    (outcome,) = outcomes
+    assert outcome.steps == 5
+    calls = RunReader(outcome.run_dir).batch(0).record["calls"]
+    assert calls[0]["cls"] == "OptimizedModule"  # the compiled region, seen at its boundary
