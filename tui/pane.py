@@ -1,4 +1,4 @@
-"""``AgentPane``: the one base for widgets that ask the agent.
+"""``Asks`` / ``AgentPane``: the one way a widget, screen or page asks the agent.
 
 A pane asks with ``self.ask(method, tag=..., **params)``. The request runs in a thread
 worker, one exclusive group per pane and tag, so a newer question cancels an older one; a
@@ -31,14 +31,15 @@ class Reply(Message):
         self.error = error
 
 
-class AgentPane(Widget):
-    """A widget whose content comes from the agent."""
+class Asks:
+    """Mixed into a Widget or Screen whose content comes from the agent."""
 
     _generations = count(1)
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._latest: dict[str, int] = {}
+    @property
+    def _wanted_replies(self) -> dict[str, int]:
+        """The newest request's generation, per tag (made on first use: no __init__ needed)."""
+        return self.__dict__.setdefault("_wanted_reply_generations", {})
 
     # -- for subclasses -----------------------------------------------------------------
 
@@ -49,7 +50,7 @@ class AgentPane(Widget):
             self.failed(tag, "not connected to an agent yet.")
             return
         generation = next(self._generations)
-        self._latest[tag] = generation
+        self._wanted_replies[tag] = generation
         self.run_worker(
             lambda: self._call(data, tag, generation, method, params),
             group=f"{id(self)}:{tag}",
@@ -67,7 +68,7 @@ class AgentPane(Widget):
 
     def cancel(self, tag: str = "main") -> None:
         """Forget the request in flight for ``tag``: its reply will be dropped."""
-        self._latest[tag] = next(self._generations)
+        self._wanted_replies[tag] = next(self._generations)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -87,7 +88,7 @@ class AgentPane(Widget):
 
     def on_reply(self, reply: Reply) -> None:
         reply.stop()
-        if self._latest.get(reply.tag) != reply.generation:
+        if self._wanted_replies.get(reply.tag) != reply.generation:
             return  # overtaken by a newer request
         if getattr(self.app, "offline", None):
             return  # offline the page stays as it was; reconnecting asks again
@@ -99,3 +100,7 @@ class AgentPane(Widget):
         except Exception as e:
             self.app.internal_errors.append(f"{type(self).__name__}: {type(e).__name__}: {e}")
             self.notify(f"internal error: {type(e).__name__}: {e}", severity="error", timeout=8)
+
+
+class AgentPane(Asks, Widget):
+    """A widget whose content comes from the agent."""

@@ -7,14 +7,14 @@ import time
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from tvis.tui import colors, fmt, keys
-from tvis.tui.fetch import fetch
+from tvis.tui.pane import Asks
 from tvis.tui.widgets.lists import ListTable
 
 POLL_S = 2.0
@@ -46,7 +46,7 @@ class RunTable(ListTable):
     pass
 
 
-class RunPicker(ModalScreen[str | None]):
+class RunPicker(Asks, ModalScreen[str | None]):
     """Pick a run; dismisses with its ``run`` name (None on escape)."""
 
     BINDINGS = keys.RUNS
@@ -101,9 +101,11 @@ class RunPicker(ModalScreen[str | None]):
         if runs:
             table.move_cursor(row=min(max(cursor, 0), len(runs) - 1))
 
-    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def _poll(self) -> None:
-        fetch(self, self._fill, "runs")
+        self.ask("runs")
+
+    def answered(self, tag: str, runs: list[dict[str, Any]]) -> None:
+        self._fill(runs)
 
     @on(DataTable.RowSelected)
     def _picked(self, event: DataTable.RowSelected) -> None:

@@ -21,8 +21,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis.tui import colors, keys
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
+from tvis.tui.pane import Asks
 from tvis.tui.widgets.calls_pane import CallsPane
 from tvis.tui.widgets.inspector import Inspector
 from tvis.tui.widgets.layers_table import LayersPane, LayersTable
@@ -71,7 +71,7 @@ class PaneBar(Static):
         self.update(text)
 
 
-class ExplorePage(Screen):
+class ExplorePage(Asks, Screen):
     """The Explore page."""
 
     BINDINGS = keys.EXPLORE
@@ -92,6 +92,7 @@ class ExplorePage(Screen):
         self.selection: Selection | None = None
         self._loaded: dict[str, Any] = {}
         self._source_files: list[str] | None = None
+        self._tree_step: int | None = None  # the step whose tree was asked for last
 
     def compose(self) -> ComposeResult:
         # The tree and the inspector always exist; the other panes are built the first time
@@ -289,21 +290,20 @@ class ExplorePage(Screen):
             return
         self._loaded[name] = key
 
-    @work(thread=True, exclusive=True, group="sources", exit_on_error=False)
     def _open_first_source(self) -> None:
-        def show(files: list[str]) -> None:
-            self._source_files = list(files)
-            pane = self.query_one(SourcePane)
-            pane.set_files(self._source_files)
-            if pane.requested is not None:
-                return  # a jump (d / u / the selection) already chose the file
-            wanted = self._selection_file("def")
-            if wanted and wanted[0] in files:
-                pane.show(*wanted)
-            elif files:
-                pane.show(files[0])
+        self.ask("sources", tag="sources", run=self.app.run_name)
 
-        fetch(self, show, "sources", run=self.app.run_name)
+    def _sources_arrived(self, files: list[str]) -> None:
+        self._source_files = list(files)
+        pane = self.query_one(SourcePane)
+        pane.set_files(self._source_files)
+        if pane.requested is not None:
+            return  # a jump (d / u / the selection) already chose the file
+        wanted = self._selection_file("def")
+        if wanted and wanted[0] in files:
+            pane.show(*wanted)
+        elif files:
+            pane.show(files[0])
 
     def _show_step_mode(self) -> None:
         step = self.app.current_step
@@ -314,21 +314,28 @@ class ExplorePage(Screen):
             return
         self._load_step_tree(step)
 
-    @work(thread=True, exclusive=True, group="step-tree", exit_on_error=False)
     def _load_step_tree(self, step: int) -> None:
-        def show(record: dict[str, Any]) -> None:
-            info = record.get("step") or {}
-            wanted = set(info.get("batches") or [])
-            batches = [
-                b
-                for b in (self.app.run_info or {}).get("batches") or []
-                if b.get("index") in wanted
-            ]
-            self.calls.call_tree.show_step(
-                self.app.run_name, {**info, "index": step}, batches, record.get("params") or []
-            )
+        self._tree_step = step
+        self.ask("step", tag="step-tree", run=self.app.run_name, step=step)
 
-        fetch(self, show, "step", run=self.app.run_name, step=step)
+    def _step_arrived(self, record: dict[str, Any]) -> None:
+        info = record.get("step") or {}
+        wanted = set(info.get("batches") or [])
+        batches = [
+            b for b in (self.app.run_info or {}).get("batches") or [] if b.get("index") in wanted
+        ]
+        self.calls.call_tree.show_step(
+            self.app.run_name,
+            {**info, "index": self._tree_step},
+            batches,
+            record.get("params") or [],
+        )
+
+    def answered(self, tag: str, result: Any) -> None:
+        if tag == "sources":
+            self._sources_arrived(result)
+        else:
+            self._step_arrived(result)
 
     def action_toggle_mode(self) -> None:
         self.mode = "step" if self.mode == "batch" else "batch"

@@ -16,14 +16,13 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
 from tvis.tui import colors, keys
-from tvis.tui.fetch import fetch
+from tvis.tui.pane import Asks
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 
@@ -62,7 +61,7 @@ class RankBar(Static):
         self.update(text)
 
 
-class RanksPage(Screen):
+class RanksPage(Asks, Screen):
     """Every rank of the open run's group compared."""
 
     BINDINGS = keys.RANKS
@@ -95,26 +94,23 @@ class RanksPage(Screen):
         if self.app.run_name:
             self._load_params(self.app.run_name, self.app.current_step)
 
-    @work(thread=True, exclusive=True, group="ranks", exit_on_error=False)
     def _load(self, run: str) -> None:
-        fetch(self, self._show, "ranks", on_error=self._error, run=run)
+        self.ask("ranks", tag="ranks", run=run)
 
-    @work(thread=True, exclusive=True, group="rank-params", exit_on_error=False)
     def _load_params(self, run: str, step: int | None) -> None:
-        if step is None:
-            step = 0
-        fetch(
-            self,
-            self._show_params,
-            "rank_params",
-            on_error=lambda m: self.query_one("#ranks-params", Static).update(Text(m)),
-            run=run,
-            step=step,
-            limit=PARAM_ROWS,
-        )
+        self.ask("rank_params", tag="params", run=run, step=step or 0, limit=PARAM_ROWS)
 
-    def _error(self, message: str) -> None:
-        self.query_one("#ranks-summary", Static).update(Text(message, style=colors.BAD))
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        if tag == "ranks":
+            self._show(result)
+        else:
+            self._show_params(result)
+
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "ranks":
+            self.query_one("#ranks-summary", Static).update(Text(message, style=colors.BAD))
+        else:
+            self.query_one("#ranks-params", Static).update(Text(message))
 
     # -- drawing ---------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.timer import Timer
@@ -15,8 +15,8 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tvis.tui import colors, fmt, keys, marks
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall, Selected, Selection
+from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import KIND_GLYPH, CallTree
 from tvis.tui.widgets.lists import ListOptions
 
@@ -67,7 +67,7 @@ class HitList(ListOptions):
         self.parent.close_results()
 
 
-class CallsPane(Vertical):
+class CallsPane(Asks, Vertical):
     """Call tree with search and kind filter."""
 
     DEFAULT_CSS = """
@@ -87,6 +87,7 @@ class CallsPane(Vertical):
         self.filter = "all"
         self._timer: Timer | None = None
         self._summary = ""
+        self._hits_batch = 0  # the batch the search or filter in flight was asked about
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search calls by name or class", id="search")
@@ -131,20 +132,18 @@ class CallsPane(Vertical):
             event.input.remove_class("-shown")
             self.hits.focus()
 
-    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, query: str) -> None:
         query = query.strip()
-        batch = self.app.batch
         if not query:
-            self.app.call_from_thread(self.close_results, False)
+            self.cancel("search")
+            self.close_results(False)
             return
-        fetch(
-            self,
-            lambda rows: self._show_hits(rows, batch),
+        self._hits_batch = self.app.batch
+        self.ask(
             "find",
-            on_error=self._hits_error,
+            tag="search",
             run=self.app.run_name,
-            batch=batch,
+            batch=self._hits_batch,
             query=query,
             limit=HITS,
         )
@@ -159,25 +158,20 @@ class CallsPane(Vertical):
         else:
             self._filter(self.filter)
 
-    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _filter(self, kind: str) -> None:
-        batch = self.app.batch
+        self._hits_batch = self.app.batch
+        self.ask("layers", tag="search", run=self.app.run_name, batch=self._hits_batch, limit=5000)
 
-        def show(page: dict[str, Any]) -> None:
-            rows = [r for r in page.get("rows") or [] if r.get("kind") == kind]
-            self._show_hits(rows, batch)
-            self.hits.focus()
+    def answered(self, tag: str, result: Any) -> None:
+        if isinstance(result, list):  # find
+            self._show_hits(result, self._hits_batch)
+            return
+        rows = [r for r in result.get("rows") or [] if r.get("kind") == self.filter]
+        self._show_hits(rows, self._hits_batch)
+        self.hits.focus()
 
-        fetch(
-            self,
-            show,
-            "layers",
-            on_error=self._hits_error,
-            run=self.app.run_name,
-            batch=batch,
-            sort="order",
-            limit=5000,
-        )
+    def failed(self, tag: str, message: str) -> None:
+        self.set_summary(message)
 
     # -- results -------------------------------------------------------------------------
 
@@ -186,9 +180,6 @@ class CallsPane(Vertical):
         self.hits.add_class("-shown")
         self.call_tree.add_class("-hidden")
         self.set_summary(f"{len(rows)} calls found")
-
-    def _hits_error(self, message: str) -> None:
-        self.set_summary(message)
 
     def close_results(self, focus_tree: bool = True) -> None:
         self.query_one("#search", Input).remove_class("-shown")

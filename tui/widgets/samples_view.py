@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
 from tvis.tui import colors, fmt
-from tvis.tui.fetch import fetch
+from tvis.tui.pane import Asks
 from tvis.tui.picture import Picture, Scale
 from tvis.tui.widgets.lists import ListTable
 
@@ -107,7 +107,7 @@ def worst_cell(worst: dict[str, Any] | None) -> Text:
     return Text(f"{worst.get('token')!r} {fmt.num(worst.get('loss'))} @{worst.get('pos')}")
 
 
-class SamplesView(Vertical):
+class SamplesView(Asks, Vertical):
     """The Samples pane: the table and a preview of the highlighted sample's input."""
 
     DEFAULT_CSS = """
@@ -150,12 +150,24 @@ class SamplesView(Vertical):
         self.batch_index = batch
         self._fetch(batch)
 
-    @work(thread=True, exclusive=True, group="samples", exit_on_error=False)
     def _fetch(self, batch: int) -> None:
-        fetch(self, self._show, "samples", on_error=self._error, run=self.app.run_name, batch=batch)
+        self.ask("samples", tag="samples", run=self.app.run_name, batch=batch)
 
-    def _error(self, message: str) -> None:
-        self.query_one("#samples-header", Static).update(Text(message, style=colors.BAD))
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        if tag == "samples":
+            self._show(result)
+        elif tag == "image":
+            self.query_one("#preview-image", Picture).show_rgb(result["array"])
+        else:
+            self.query_one("#preview-map", Picture).show_values(
+                result["array"], Scale.of(result["array"])
+            )
+
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "samples":
+            self.query_one("#samples-header", Static).update(Text(message, style=colors.BAD))
+        else:
+            self.query_one("#preview-text", Static).update(Text(message, style=colors.MUTED))
 
     def _class_names(self) -> list[str] | None:
         return ((self.app.run_info or {}).get("data") or {}).get("classes")
@@ -215,7 +227,6 @@ class SamplesView(Vertical):
         else:
             text.update(Text("no input recorded for this sample", style=colors.MUTED))
 
-    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def _load_input(self, sample: int, given: dict[str, Any]) -> None:
         common = {
             "run": self.app.run_name,
@@ -223,23 +234,10 @@ class SamplesView(Vertical):
             "tensor": given["tensor"],
             "sample": sample,
         }
+        # A newer sample's preview overtakes the older one, whichever kind each is.
         if given.get("kind") == "image":
-            fetch(
-                self,
-                lambda img: self.query_one("#preview-image", Picture).show_rgb(img["array"]),
-                "image",
-                on_error=self._preview_error,
-                width=PREVIEW_PX,
-                height=PREVIEW_PX,
-                **common,
-            )
+            self.cancel("view")
+            self.ask("image", tag="image", width=PREVIEW_PX, height=PREVIEW_PX, **common)
         else:
-
-            def show(view: dict[str, Any]) -> None:
-                picture = self.query_one("#preview-map", Picture)
-                picture.show_values(view["array"], Scale.of(view["array"]))
-
-            fetch(self, show, "view", on_error=self._preview_error, width=32, height=22, **common)
-
-    def _preview_error(self, message: str) -> None:
-        self.query_one("#preview-text", Static).update(Text(message, style=colors.MUTED))
+            self.cancel("image")
+            self.ask("view", tag="view", width=32, height=22, **common)

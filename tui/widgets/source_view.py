@@ -9,7 +9,6 @@ from typing import Any
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.geometry import Size
@@ -18,8 +17,8 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from tvis.tui import colors, fmt, keys
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall
+from tvis.tui.pane import Asks
 
 GUTTER = 6
 
@@ -155,7 +154,7 @@ class SourceView(ScrollView, can_focus=True):
         self.parent.next_file()
 
 
-class SourcePane(Vertical):
+class SourcePane(Asks, Vertical):
     """The Source pane: which file, then the annotated lines."""
 
     DEFAULT_CSS = """
@@ -167,6 +166,7 @@ class SourcePane(Vertical):
         super().__init__(**kwargs)
         self.files: list[str] = []
         self.requested: str | None = None
+        self._line: int | None = None  # the line to put under the cursor once a file arrives
 
     def compose(self) -> ComposeResult:
         yield Static("no file shown yet: d / u on a call jumps to its source", id="source-header")
@@ -199,18 +199,12 @@ class SourcePane(Vertical):
         i = self.files.index(current) + 1 if current in self.files else 0
         self.show(self.files[i % len(self.files)])
 
-    @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def _load(self, file: str, line: int | None) -> None:
-        fetch(
-            self,
-            lambda src: self._show(src, line),
-            "source",
-            on_error=self._error,
-            run=self.app.run_name,
-            file=file,
-        )
+        self._line = line
+        self.ask("source", run=self.app.run_name, file=file)
 
-    def _show(self, src: dict[str, Any], line: int | None) -> None:
+    def answered(self, tag: str, src: dict[str, Any]) -> None:
+        line = self._line
         anns = src.get("lines") or {}
         self.view.set_source(src.get("file", "?"), src.get("text") or "", anns, line)
         header = Text(src.get("file", "?"), style="bold")
@@ -225,5 +219,5 @@ class SourcePane(Vertical):
         )
         self.query_one("#source-header", Static).update(header)
 
-    def _error(self, message: str) -> None:
+    def failed(self, tag: str, message: str) -> None:
         self.query_one("#source-header", Static).update(Text(message, style=colors.BAD))

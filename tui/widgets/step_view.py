@@ -7,14 +7,14 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from tvis.tui import colors, fmt
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import Selected, Selection
+from tvis.tui.pane import Asks
 from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.sparkline import sparkline
 
@@ -99,7 +99,7 @@ class ParamTable(ListTable):
         self.post_message(Selected(self._selection(event.row_key.value), open_inspector=True))
 
 
-class StepView(Vertical):
+class StepView(Asks, Vertical):
     """The Step pane."""
 
     DEFAULT_CSS = """
@@ -128,23 +128,13 @@ class StepView(Vertical):
             self.query_one("#step-micro", Static).update("")
             self.query_one(ParamTable).clear()
             return
-        self._fetch(step)
+        self.ask("step", run=self.app.run_name, step=step)
 
-    @work(thread=True, exclusive=True, group="step", exit_on_error=False)
-    def _fetch(self, step: int) -> None:
-        fetch(
-            self,
-            lambda rec: self._show(step, rec),
-            "step",
-            on_error=self._error,
-            run=self.app.run_name,
-            step=step,
-        )
-
-    def _error(self, message: str) -> None:
+    def failed(self, tag: str, message: str) -> None:
         self.query_one("#step-header", Static).update(Text(message, style=colors.BAD))
 
-    def _show(self, step: int, record: dict[str, Any]) -> None:
+    def answered(self, tag: str, record: dict[str, Any]) -> None:
+        step = self.step
         info = record.get("step") or {}
         run_batches = (self.app.run_info or {}).get("batches") or []
         mine = [b for b in run_batches if b.get("index") in (info.get("batches") or [])]

@@ -11,14 +11,14 @@ from typing import Any
 from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
-from textual import events, work
+from textual import events
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tvis.tui import colors, fmt, keys
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall
+from tvis.tui.pane import Asks
 
 HEADER_ROWS = 2  # phase bands, time axis
 LANES = ("forward", "backward")
@@ -42,7 +42,7 @@ def _dim(hex_color: str, factor: float) -> Color:
     return Color.from_rgb(c.red * factor, c.green * factor, c.blue * factor)
 
 
-class Timeline(ScrollView, can_focus=True):
+class Timeline(Asks, ScrollView, can_focus=True):
     """Flame chart of one batch (``timeline`` from the agent)."""
 
     BINDINGS = keys.TIMELINE
@@ -69,18 +69,13 @@ class Timeline(ScrollView, can_focus=True):
         self.batch_index = batch
         self._fetch(batch)
 
-    @work(thread=True, exclusive=True, group="timeline", exit_on_error=False)
     def _fetch(self, batch: int) -> None:
-        fetch(
-            self,
-            self.set_timeline,
-            "timeline",
-            on_error=self._error,
-            run=self.app.run_name,
-            batch=batch,
-        )
+        self.ask("timeline", run=self.app.run_name, batch=batch)
 
-    def _error(self, message: str) -> None:
+    def answered(self, tag: str, data: dict[str, Any]) -> None:
+        self.set_timeline(data)
+
+    def failed(self, tag: str, message: str) -> None:
         self.message = message
         self.bars = []
         self.refresh()
