@@ -27,6 +27,7 @@ from tvis.agent.protocol import (
     AgentError,
     mismatch_message,
 )
+from tvis.agent.replay import ReplayAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.store.reader import Chunk, RunReader, StoreError
@@ -43,9 +44,10 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
-class AgentAPI(InsightsAPI):
+class AgentAPI(ReplayAPI, InsightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py)."""
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), Replay's
+    from ``ReplayAPI`` (agent/replay.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
