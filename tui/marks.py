@@ -1,8 +1,8 @@
 """Warning marks for a call or layer: NaN/Inf, dead units, vanishing gradients.
 
-Computed from the recorded statistics with the thresholds the viewer promises, and merged
-with any flags the recorder or agent attached, so a mark shows even when one side of the
-pipeline did not name it.
+The flags and their thresholds are defined once, in ``tvis.store.schema``; this module gives
+them the viewer's colours. Marks come from the flags the recorder or agent attached and from
+the statistics, so a mark shows even when one side of the pipeline did not name it.
 """
 
 from __future__ import annotations
@@ -10,13 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tvis.store import schema
 from tvis.tui import colors
 
-DEAD_ZEROS = 0.9
-"""Share of exact zeros above which a layer's units look dead (e.g. ReLU stuck at 0)."""
-
-VANISHING_GRAD = 1e-8
-"""‖dL/d(output)‖ below which the gradient reaching a layer is effectively gone."""
+SEVERITY_COLOR = {"bad": colors.BAD, "warn": colors.WARN, "info": colors.MUTED}
 
 
 @dataclass(frozen=True)
@@ -29,49 +26,31 @@ class Mark:
     color: str
 
 
-NAN = Mark("nan", "✖", "NaN/Inf", colors.BAD)
-DEAD = Mark("dead", "∅", "dead units?", colors.WARN)
-VANISHING = Mark("vanishing", "↓", "vanishing", colors.WARN)
+def _mark(flag: schema.Flag) -> Mark:
+    return Mark(flag.key, flag.symbol, flag.label, SEVERITY_COLOR[flag.severity])
 
-_FLAG_MARKS = {"nan": NAN, "inf": NAN, "nan_inf": NAN, "dead": DEAD, "vanishing": VANISHING}
 
-INFO_FLAGS = {
-    "mixes_samples": "mixes samples",
-    "patch_embedding": "patch embedding",
-    "truncated": "values truncated",
-    "approx": "approximate",
-    "bwd_inferred": "backward time inferred",
-    "batch_dim_inferred": "batch dim inferred",
-}
-"""Flags that qualify a call without being warnings; shown as words in the inspector."""
+MARKS = {key: _mark(flag) for key, flag in schema.FLAGS.items() if flag.warning}
+"""The warning marks, by flag."""
 
 
 def of_row(row: dict[str, Any]) -> list[Mark]:
     """The marks of a call row (``calls``/``find``) or a ``layers`` row, most severe first."""
-    found: dict[str, Mark] = {}
-    for flag in row.get("flags") or ():
-        mark = _FLAG_MARKS.get(str(flag).lower())
-        if mark:
-            found[mark.key] = mark
-    stats = row.get("out_stats") or {}
-    if (stats.get("nan") or 0) + (stats.get("inf") or 0) > 0:
-        found["nan"] = NAN
-    zeros = row.get("zeros", stats.get("zeros"))
-    if zeros is not None and zeros > DEAD_ZEROS:
-        found["dead"] = DEAD
-    grad_norm = row.get("grad_norm")
-    if grad_norm is not None and grad_norm < VANISHING_GRAD:
-        found["vanishing"] = VANISHING
-    order = [NAN, DEAD, VANISHING]
-    return [m for m in order if m.key in found]
+    found = {str(f) for f in row.get("flags") or ()}
+    stats = row.get("out_stats")
+    if stats is None:  # a layers row carries its statistics flat
+        stats = {k: row.get(k) for k in ("nan", "inf", "zeros")} | {"numel": row.get("out_numel")}
+    found.update(schema.stat_flags(stats, row.get("grad_norm")))
+    return [MARKS[key] for key in schema.WARNING_ORDER if key in found]
 
 
 def info_flags(flags: list[str] | None) -> list[str]:
-    """The non-warning flags as words; unknown flags are shown as they came."""
+    """The non-warning flags as words; a flag the schema does not know is shown as it came."""
     words = []
-    for flag in flags or ():
-        key = str(flag).lower()
-        if key in _FLAG_MARKS:
-            continue
-        words.append(INFO_FLAGS.get(key, str(flag).replace("_", " ")))
+    for key in flags or ():
+        flag = schema.FLAGS.get(str(key))
+        if flag is None:
+            words.append(str(key).replace("_", " "))
+        elif not flag.warning:
+            words.append(flag.label)
     return words

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import make_app, node_named, open_explore, screen_text, wait_for
 
-from tvis.tui.widgets.heatmap import Heatmap
+from tvis.tui.picture import Picture
 
 
 async def _select(pilot, page, name: str) -> None:
@@ -40,7 +40,7 @@ async def test_cards_show_shape_dtype_stats_histogram_and_heatmap(run_dir: Path)
         await pilot.press("l")
         await _select(pilot, page, "features")
         out = page.inspector.cards[0]
-        await wait_for(pilot, lambda: out.query_one(Heatmap).has_data, "the output heatmap")
+        await wait_for(pilot, lambda: out.query_one(Picture).has_data, "the output heatmap")
         text = screen_text(app)
         assert "out  32×64×4×4 float32" in text
         for label in ("μ ", "σ ", "min ", "max ", "zeros "):
@@ -55,17 +55,17 @@ async def test_g_toggles_every_card_between_values_and_gradients(run_dir: Path):
         page = await open_explore(pilot)
         await pilot.press("l")
         await _select(pilot, page, "head")
-        heatmap = page.inspector.cards[0].query_one(Heatmap)
+        heatmap = page.inspector.cards[0].query_one(Picture)
         await wait_for(pilot, lambda: heatmap.has_data, "the value heatmap")
-        assert heatmap._diverging is False
+        assert not heatmap.scale.signed
         await pilot.press("g")
         await wait_for(
-            pilot, lambda: heatmap._diverging, "the gradient heatmap (diverging colours)"
+            pilot, lambda: heatmap.scale.signed, "the gradient heatmap (diverging colours)"
         )
         assert "gradient" in screen_text(app)
         assert "· gradient" in screen_text(app).splitlines()[-1]
         await pilot.press("g")
-        await wait_for(pilot, lambda: not heatmap._diverging, "values again")
+        await wait_for(pilot, lambda: not heatmap.scale.signed, "values again")
 
 
 async def test_leading_dim_and_followed_sample_change_the_slice(run_dir: Path):

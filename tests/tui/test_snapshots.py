@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import make_app, open_explore, screen_text, wait_for
 
-from tvis.tui.widgets.heatmap import Heatmap
+from tvis.tui.picture import Picture
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
@@ -39,7 +39,7 @@ def normalize(text: str) -> str:
 async def _settled(pilot, page) -> None:
     await wait_for(
         pilot,
-        lambda: all(c.query_one(Heatmap).has_data for c in page.inspector.cards),
+        lambda: all(c.query_one(Picture).has_data for c in page.inspector.cards),
         "every card's heatmap",
     )
     await pilot.pause(0.2)

@@ -8,6 +8,7 @@ import numpy as np
 from rich.text import Text
 
 from tvis.tui import colors, fmt
+from tvis.tui.picture.colormaps import Scale, to_rgb
 from tvis.tui.widgets.sparkline import BLOCKS, resample_series
 
 
@@ -25,7 +26,7 @@ def histogram(hist: dict[str, Any] | None, width: int, diverging: bool, rows: in
         bars = [bars[i * len(bars) // width] for i in range(width)]
     top = max(bars) or 1.0
     centres = np.linspace(lo, hi, len(bars))
-    rgb = colors.colorize(centres[None, :], lo, hi, diverging)[0]
+    rgb = to_rgb(centres[None, :], Scale.of(centres, signed=diverging))[0]
     text = Text()
     for row in range(rows - 1, -1, -1):
         for value, c in zip(bars, rgb, strict=True):

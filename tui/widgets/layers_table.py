@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from tvis.store import schema
 from tvis.tui import colors, fmt, keys, marks
 from tvis.tui.fetch import fetch
 from tvis.tui.messages import GotoCall, Selected, Selection
@@ -50,12 +51,12 @@ def _flags(row: dict[str, Any]) -> Text:
 
 def _zeros(row: dict[str, Any]) -> Text:
     z = row.get("zeros")
-    return _right(fmt.pct(z), colors.WARN if z is not None and z > marks.DEAD_ZEROS else "")
+    return _right(fmt.pct(z), colors.WARN if z is not None and z > schema.DEAD_ZEROS else "")
 
 
 def _grad(row: dict[str, Any]) -> Text:
     g = row.get("grad_norm")
-    return _right(fmt.num(g), colors.WARN if g is not None and g < marks.VANISHING_GRAD else "")
+    return _right(fmt.num(g), colors.WARN if g is not None and g < schema.VANISHING_GRAD else "")
 
 
 COLUMNS = [

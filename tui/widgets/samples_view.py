@@ -13,8 +13,7 @@ from textual.widgets import DataTable, Static
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.fetch import fetch
-from tvis.tui.widgets.heatmap import Heatmap
-from tvis.tui.widgets.image_pane import ImagePane
+from tvis.tui.picture import Picture, Scale
 
 PREVIEW_PX = 64
 """Side of the preview picture asked of the agent: sharp in half blocks at 32 cells wide."""
@@ -85,8 +84,8 @@ class SamplesView(Vertical):
         with Horizontal():
             yield SampleTable()
             with Vertical(id="preview"):
-                yield ImagePane(self.image_mode, max_rows=16)
-                yield Heatmap(max_rows=12, id="preview-map")
+                yield Picture(max_rows=16, id="preview-image")
+                yield Picture(max_rows=12, id="preview-map")
                 yield Static("", id="preview-text")
 
     def on_mount(self) -> None:
@@ -145,8 +144,8 @@ class SamplesView(Vertical):
     def _preview(self, row: dict[str, Any]) -> None:
         given = row.get("input") or {}
         text = self.query_one("#preview-text", Static)
-        self.query_one(ImagePane).clear()
-        self.query_one("#preview-map", Heatmap).clear()
+        self.query_one("#preview-image", Picture).clear()
+        self.query_one("#preview-map", Picture).clear()
         if given.get("kind") == "text" or given.get("text"):
             text.update(Text(fmt.clip(str(given.get("text", "")), 2000)))
         elif isinstance(given.get("tensor"), int):
@@ -168,7 +167,7 @@ class SamplesView(Vertical):
         if given.get("kind") == "image":
             fetch(
                 self,
-                lambda img: self.query_one(ImagePane).show(img["array"]),
+                lambda img: self.query_one("#preview-image", Picture).show_rgb(img["array"]),
                 "image",
                 on_error=self._preview_error,
                 width=PREVIEW_PX,
@@ -178,8 +177,8 @@ class SamplesView(Vertical):
         else:
 
             def show(view: dict[str, Any]) -> None:
-                lo, hi = view.get("lo") or 0.0, view.get("hi") or 0.0
-                self.query_one("#preview-map", Heatmap).show_array(view["array"], lo, hi, False)
+                picture = self.query_one("#preview-map", Picture)
+                picture.show_values(view["array"], Scale.of(view["array"]))
 
             fetch(self, show, "view", on_error=self._preview_error, width=32, height=22, **common)
 

@@ -7,15 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
-from textual.widget import Widget
 from textual.widgets import Static
 
+from tvis.store.schema import DEAD_ZEROS
 from tvis.tui import colors, fmt
-from tvis.tui.fetch import fetch
-from tvis.tui.marks import DEAD_ZEROS
-from tvis.tui.widgets.heatmap import Heatmap
+from tvis.tui.pane import AgentPane
+from tvis.tui.picture import Picture, Scale
 from tvis.tui.widgets.histogram import histogram
 
 
@@ -67,7 +65,7 @@ def leading_dims(shape: list[int], batch_dim: int | None, sliced: bool) -> list[
     return dims[:-2] if len(dims) > 2 else []
 
 
-class TensorCard(Widget):
+class TensorCard(AgentPane):
     """One tensor argument, output or parameter tensor."""
 
     DEFAULT_CSS = """
@@ -95,7 +93,7 @@ class TensorCard(Widget):
         yield Static(classes="title")
         yield Static(classes="stats")
         yield Static(classes="hist")
-        yield Heatmap(max_rows=self.max_rows)
+        yield Picture(max_rows=self.max_rows)
         yield Static(classes="dims")
 
     def on_mount(self) -> None:
@@ -170,7 +168,7 @@ class TensorCard(Widget):
                 Text("no gradient recorded for this tensor", style=colors.MUTED)
             )
             self.query_one(".hist", Static).update("")
-            self.query_one(Heatmap).clear()
+            self.query_one(Picture).clear()
             self.query_one(".dims", Static).update("")
             self._lead = []
             return
@@ -198,55 +196,43 @@ class TensorCard(Widget):
         text.append(self._note)
         self.query_one(".dims", Static).update(text)
 
-    @work(thread=True, exclusive=True, group="view", exit_on_error=False)
     def _load_view(self) -> None:
         ref = self.ref
         target = self._entry() if ref is not None else None
         if ref is None or target is None:
             return
         if ref.param is None and not target.get("value"):
-            self.app.call_from_thread(self._no_values, "values not kept (stats only)")
+            self._no_values("values not kept (stats only)")
             return
-        width = max(8, self.query_one(Heatmap).size.width or 48)
-        height = 2 * (self.max_rows - 1)
+        self.query_one(Picture).placeholder("loading …")
+        size = {"width": max(8, self.size.width - 2 or 48), "height": 2 * self.max_rows}
         if ref.param is not None:
-            fetch(
-                self,
-                self._show_view,
+            self.ask(
                 "param",
-                on_error=self._no_values,
                 run=ref.run,
                 step=ref.step,
                 name=ref.param,
                 which=ref.which,
                 index=self.index,
-                width=width,
-                height=height,
+                **size,
             )
             return
-        params: dict[str, Any] = {
-            "run": ref.run,
-            "tensor": ref.entry["id"],
-            "grad": self._grad,
-            "index": self.index,
-            "width": width,
-            "height": height,
-        }
-        if ref.batch is not None:
-            params["batch"] = ref.batch
-        else:
-            params["step"] = ref.step
+        where = {"batch": ref.batch} if ref.batch is not None else {"step": ref.step}
         if self._sliced():
-            params["sample"] = self._sample
-        fetch(self, self._show_view, "view", on_error=self._no_values, **params)
-
-    def _show_view(self, view: dict[str, Any]) -> None:
-        heatmap = self.query_one(Heatmap)
-        lo, hi = view.get("lo"), view.get("hi")
-        diverging = self._grad or bool(self.ref and self.ref.gradient_view)
-        heatmap.show_array(
-            view["array"], lo if lo is not None else 0.0, hi if hi is not None else 0.0, diverging
+            where["sample"] = self._sample
+        self.ask(
+            "view",
+            run=ref.run,
+            tensor=ref.entry["id"],
+            grad=self._grad,
+            index=self.index,
+            **where,
+            **size,
         )
+
+    def answered(self, tag: str, view: dict[str, Any]) -> None:
+        signed = self._grad or bool(self.ref and self.ref.gradient_view)
+        self.query_one(Picture).show_values(view["array"], Scale.of(view["array"], signed))
         self._view_shape = view.get("shape")
         self._note = "block means" if view.get("downsampled") else ""
         value = (self._entry() or {}).get("value") or {}
@@ -256,8 +242,11 @@ class TensorCard(Widget):
             self._note += f"  values kept for the first {value.get('count', '?')} rows"
         self._refresh_dims()
 
+    def failed(self, tag: str, message: str) -> None:
+        self._no_values(message)
+
     def _no_values(self, message: str) -> None:
-        self.query_one(Heatmap).clear()
+        self.query_one(Picture).clear()
         self._view_shape = None
         self._note = message
         self._refresh_dims()

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from tvis.record import tensors
+from tvis.store import schema
 
 # A call that returns more tensors than this (a list of 500 feature maps, a dict of every
 # hidden state) keeps the first ones: the inspector shows a card per tensor and nobody
@@ -38,9 +39,6 @@ IMAGES_PER_ITEM = 16
 # up to DEFER_BYTES of private copies per batch (past that, on the spot).
 DEFER_MIN = 1 << 15
 DEFER_BYTES = 1 << 26
-
-# An output with more than this share of exact zeros is marked "dead".
-DEAD_ZEROS = 0.9
 
 
 @dataclass
@@ -349,11 +347,9 @@ def settle(record: dict, pending: list) -> int:
         if call["kind"] == "function":
             continue
         for arg in call["outputs"]:
-            s = entries[arg["tensor"]]["stats"] if "tensor" in arg else {}
-            if s.get("nan") or s.get("inf"):
-                call["flags"].append("nonfinite")
-            if s.get("zeros", 0) > DEAD_ZEROS and s.get("numel", 0) > 1:
-                call["flags"].append("dead")
+            if "tensor" in arg:
+                flags = schema.stat_flags(entries[arg["tensor"]]["stats"])
+                call["flags"].extend(f for f in flags if f not in call["flags"])
     return failed
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from tvis.store import schema
+
 
 def start(call, args: tuple) -> None:
     """Record a start event if the call's first tensor input lives on CUDA."""
@@ -35,5 +37,5 @@ def resolve(calls) -> None:
     for call in timed:
         begin, end = call.cuda_events
         call.fwd_ms = begin.elapsed_time(end)
-        call.flags.append("cuda_events")
+        call.flags.append(schema.CUDA_EVENTS)
         call.cuda_events = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from tvis.record import insights
+from tvis.store import schema
 
 
 def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict]:
@@ -29,7 +30,7 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
         return []
     layers = _conv_outputs(batch)
     if not layers:
-        if any("patch_embedding" in c.flags for c in batch.calls):
+        if any(schema.PATCH_EMBEDDING in c.flags for c in batch.calls):
             rec.notice(
                 "Grad-CAM skipped for patch embeddings (a conv with kernel = stride); the "
                 "attention rollout on the Insights page shows where a ViT's tokens look.",
@@ -47,7 +48,7 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
     with torch.no_grad():
         pred = logits.detach()[:k].argmax(-1)
     true = target[:k].long()
-    mixes = any("mixes_samples" in c.flags for c in batch.calls)
+    mixes = any(schema.MIXES_SAMPLES in c.flags for c in batch.calls)
     out = []
     rec.paused = True
     try:
@@ -100,7 +101,7 @@ def _conv_outputs(batch) -> list:
     for call in batch.calls:
         if call.cls not in ("Conv2d", "LazyConv2d") or not call.outputs:
             continue
-        if "patch_embedding" in call.flags:
+        if schema.PATCH_EMBEDDING in call.flags:
             continue
         entry_id = call.outputs[0].get("tensor")
         t = batch.objects.get(entry_id)

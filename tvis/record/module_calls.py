@@ -14,6 +14,7 @@ from tvis.record import cuda_timing
 from tvis.record.builder import BatchBuilder, Call
 from tvis.record.data import note_normalize
 from tvis.record.stop import StopRecording
+from tvis.store import schema
 
 # Layers that mix the samples of a batch (statistics over the batch in training mode).
 _MIXING = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm2d"}
@@ -128,7 +129,7 @@ class ModuleCalls:
             project=self.project.is_project_class(cls),
         )
         if _is_patch_embedding(module):
-            call.flags.append("patch_embedding")
+            call.flags.append(schema.PATCH_EMBEDDING)
         if is_loss:
             self.in_loss += 1
         call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
@@ -215,9 +216,9 @@ class ModuleCalls:
         for arg in call.outputs:
             entry = batch.entries[arg["tensor"]] if "tensor" in arg else None
             if entry and entry.get("value") and entry["value"].get("kept") != "all":
-                call.flags.append("truncated")
+                call.flags.append(schema.TRUNCATED)
         if call.cls in _MIXING and call.kind == "module":
-            call.flags.append("mixes_samples")
+            call.flags.append(schema.MIXES_SAMPLES)
 
     # -- gradients ---------------------------------------------------------------------
 
@@ -261,7 +262,7 @@ class ModuleCalls:
             later = [at for at in times if at > start]
             end = max(ins) if ins else (later[0] if later else start)
             call.bwd_ms = max(end - start, 0.0)
-            call.flags.append("bwd_inferred")
+            call.flags.append(schema.BWD_INFERRED)
 
 
 def _name_args(names: list[str], args: tuple) -> list[tuple[str, Any]]:

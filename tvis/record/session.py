@@ -32,6 +32,7 @@ from tvis.record.project import Project
 from tvis.record.steps import Steps
 from tvis.record.stop import StopRecording
 from tvis.record.writer_thread import BackgroundWriter
+from tvis.store import schema
 
 _perf = time.perf_counter
 
@@ -368,7 +369,7 @@ class Recorder(ModuleCalls, Steps):
         carried, self.carried = self.carried, []
         for call in carried:
             call.inputs = []  # their tensors were captured in the previous batch
-            call.flags.append("carried")
+            call.flags.append(schema.CARRIED)
             self.open_call(batch, call)
 
     def _account(self, record: dict, arrays: dict) -> None:

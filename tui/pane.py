@@ -1,0 +1,99 @@
+"""``AgentPane``: the one base for widgets that ask the agent.
+
+A pane asks with ``self.ask(method, tag=..., **params)``. The request runs in a thread
+worker, one exclusive group per pane and tag, so a newer question cancels an older one; a
+reply that arrives after a newer request was made is dropped; the answer comes back to the
+UI thread as a message and lands in ``answered(tag, result)``, or a failure in
+``failed(tag, message)`` as the agent's one sentence. A lost connection goes to the app,
+which says so once. Workers read nothing from the DOM: everything they need is in the
+request's parameters.
+"""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import Any
+
+from textual.message import Message
+from textual.widget import Widget
+
+from tvis.agent.protocol import AgentError, ConnectionLost
+
+
+class Reply(Message):
+    """An agent reply (or its failure) for the pane that asked."""
+
+    def __init__(self, tag: str, generation: int, result: Any = None, error: str | None = None):
+        super().__init__()
+        self.tag = tag
+        self.generation = generation
+        self.result = result
+        self.error = error
+
+
+class AgentPane(Widget):
+    """A widget whose content comes from the agent."""
+
+    _generations = count(1)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._latest: dict[str, int] = {}
+
+    # -- for subclasses -----------------------------------------------------------------
+
+    def ask(self, method: str, tag: str = "main", **params: Any) -> None:
+        """Ask the agent; the answer arrives in ``answered`` unless a newer ask overtakes it."""
+        data = getattr(self.app, "data", None)
+        if data is None:
+            self.failed(tag, "not connected to an agent yet.")
+            return
+        generation = next(self._generations)
+        self._latest[tag] = generation
+        self.run_worker(
+            lambda: self._call(data, tag, generation, method, params),
+            group=f"{id(self)}:{tag}",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def answered(self, tag: str, result: Any) -> None:
+        """Show ``result`` (runs on the UI thread)."""
+
+    def failed(self, tag: str, message: str) -> None:
+        """Say what went wrong (runs on the UI thread); the default shows a notification."""
+        self.notify(message, severity="error", timeout=6)
+
+    def cancel(self, tag: str = "main") -> None:
+        """Forget the request in flight for ``tag``: its reply will be dropped."""
+        self._latest[tag] = next(self._generations)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _call(self, data, tag: str, generation: int, method: str, params: dict) -> None:
+        try:
+            reply = Reply(tag, generation, result=data.call(method, **params))
+        except ConnectionLost as e:
+            app = self.app
+            app.call_from_thread(app.connection_lost, e.message)
+            return
+        except AgentError as e:
+            reply = Reply(tag, generation, error=e.message)
+        except Exception as e:  # a fault in the client or the viewer: say so, keep going
+            self.app.internal_errors.append(f"{method}: {type(e).__name__}: {e}")
+            reply = Reply(tag, generation, error=f"{method} failed: {type(e).__name__}: {e}")
+        self.post_message(reply)
+
+    def on_reply(self, reply: Reply) -> None:
+        reply.stop()
+        if self._latest.get(reply.tag) != reply.generation:
+            return  # overtaken by a newer request
+        try:
+            if reply.error is not None:
+                self.failed(reply.tag, reply.error)
+            else:
+                self.answered(reply.tag, reply.result)
+        except Exception as e:
+            self.app.internal_errors.append(f"{type(self).__name__}: {type(e).__name__}: {e}")
+            self.notify(f"internal error: {type(e).__name__}: {e}", severity="error", timeout=8)

@@ -1,0 +1,65 @@
+"""Pixels to terminal cells: square-pixel geometry, nearest-neighbour scaling, half blocks.
+
+A half-block cell shows two pixels — "▀" with the upper pixel as foreground and the lower
+one as background — and a terminal cell is about twice as tall as wide, so each pixel is
+square. Graphics terminals (sixel, kitty) get real pixels at the cell size they report.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+UPPER_HALF = "▀"
+LOWER_HALF = "▄"
+
+
+def integer_fit(
+    h: int, w: int, max_h: int, max_w: int, max_k: int | None = None
+) -> tuple[int, int]:
+    """The pixel size of an ``h``×``w`` array drawn into at most ``max_h``×``max_w`` pixels
+    with square pixels: a whole number of pixels per value (at most ``max_k``) when it fits
+    (crisp, every value the same size), else shrunk by one factor on both axes."""
+    if h <= 0 or w <= 0 or max_h <= 0 or max_w <= 0:
+        return 0, 0
+    k = min(max_h // h, max_w // w, max_k or max_h)
+    if k >= 1:
+        return h * k, w * k
+    scale = min(max_h / h, max_w / w)
+    return max(1, min(max_h, int(h * scale))), max(1, min(max_w, int(w * scale)))
+
+
+def resample(pixels: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    """Nearest-neighbour resampling of the first two axes."""
+    h, w = pixels.shape[:2]
+    rows = np.minimum((np.arange(out_h) * h / out_h).astype(np.int64), h - 1)
+    cols = np.minimum((np.arange(out_w) * w / out_w).astype(np.int64), w - 1)
+    return pixels[rows][:, cols]
+
+
+@lru_cache(maxsize=16384)
+def _cell_style(top: tuple[int, int, int], bottom: tuple[int, int, int]) -> Style:
+    return Style(color=Color.from_rgb(*top), bgcolor=Color.from_rgb(*bottom))
+
+
+def half_block_strips(rgb: np.ndarray) -> list[Strip]:
+    """Cells for an RGB picture (h×w×3 uint8), two pixel rows per cell row."""
+    if rgb.shape[0] % 2:
+        rgb = np.concatenate([rgb, np.zeros_like(rgb[:1])], axis=0)
+    strips = []
+    for y in range(0, rgb.shape[0], 2):
+        pairs = zip(map(tuple, rgb[y].tolist()), map(tuple, rgb[y + 1].tolist()), strict=True)
+        segments = [Segment(UPPER_HALF, _cell_style(t, b)) for t, b in pairs]
+        strips.append(Strip(segments, len(segments)))
+    return strips
+
+
+def value_at(shape: tuple[int, int], pixels: tuple[int, int], y: int, x: int) -> tuple[int, int]:
+    """The array row and column that pixel (y, x) of a ``pixels``-sized drawing shows."""
+    h, w = shape
+    return min(h - 1, y * h // max(1, pixels[0])), min(w - 1, x * w // max(1, pixels[1]))

@@ -1,0 +1,381 @@
+"""``Picture``: the one widget every page draws arrays and pictures with.
+
+It draws real pixels with sixel or kitty graphics where the app's image mode allows, and
+half-block cells elsewhere (tmux, tests, ``--images halfcell``). Values are coloured through
+``colormaps`` at the terminal's colour depth, scaled by a whole number of pixels per value
+when they fit (a 32×32 map is 32×32 crisp squares), with optional tick labels on both axes
+(tokens, indices, class names) and a legend. Clicking a value posts ``Picture.Picked``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.events import Click, Resize
+from textual.geometry import Size
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tvis.tui import fmt
+from tvis.tui.picture import colormaps, raster
+from tvis.tui.picture.colormaps import Colormap, Depth, Scale
+
+LABEL_CHARS = 8
+"""Longest tick label drawn; tokens and class names longer than this are cut."""
+
+CURSOR_RGB = (255, 255, 255)
+
+MAX_VALUE_CELLS = 4
+"""Widest a single value is drawn, in cells: a 5-class logit vector stays a strip, not a
+wall of five giant squares."""
+
+
+def depth_of(color_system: str | None) -> Depth:
+    """The colour depth a Rich console's colour system allows."""
+    if color_system == "truecolor":
+        return "truecolor"
+    if color_system == "256":
+        return "256"
+    return "16"
+
+
+def cell_size() -> tuple[int, int]:
+    """Pixels per terminal cell (width, height), as textual-image measured them."""
+    from textual_image._terminal import get_cell_size
+
+    size = get_cell_size()
+    return size.width, size.height
+
+
+@dataclass(frozen=True)
+class _Content:
+    values: np.ndarray | None
+    rgb: np.ndarray | None
+    scale: Scale | None
+    cmap: Colormap | None
+    x_labels: tuple[str, ...] | None
+    y_labels: tuple[str, ...] | None
+    legend: str
+
+
+class _Cells(Widget):
+    """Half-block cells of an RGB picture, drawn line by line."""
+
+    DEFAULT_CSS = "_Cells { width: auto; height: auto; }"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.strips: list[Strip] = []
+
+    def set_strips(self, strips: list[Strip]) -> None:
+        self.strips = strips
+        self.refresh(layout=True)
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return max((s.cell_length for s in self.strips), default=0)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.strips)
+
+    def render_line(self, y: int) -> Strip:
+        if y < len(self.strips):
+            return self.strips[y]
+        return Strip.blank(self.size.width)
+
+
+class Picture(Widget):
+    """An array as a colour map, or an RGB picture, at most ``max_rows`` cells tall."""
+
+    DEFAULT_CSS = """
+    Picture { height: auto; width: 1fr; }
+    Picture > Horizontal { height: auto; width: 1fr; }
+    Picture .ylabels { width: auto; height: auto; color: $text-muted; }
+    Picture .xlabels { height: auto; color: $text-muted; }
+    Picture .legend { height: auto; }
+    Picture .note { height: auto; color: $text-muted; }
+    """
+
+    class Picked(Message):
+        """The user clicked value (``row``, ``col``) of the picture's array."""
+
+        def __init__(self, picture: Picture, row: int, col: int) -> None:
+            super().__init__()
+            self.picture = picture
+            self.row = row
+            self.col = col
+
+        @property
+        def control(self) -> Picture:
+            return self.picture
+
+    def __init__(self, max_rows: int = 12, legend: bool = True, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.max_rows = max_rows
+        self.show_legend = legend
+        self.cursor: tuple[int, int] | None = None
+        self._content: _Content | None = None
+        self._note = ""
+        self._pixels = (0, 0)  # size of the last drawing, in pixels
+        self._cell = (1, 2)  # pixels per cell of the last drawing (half blocks: 1×2)
+        self._graphics = None
+
+    # -- public --------------------------------------------------------------------------
+
+    def show_values(
+        self,
+        array: np.ndarray,
+        scale: Scale | None = None,
+        cmap: Colormap | None = None,
+        x_labels: Sequence[str] | None = None,
+        y_labels: Sequence[str] | None = None,
+        legend: str = "",
+    ) -> None:
+        """Draw a 2-D array (1-D: one row) coloured by ``cmap`` on ``scale`` (default: its
+        own finite range; ``SIGNED`` when the scale is signed). Labels name rows/columns."""
+        values = np.asarray(array, dtype=np.float32)
+        if values.ndim < 2:
+            values = values.reshape(1, -1)
+        elif values.ndim > 2:
+            values = values.reshape(-1, values.shape[-1])
+        scale = scale or Scale.of(values)
+        self._set(
+            _Content(
+                values,
+                None,
+                scale,
+                cmap,
+                tuple(map(str, x_labels)) if x_labels is not None else None,
+                tuple(map(str, y_labels)) if y_labels is not None else None,
+                legend,
+            )
+        )
+
+    def show_rgb(self, rgb: np.ndarray, note: str = "") -> None:
+        """Draw a picture (h×w×3 or h×w uint8)."""
+        rgb = np.asarray(rgb)
+        if rgb.ndim == 2:
+            rgb = np.repeat(rgb[..., None], 3, axis=-1)
+        self._set(_Content(None, rgb[..., :3].astype(np.uint8), None, None, None, None, note))
+
+    def placeholder(self, text: str) -> None:
+        """Say why there is no picture (or that it is on its way), keeping the space."""
+        self._content = None
+        self._note = text
+        self._draw()
+
+    def clear(self) -> None:
+        self.placeholder("")
+
+    @property
+    def has_data(self) -> bool:
+        return self._content is not None
+
+    @property
+    def scale(self) -> Scale | None:
+        """The scale the values are drawn on (None for a picture or nothing)."""
+        return self._content.scale if self._content else None
+
+    def set_cursor(self, cursor: tuple[int, int] | None) -> None:
+        """Outline one value of the array (e.g. the one a cursor or a click chose)."""
+        self.cursor = cursor
+        self._draw()
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            yield Static(classes="ylabels")
+            yield self._canvas()
+        yield Static(classes="xlabels")
+        yield Static(classes="legend")
+        yield Static(classes="note")
+
+    def _mode(self) -> str:
+        return getattr(self.app, "image_mode", "halfcell")
+
+    def _canvas(self) -> Widget:
+        mode = self._mode()
+        if mode in ("kitty", "sixel"):
+            from textual_image.widget import SixelImage, TGPImage
+
+            self._graphics = (SixelImage if mode == "sixel" else TGPImage)(classes="graphics")
+            return self._graphics
+        return _Cells()
+
+    def _set(self, content: _Content) -> None:
+        self._content = content
+        self._note = content.legend if content.values is None else ""
+        self._draw()
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    def on_resize(self, event: Resize) -> None:
+        self._draw()
+
+    def _depth(self) -> Depth:
+        return depth_of(self.app.console.color_system)
+
+    def _draw(self) -> None:
+        if not self.is_mounted or not self.query(".ylabels"):
+            return  # drawn on mount
+        content = self._content
+        ylabels, xlabels = self.query_one(".ylabels", Static), self.query_one(".xlabels", Static)
+        legend, note = self.query_one(".legend", Static), self.query_one(".note", Static)
+        note.update(Text(self._note) if self._note else "")
+        note.display = bool(self._note)
+        if content is None:
+            self._paint(None, 0, 0)
+            for part in (ylabels, xlabels, legend):
+                part.update("")
+                part.display = False
+            return
+        source = content.values if content.values is not None else content.rgb
+        h, w = source.shape[:2]
+        label_w = 0
+        if content.y_labels:
+            label_w = min(LABEL_CHARS, max(len(s) for s in content.y_labels)) + 1
+        width = max(4, (self.size.width or self.app.size.width) - label_w)
+        cw, ch = cell_size() if self._graphics is not None else (1, 2)
+        px_h, px_w = raster.integer_fit(h, w, self.max_rows * ch, width * cw, MAX_VALUE_CELLS * cw)
+        if not px_w:
+            return
+        self._pixels, self._cell = (px_h, px_w), (cw, ch)
+        depth = "truecolor" if self._graphics is not None else self._depth()
+        if content.values is not None:
+            rgb = colormaps.to_rgb(content.values, content.scale, content.cmap, depth)
+        else:
+            rgb = content.rgb
+        pixels = raster.resample(rgb, px_h, px_w)
+        if self.cursor is not None and content.values is not None:
+            pixels = self._outline(pixels, (h, w))
+        rows = self._paint(pixels, -(-px_w // cw), -(-px_h // ch))
+        self._labels(content, label_w, (h, w), rows, ylabels, xlabels)
+        legend.display = self.show_legend and content.values is not None
+        if legend.display:
+            legend.update(self._legend(content, min(width, 40), depth))
+
+    def _paint(self, pixels: np.ndarray | None, cols: int, rows: int) -> int:
+        if self._graphics is None:
+            strips = raster.half_block_strips(pixels) if pixels is not None else []
+            self.query_one(_Cells).set_strips(strips)
+            return len(strips)
+        from PIL import Image
+
+        if pixels is None:
+            self._graphics.image = None
+            self._graphics.display = False
+            return 0
+        image = Image.fromarray(np.ascontiguousarray(pixels))
+        if self._mode() == "sixel" and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 256:
+            # Sixel has at most 256 registers: choose them for this picture and dither, so a
+            # photo shows no bands.
+            image = image.quantize(
+                256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.FLOYDSTEINBERG
+            )
+        self._graphics.styles.width = cols
+        self._graphics.styles.height = rows
+        self._graphics.display = True
+        self._graphics.image = image
+        return rows
+
+    def _outline(self, pixels: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+        row, col = self.cursor
+        px_h, px_w = pixels.shape[:2]
+        y0, y1 = (
+            row * px_h // shape[0],
+            max(row * px_h // shape[0] + 1, (row + 1) * px_h // shape[0]),
+        )
+        x0, x1 = (
+            col * px_w // shape[1],
+            max(col * px_w // shape[1] + 1, (col + 1) * px_w // shape[1]),
+        )
+        out = pixels.copy()
+        block = out[y0:y1, x0:x1]
+        if block.shape[0] >= 3 and block.shape[1] >= 3:
+            block[[0, -1], :] = CURSOR_RGB
+            block[:, [0, -1]] = CURSOR_RGB
+        else:
+            block[...] = 255 - block
+        return out
+
+    def _labels(
+        self,
+        content: _Content,
+        label_w: int,
+        shape: tuple[int, int],
+        rows: int,
+        ylabels: Static,
+        xlabels: Static,
+    ) -> None:
+        (h, w), (px_h, px_w), (cw, ch) = shape, self._pixels, self._cell
+        ylabels.display = bool(content.y_labels)
+        if content.y_labels:
+            lines, last = [], None
+            for r in range(rows):
+                row = min(h - 1, (r * ch + ch // 2) * h // px_h)
+                text = content.y_labels[row] if row != last and row < len(content.y_labels) else ""
+                lines.append(text[:LABEL_CHARS].rjust(label_w - 1) + " ")
+                last = row
+            ylabels.update("\n".join(lines))
+        xlabels.display = bool(content.x_labels)
+        if content.x_labels:
+            line, end = [" "] * (label_w + -(-px_w // cw) + LABEL_CHARS), 0
+            for col, text in enumerate(content.x_labels[:w]):
+                x = label_w + col * px_w // w // cw
+                text = text[:LABEL_CHARS]
+                if x >= end:
+                    line[x : x + len(text)] = list(text)
+                    end = x + len(text) + 1
+            xlabels.update("".join(line).rstrip())
+
+    def _legend(self, content: _Content, width: int, depth: Depth) -> Text:
+        scale = content.scale
+        cmap = content.cmap or (colormaps.SIGNED if scale.signed else colormaps.VALUES)
+        colours = colormaps.palette(cmap, depth)
+        lo, hi = fmt.num(scale.lo), fmt.num(scale.hi)
+        n = max(4, width - len(lo) - len(hi) - 2)
+        ramp = colours[np.linspace(0, len(colours) - 1, n).round().astype(int)]
+        text = Text(lo + " ", style="dim")
+        for r, g, b in ramp.tolist():
+            text.append(raster.LOWER_HALF, style=Style(color=f"rgb({r},{g},{b})"))
+        text.append(" " + hi, style="dim")
+        values = content.values
+        nan, inf = colormaps.nonfinite_rgb(depth)
+        if np.isnan(values).any():
+            text.append("  ■", style=Style(color="rgb({},{},{})".format(*nan)))
+            text.append(" NaN", style="dim")
+        if np.isinf(values).any():
+            text.append("  ■", style=Style(color="rgb({},{},{})".format(*inf)))
+            text.append(" Inf", style="dim")
+        if content.legend:
+            text.append("  " + content.legend, style="dim")
+        return text
+
+    def value_at(self, x: int, y: int) -> tuple[int, int] | None:
+        """The (row, col) of the array value under canvas cell (x, y), if any."""
+        content = self._content
+        if content is None or content.values is None or not self._pixels[0]:
+            return None
+        (cw, ch), (px_h, px_w) = self._cell, self._pixels
+        px, py = x * cw + cw // 2, y * ch + ch // 2
+        if not (0 <= px < px_w and 0 <= py < px_h):
+            return None
+        return raster.value_at(content.values.shape, self._pixels, py, px)
+
+    def on_click(self, event: Click) -> None:
+        canvas = self._graphics or self.query_one(_Cells)
+        offset = event.get_content_offset(canvas)
+        if offset is None:
+            return
+        picked = self.value_at(offset.x, offset.y)
+        if picked is not None:
+            self.post_message(self.Picked(self, *picked))

@@ -1,0 +1,352 @@
+"""The records that cross tvis's boundaries, spelled once.
+
+Recorder → run directory → agent → wire → viewer: every room reads and writes the same
+msgpack maps. Their fields are declared here as ``TypedDict``s (so a type checker and the
+conformance tests catch a field spelled two ways), and every flag a call can carry is one
+entry of ``FLAGS``, with the mark the viewer draws for it and what it means. This module is
+torch-free and numpy-free: the recorder, the agent, the viewer and the test fixtures all
+import it. ``tvis/store/format.py`` describes the files these records live in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+PHASES = ("data", "forward", "loss", "backward", "optimizer")
+"""The training phases, in the order a step runs them; colour in the viewer means a phase."""
+
+Phase = Literal["data", "forward", "loss", "backward", "optimizer"]
+CallKind = Literal["module", "function", "loss", "transform", "tokenizer"]
+
+LAYER_KINDS = ("module", "function", "loss")
+"""Call kinds that are layers: rows of the layers table and frames of a replay."""
+
+DEAD_ZEROS = 0.9
+"""Share of exact zeros above which a layer's units look dead (e.g. ReLU stuck at 0)."""
+
+VANISHING_GRAD = 1e-8
+"""‖dL/d(output)‖ below which the gradient reaching a layer is effectively gone."""
+
+
+# -- flags -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One thing a call can be flagged with.
+
+    ``severity`` is ``bad`` or ``warn`` for warnings (drawn as ``symbol`` in rows) and
+    ``info`` for qualifications that are shown as ``label`` words in the inspector.
+    """
+
+    key: str
+    severity: Literal["bad", "warn", "info"]
+    symbol: str
+    label: str
+    meaning: str
+
+    @property
+    def warning(self) -> bool:
+        return self.severity != "info"
+
+
+NONFINITE = "nonfinite"
+DEAD = "dead"
+VANISHING = "vanishing"
+MIXES_SAMPLES = "mixes_samples"
+PATCH_EMBEDDING = "patch_embedding"
+TRUNCATED = "truncated"
+BWD_INFERRED = "bwd_inferred"
+CUDA_EVENTS = "cuda_events"
+CARRIED = "carried"
+
+FLAGS: dict[str, Flag] = {
+    f.key: f
+    for f in (
+        Flag(NONFINITE, "bad", "✖", "NaN/Inf", "an output holds NaN or Inf values"),
+        Flag(DEAD, "warn", "∅", "dead units?", f"more than {DEAD_ZEROS:.0%} of the output is 0"),
+        Flag(VANISHING, "warn", "↓", "vanishing", f"‖dL/d(output)‖ below {VANISHING_GRAD:g}"),
+        Flag(
+            MIXES_SAMPLES,
+            "info",
+            "",
+            "mixes samples",
+            "the layer mixes samples of the batch (BatchNorm in training): per-sample views of "
+            "it are approximate",
+        ),
+        Flag(
+            PATCH_EMBEDDING,
+            "info",
+            "",
+            "patch embedding",
+            "a conv with kernel = stride (a ViT's patch embedding): no Grad-CAM here",
+        ),
+        Flag(TRUNCATED, "info", "", "values truncated", "too many arguments: some not captured"),
+        Flag(
+            BWD_INFERRED,
+            "info",
+            "",
+            "backward time inferred",
+            "backward time inferred from when gradients arrived",
+        ),
+        Flag(CUDA_EVENTS, "info", "", "timed on device", "forward time measured by CUDA events"),
+        Flag(
+            CARRIED,
+            "info",
+            "",
+            "carried over",
+            "the call began in the previous batch; its inputs are recorded there",
+        ),
+    )
+}
+"""Every flag the recorder or agent may attach to a call. A flag missing here is a bug: the
+viewer could not draw it (tests check recorded runs against this table)."""
+
+WARNING_ORDER = (NONFINITE, DEAD, VANISHING)
+"""Warnings, most severe first."""
+
+
+def stat_flags(stats: Stats | None, grad_norm: float | None = None) -> list[str]:
+    """The warning flags that statistics imply: non-finite, dead, vanishing gradient."""
+    found = []
+    s = stats or {}
+    if (s.get("nan") or 0) + (s.get("inf") or 0) > 0:
+        found.append(NONFINITE)
+    if (s.get("zeros") or 0) > DEAD_ZEROS and (s.get("numel") or 2) > 1:
+        found.append(DEAD)
+    if grad_norm is not None and grad_norm < VANISHING_GRAD:
+        found.append(VANISHING)
+    return found
+
+
+# -- tensors -----------------------------------------------------------------------------
+
+
+class Stats(TypedDict, total=False):
+    """Statistics of a whole tensor (a derived array may carry ``numel`` only)."""
+
+    numel: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    absmean: float
+    norm: float
+    zeros: float
+    nan: int
+    inf: int
+
+
+class Hist(TypedDict, total=False):
+    """A histogram: ``counts`` over equal bins from ``lo`` to ``hi``; ``sampled``: one
+    element in that many was counted (large tensors)."""
+
+    lo: float
+    hi: float
+    counts: list[int]
+    sampled: int
+
+
+class StoredValue(TypedDict):
+    """Where a tensor's kept values sit in its blob, and how they were cut."""
+
+    offset: int
+    nbytes: int
+    dtype: str
+    shape: list[int]
+    kept: Literal["all", "samples", "rows"]
+    count: int
+
+
+class TensorEntry(TypedDict, total=False):
+    """One recorded tensor (an activation, a gradient, a parameter value, a derived array)."""
+
+    id: int
+    shape: list[int]
+    dtype: str
+    device: str
+    stats: Stats
+    hist: Hist | None
+    value: StoredValue | None
+    batch_dim: int | None
+    batch_dim_inferred: bool
+    grad: int | None
+    of: int | None
+    derived: bool
+    grad_entry: TensorEntry  # inlined by the agent
+
+
+class Arg(TypedDict, total=False):
+    """An input or output of a call: a tensor, a repr, a text or a picture."""
+
+    name: str
+    tensor: int
+    repr: str
+    text: str
+    image: int | None
+    entry: TensorEntry  # inlined by the agent's ``call``
+
+
+# -- calls -------------------------------------------------------------------------------
+
+
+Call = TypedDict(
+    "Call",
+    {
+        "id": int,
+        "parent": int,  # -1 for a root
+        "depth": int,
+        "kind": CallKind,
+        "name": str,  # a module path ("features.0") or a function's qualified name
+        "cls": "str | None",
+        "phase": Phase,
+        "def": "list | None",  # [file, line] where it is defined
+        "site": "list | None",  # [file, line] where it was called
+        "inputs": "list[Arg]",
+        "outputs": "list[Arg]",
+        "t0": float,  # ms since the batch began
+        "fwd_ms": "float | None",
+        "bwd_ms": "float | None",  # inferred from gradient arrival: approximate
+        "no_grad": bool,
+        "flags": "list[str]",
+    },
+    total=False,
+)
+"""A module, project function, loss, transform or tokenizer call, as recorded (``def`` is a
+keyword, hence the functional form)."""
+
+
+class CallRow(TypedDict, total=False):
+    """A call as a tree row (the agent's ``calls`` and ``find``): no arguments, a summary."""
+
+    id: int
+    parent: int
+    depth: int
+    kind: CallKind
+    name: str
+    cls: str | None
+    phase: Phase
+    t0: float
+    fwd_ms: float | None
+    bwd_ms: float | None
+    no_grad: bool
+    flags: list[str]
+    n_children: int
+    out_shape: list[int] | None
+    out_stats: Stats | None
+    grad_norm: float | None
+    path: list[int]
+
+
+class LayerRow(TypedDict):
+    """One row of the layers table (the agent's ``layers``)."""
+
+    id: int
+    order: int
+    name: str
+    cls: str | None
+    kind: CallKind
+    depth: int
+    phase: Phase
+    out_shape: list[int] | None
+    out_numel: int | None
+    std: float | None
+    absmean: float | None
+    zeros: float | None
+    nan: int | None
+    inf: int | None
+    grad_norm: float | None
+    fwd_ms: float | None
+    bwd_ms: float | None
+    flags: list[str]
+
+
+LAYER_SORTS = (
+    "order",
+    "name",
+    "cls",
+    "kind",
+    "depth",
+    "out_numel",
+    "std",
+    "absmean",
+    "zeros",
+    "grad_norm",
+    "fwd_ms",
+    "bwd_ms",
+)
+"""Columns the agent can sort the layers table by."""
+
+
+# -- batches and steps -------------------------------------------------------------------
+
+
+class BatchInfo(TypedDict, total=False):
+    """A batch (or a light group of no-grad forwards) as the run index lists it.
+
+    ``index`` is the batch's recorded index: light groups leave gaps, so viewers address
+    batches by it, never by their position in the list."""
+
+    index: int
+    step: int | None
+    micro: int
+    loss: float | None
+    no_grad: bool
+    light: bool
+    batch_size: int | None
+    phase_ms: dict[str, float]
+    overhead_ms: float
+    n_calls: int
+    dropped_calls: int
+
+
+class ParamNorms(TypedDict, total=False):
+    w: float | None
+    grad: float | None
+    update: float | None
+    ratio: float | None
+
+
+class ParamRecord(TypedDict, total=False):
+    """One parameter at one optimizer step: the value before the step, its gradient and the
+    exact update Δw = p_after − p_before (ids of tensor entries of the step)."""
+
+    name: str
+    module: str
+    shape: list[int]
+    dtype: str
+    optimizer: int
+    group: int
+    weight: int
+    grad: int | None
+    update: int
+    norms: ParamNorms
+
+
+class StepInfo(TypedDict, total=False):
+    """An optimizer step as the run index lists it."""
+
+    index: int
+    batches: list[int]
+    loss: float | None
+    optimizers: list[dict[str, Any]]
+
+
+class Notice(TypedDict):
+    level: str
+    text: str
+
+
+# -- checking ----------------------------------------------------------------------------
+
+
+def unknown_fields(record: dict[str, Any], kind: type) -> list[str]:
+    """Keys of ``record`` that the TypedDict ``kind`` does not declare."""
+    declared = set(kind.__annotations__)
+    return sorted(k for k in record if k not in declared)
+
+
+def missing_fields(record: dict[str, Any], kind: type) -> list[str]:
+    """Required keys of the TypedDict ``kind`` that ``record`` lacks."""
+    return sorted(k for k in getattr(kind, "__required_keys__", ()) if k not in record)
