@@ -6,7 +6,7 @@ Events of a batch, in the order training made them happen::
     batch (data) → each pipeline stage of the followed sample (data)
     → each forward layer, in the order it returned (forward) → the loss (loss)
     → each layer again as its gradient arrived (backward)
-    → after the last batch of a step: one update per parameter group (update)
+    → after the last batch of a step: one update per parameter group (optimizer)
 
 Gradient arrival order is read from the gradient entries' ids: the recorder adds a
 gradient's entry the moment it first arrives, so a lower id arrived earlier. Batches kept
@@ -171,7 +171,7 @@ class ReplayAPI:
             ranked = sorted(members, key=lambda p: -_ratio(p))
             events.append(
                 _event(
-                    "update",
+                    "optimizer",
                     "update",
                     info,
                     step=step["index"],

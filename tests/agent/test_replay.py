@@ -49,7 +49,7 @@ def test_replay_events_follow_a_training_step_in_order(recorded):
     client, name, _ = recorded
     events = first_batch(all_events(client, name))
     phases = [e["phase"] for e in events]
-    order = ["data", "forward", "loss", "backward", "update"]
+    order = ["data", "forward", "loss", "backward", "optimizer"]
     assert sorted(phases, key=order.index) == phases
     assert events[0]["kind"] == "batch" and set(phases) == set(order)
     assert [e["seq"] for e in events] == list(range(len(events)))
@@ -80,7 +80,7 @@ def test_replay_backward_follows_gradient_arrival(recorded):
 def test_replay_update_lists_the_parameters_that_moved_most(recorded):
     client, name, _ = recorded
     events = all_events(client, name)
-    update = next(e for e in events if e["phase"] == "update")
+    update = next(e for e in events if e["kind"] == "update")
     params = client.call("step", run=name, step=update["step"])["params"]
     ratios = sorted((p["norms"]["ratio"] or -1.0 for p in params), reverse=True)
     assert [t["ratio"] for t in update["top"]] == ratios[: len(update["top"])]
