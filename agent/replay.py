@@ -30,6 +30,7 @@ from tvis.agent.samples import model_input
 from tvis.agent.store import _LRU
 from tvis.store.format import COMPLETE
 from tvis.store.reader import Chunk
+from tvis.store.schema import stat_flags
 
 DETAILS = ("layer", "call")
 # Events sent at once: a page of ~200 bytes each stays far below a screenful of pictures,
@@ -387,6 +388,7 @@ def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> 
     call = tree.by_id[cid]
     out = tree.first_output(call)
     grad = tree.grad_of(out)
+    norm = ((grad or {}).get("stats") or {}).get("norm")
     return _event(
         phase,
         "layer" if phase == "forward" else "grad",
@@ -399,8 +401,13 @@ def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> 
         grad=grad.get("id") if grad else None,
         shape=out.get("shape") if out else None,
         absmean=((out or {}).get("stats") or {}).get("absmean"),
-        grad_norm=((grad or {}).get("stats") or {}).get("norm"),
-        flags=call.get("flags") or [],
+        grad_norm=norm,
+        flags=(call.get("flags") or [])
+        + [
+            f
+            for f in stat_flags((out or {}).get("stats"), norm)
+            if f not in (call.get("flags") or [])
+        ],
     )
 
 

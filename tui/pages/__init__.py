@@ -32,6 +32,12 @@ class PageSpec:
         return importlib.util.find_spec(self.module) is not None
 
 
+def _replay(app: TvisApp) -> Screen:
+    from tvis.tui.pages.replay import ReplayPage
+
+    return ReplayPage()
+
+
 def _explore(app: TvisApp) -> Screen:
     from tvis.tui.pages.explore import ExplorePage
 
@@ -47,6 +53,7 @@ def _live(app: TvisApp) -> Screen:
 
 
 PAGES = [
+    PageSpec("replay", "Replay", True, _replay, "tvis.tui.pages.replay"),
     PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
     PageSpec("live", "Live", False, _live, "tvis.tui.pages.live"),
 ]
