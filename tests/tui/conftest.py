@@ -74,6 +74,7 @@ def explore(app):
 async def open_explore(pilot):
     """Wait for the first complete Explore screen: tree roots, a selected call, its cards."""
     app = pilot.app
+    await goto_page(pilot, "explore")
     page = await wait_for(pilot, app.explore_page, "the Explore page")
     await wait_for(
         pilot,
@@ -85,6 +86,19 @@ async def open_explore(pilot):
         "the inspector's tensor cards",
     )
     return page
+
+
+async def goto_page(pilot, page_id: str) -> None:
+    """Switch to page ``page_id`` once the run is open (the app opens on Replay)."""
+    app = pilot.app
+    ids = await wait_for(
+        pilot,
+        lambda: app.run_name and app.current_mode != "_default" and [p.id for p in app.pages()],
+        "the run's first page",
+    )
+    if app.current_mode != page_id:
+        await app.action_page(ids.index(page_id) + 1)
+    await wait_for(pilot, lambda: app.current_mode == page_id, f"the {page_id} page")
 
 
 def node_named(page, name: str):

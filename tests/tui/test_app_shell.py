@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from conftest import make_app, open_explore, screen_text, wait_for
 from fake_client import FakeClient
+from rich.console import Console
 from textual.command import CommandPalette
 
 from tvis.tui.app import TvisApp
-from tvis.tui.help import HelpScreen
+from tvis.tui.help import HelpScreen, help_table
 from tvis.tui.run_picker import RunPicker
 
 
@@ -42,12 +44,13 @@ async def test_connection_failure_shows_one_sentence_and_quits_with_an_error(tmp
     assert app.return_code == 1
 
 
-async def test_single_run_opens_in_explore_with_status_line(run_dir: Path):
+async def test_single_run_opens_on_replay_then_explore_with_status_line(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page first")
         await open_explore(pilot)
         text = screen_text(app)
-        assert "1 Explore" in text
+        assert "2 Explore" in text
         status = text.splitlines()[-1]
         for part in (
             run_dir.name[:10],
@@ -83,8 +86,13 @@ async def test_help_lists_every_binding_with_its_id(run_dir: Path):
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
         text = screen_text(app)
-        for expected in ("app.toggle_grad", "explore.search", "tree.expand", "Value / gradient"):
-            assert expected in text
+        for expected in ("app.toggle_grad", "replay.play", "Value / gradient"):
+            assert expected in text  # on the first screenful; the rest scrolls
+        console = Console(width=120, record=True, file=io.StringIO())
+        console.print(help_table(app, app.keymap))
+        every = console.export_text()
+        for expected in ("explore.search", "tree.expand", "replay.size", "replay.view"):
+            assert expected in every
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
 
@@ -169,14 +177,15 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
-        await pilot.press("2")
+        await pilot.press("3")
         await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
         await wait_for(
             pilot,
             lambda: app.screen.query("PageTabs") and app.screen.query("StatusLine"),
             "tab bar and status line on the Live page",
         )
-        assert "1 Explore" in screen_text(app) and "2 Live" in screen_text(app)
-        await pilot.press("1")
+        text = screen_text(app)
+        assert "1 Replay" in text and "2 Explore" in text and "3 Live" in text
+        await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
         assert app.internal_errors == []

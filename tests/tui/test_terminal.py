@@ -86,7 +86,11 @@ class Tmux:
 
 
 def _drive(term: Tmux) -> None:
-    """What a user does: see the tree and the inspector, expand, move, open help, quit."""
+    """What a user does: Replay opens first; go to Explore, see the tree and the inspector,
+    expand, move, open help, quit."""
+    term.wait("1 Replay")
+    term.wait("paused")
+    term.keys("2")
     screen = term.wait("ShapesCNN")
     term.wait("outputs")
     assert "images halfcell" in term.screen()  # tmux: half blocks, no graphics probe

@@ -452,11 +452,12 @@ class ReplayPage(Screen):
     def action_place(self, rows: int, cols: int) -> None:
         self.query_one(OnImageView).move_location(rows, cols)
 
-    def action_explore(self) -> None:
+    async def action_explore(self) -> None:
         event = self.current_event()
-        if (
-            event
-            and event.get("call") is not None
-            and event.get("kind") in ("layer", "grad", "loss", "stage")
-        ):
+        kinds = ("layer", "grad", "loss", "stage")
+        if not event or event.get("call") is None or event.get("kind") not in kinds:
+            return
+        pages = [p.id for p in self.app.pages()]
+        if "explore" in pages:
+            await self.app.action_page(pages.index("explore") + 1)  # builds it on first use
             self.app.goto_call(event["batch"], event["call"])
