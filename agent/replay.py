@@ -140,8 +140,8 @@ class ReplayAPI:
             notes.append(f"the run is {status}: replaying the {n} batch(es) recorded so far.")
         if kept == 0:
             notes.append(
-                "no sample values were kept (recorded with --samples 0): layers show "
-                "statistics only."
+                "no sample values were kept in this recording (raise --max-bytes to keep "
+                "them): layers show statistics only."
             )
         elif kept is not None and sample >= kept:
             notes.append(

@@ -43,7 +43,7 @@ def lm_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def no_samples_run(tmp_path_factory) -> Path:
-    return record(tmp_path_factory, "image_classifier", "--samples", "0")
+    return record(tmp_path_factory, "image_classifier", "--max-bytes", "1K")
 
 
 async def open_replay(pilot):
