@@ -109,6 +109,17 @@ def node_named(page, name: str):
     return None
 
 
+@pytest.fixture
+def no_torch(tmp_path: Path) -> Path:
+    """A folder that, first on PYTHONPATH, makes `import torch` fail."""
+    blocker = tmp_path / "no_torch"
+    (blocker / "torch").mkdir(parents=True)
+    (blocker / "torch" / "__init__.py").write_text(
+        'raise ImportError("the viewer must not import torch")\n'
+    )
+    return blocker
+
+
 @pytest.fixture(scope="session")
 def run_dir(recorded_run: Path) -> Path:
     return recorded_run
