@@ -85,6 +85,16 @@ class Data:
         future.set_result(result)
         return result
 
+    def peek(self, method: str, **params: Any) -> tuple[bool, Any]:
+        """``(True, answer)`` when ``call`` would answer from the cache, else ``(False, None)``:
+        a prefetched answer can then be drawn at once, without a worker round trip."""
+        key = (method, _freeze(params))
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return True, self._cache[key]
+        return False, None
+
     def prefetch(self, method: str, **params: Any) -> Any:
         """``call``, for warming the cache: a failure here is left to the real request."""
         try:

@@ -90,8 +90,8 @@ class ReplayPage(Screen):
     ReplayPage #stack { width: 46; border-right: vkey $panel-lighten-2; }
     ReplayPage.-compact #stack { width: 36; }
     ReplayPage #right { width: 1fr; height: 1fr; padding: 0 1; }
-    ReplayPage #event-title { height: auto; }
-    ReplayPage #summary { height: auto; display: none; padding: 0 1; }
+    ReplayPage #event-title { height: 2; }
+    ReplayPage #summary { height: 2; display: none; padding: 0 1; }
     ReplayPage #missing { height: 1; padding: 0 1; }
     ReplayPage #key { height: 1; padding: 0 1; }
     ReplayPage.-compact #cards { display: none; }
@@ -111,6 +111,7 @@ class ReplayPage(Screen):
         self._asked_pages: set[int] = set()
         self._keep: dict[str, Any] | None = None  # the event to land on after a reload
         self._note = ""
+        self._texts: dict[str, Text] = {}
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -208,9 +209,9 @@ class ReplayPage(Screen):
             result.load(run, batch, sample, row.get("loss"))
             result.reach(phase in ("loss", "backward", "optimizer"))
         updates = [e for e in events if e.get("kind") == "update"]
-        self.query_one("#update", Static).update(update_text(updates, phase == "optimizer", 32))
-        self.query_one("#event-title", Static).update(self._event_title(event))
-        self.query_one("#summary", Static).update(self._summary(event, updates))
+        self._put("#update", update_text(updates, phase == "optimizer", 32))
+        self._put("#event-title", self._event_title(event), layout=False)
+        self._put("#summary", self._summary(event, updates), layout=False)
         if kind in ("layer", "grad"):
             self.query_one(LayerViews).show(self._layer(event))
         elif kind == "loss":
@@ -220,6 +221,13 @@ class ReplayPage(Screen):
                 self.query_one(LayerViews).show(self._layer(last[-1]))
         self._sync_batch(batch)
         self._prefetch()
+
+    def _put(self, selector: str, text: Text, layout: bool = True) -> None:
+        """Update a line of text only when it changed: every update costs a repaint (and a
+        layout pass with ``layout``), which at 30 frames a second adds up."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text, layout=layout)
 
     def _layer(self, event: dict[str, Any]) -> Layer:
         return Layer(
@@ -325,7 +333,7 @@ class ReplayPage(Screen):
                 ("  · " if self._note else "") + "end of the recording (home: start again)",
                 style=colors.MUTED,
             )
-        self.query_one("#missing", Static).update(text)
+        self._put("#missing", text, layout=False)
 
     def _sync_batch(self, batch: int | None) -> None:
         batches = (self.app.run_info or {}).get("batches") or []

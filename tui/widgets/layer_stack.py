@@ -71,6 +71,7 @@ class LayerStack(AgentPane):
         self.event: dict[str, Any] | None = None
         self._key: tuple | None = None
         self._thumbs: dict[bool, dict[int, Any]] = {False: {}, True: {}}
+        self._cells: dict[tuple[int, bool], Text] = {}  # thumbnails drawn once per answer
 
     def load(self, run: str, batch: int, sample: int, batch_events: list[dict[str, Any]]) -> None:
         """The batch's layers (from its events) and their thumbnails for ``sample``."""
@@ -82,6 +83,7 @@ class LayerStack(AgentPane):
         backward = [e for e in batch_events if e.get("kind") == "grad"]
         self.arrived = {e["call"]: i for i, e in enumerate(backward)}
         self._thumbs = {False: {}, True: {}}
+        self._cells = {}
         calls = [e["call"] for e in self.forward_layers][:MAX_LAYERS]
         if calls:
             common = {"run": run, "batch": batch, "calls": calls, "sample": sample}
@@ -99,6 +101,7 @@ class LayerStack(AgentPane):
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         grad = tag == "grad"
         self._thumbs[grad] = {t["call"]: t.get("array") for t in result.get("thumbs") or []}
+        self._cells = {k: v for k, v in self._cells.items() if k[1] != grad}
         self.refresh()
 
     def failed(self, tag: str, message: str) -> None:
@@ -149,6 +152,15 @@ class LayerStack(AgentPane):
             text.append_text(row)
         return text
 
+    def _thumb(self, call: int, grad: bool) -> Text:
+        key = (call, grad)
+        if key not in self._cells:
+            array = self._thumbs[grad].get(call)
+            if array is None:
+                return thumb_text(None, grad)  # not answered yet: not kept
+            self._cells[key] = thumb_text(array, grad)
+        return self._cells[key]
+
     def _row(
         self,
         i: int,
@@ -175,10 +187,8 @@ class LayerStack(AgentPane):
         name += f" {warn}" if warn else ""
         style = "bold reverse" if here else ("" if lit or arrived else colors.MUTED)
         text.append(f"{name:<{name_w}} ", style=style)
-        if arrived:
-            text.append_text(thumb_text(self._thumbs[True].get(call), grad=True))
-        elif lit:
-            text.append_text(thumb_text(self._thumbs[False].get(call), grad=False))
+        if arrived or lit:
+            text.append_text(self._thumb(call, grad=arrived))
         else:
             text.append("·" * THUMB_W, style=colors.MUTED)
         norm = layer.get("grad_norm")

@@ -41,6 +41,19 @@ MAP_PX = 8
 OVERLAY_ALPHA = 0.55
 """How strongly the heat covers the picture: the picture still shows through."""
 
+
+def ask_or_draw(pane: AgentPane, method: str, tag: str, params: dict[str, Any]) -> None:
+    """Draw the answer at once when it is in the client's cache (prefetched while playing),
+    else ask for it; either way an older request for ``tag`` is dropped."""
+    data = getattr(pane.app, "data", None)
+    found, answer = data.peek(method, **params) if data is not None else (False, None)
+    if found:
+        pane.cancel(tag)
+        pane.answered(tag, answer)
+    else:
+        pane.ask(method, tag=tag, **params)
+
+
 LOCATION_LISTED = 12
 """Neurons listed by name at a picked location (largest |value| first); the count says the rest."""
 
@@ -69,7 +82,8 @@ class OnImageView(AgentPane):
 
     DEFAULT_CSS = """
     OnImageView { height: auto; }
-    OnImageView > Static { height: auto; }
+    OnImageView > .info { height: 2; }
+    OnImageView > .location { height: auto; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -79,6 +93,7 @@ class OnImageView(AgentPane):
         self.map_shape: tuple[int, int] | None = None
         self._pictures: dict[tuple, np.ndarray] = {}
         self._last: dict[str, Any] | None = None
+        self.drawn: Layer | None = None  # the layer on screen now (its answer arrived)
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=14, legend=False)
@@ -111,7 +126,7 @@ class OnImageView(AgentPane):
             self.location = None
         self.shown_layer = layer
         method, params = self.request(layer, self._picture_key(layer) not in self._pictures)
-        self.ask(method, tag="map", **params)
+        ask_or_draw(self, method, "map", params)
         if self.location is not None:
             self._ask_location()
 
@@ -124,7 +139,8 @@ class OnImageView(AgentPane):
         if not result.get("applies"):
             self.map_shape = None
             picture.placeholder(result.get("why") or "this layer has no place on the picture.")
-            info.update("")
+            info.update("", layout=False)
+            self.drawn = self.shown_layer
             return
         assert self.shown_layer is not None
         key = self._picture_key(self.shown_layer)
@@ -141,6 +157,7 @@ class OnImageView(AgentPane):
         self.map_shape = tuple(result.get("map_shape") or (1, 1))  # type: ignore[assignment]
         painted = overlay(image, np.asarray(result["map"]), OVERLAY_ALPHA)
         picture.show_rgb(painted)
+        self.drawn = self.shown_layer
         what = "gradient |dL/dx|" if self.shown_layer.grad else "activation |x|"
         how = {
             "conv": "mean over channels",
@@ -154,7 +171,7 @@ class OnImageView(AgentPane):
         text.append(f" · {grid[0]}×{grid[1]} map" if len(grid) == 2 else "", style=colors.MUTED)
         if result.get("kind") in ("conv", "tokens"):
             text.append(" · click or shift+arrows: values at a place", style=colors.MUTED)
-        info.update(text)
+        info.update(text, layout=False)
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "location":
@@ -163,6 +180,7 @@ class OnImageView(AgentPane):
         self.map_shape = None
         self.query_one(Picture).placeholder(message)
         self.query_one(".info", Static).update("")
+        self.drawn = self.shown_layer
 
     # -- picking a place ------------------------------------------------------------------
 
@@ -271,7 +289,7 @@ class NeuronsView(AgentPane):
     def _ask(self) -> None:
         assert self.shown_layer is not None
         method, params = self.request(self.shown_layer, self.page_offset, self.limit)
-        self.ask(method, **params)
+        ask_or_draw(self, method, "main", params)
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         self.total = int(result.get("total") or 0)

@@ -45,11 +45,12 @@ class Scrubber(Static):
         self.cursor = 0
 
     def show(self, recording: Recording | None, cursor: int) -> None:
-        self.recording, self.cursor = recording, cursor
-        self.update(self._render_bar())
+        if (recording, cursor) != (self.recording, self.cursor) or not self.recording:
+            self.recording, self.cursor = recording, cursor
+            self.update(self._render_bar(), layout=False)  # two lines, always
 
     def on_resize(self) -> None:
-        self.update(self._render_bar())
+        self.update(self._render_bar(), layout=False)
 
     def _width(self) -> int:
         return max(10, (self.size.width or 80) - 2)
