@@ -9,6 +9,8 @@ the terminal through textual-image. That probe reads the terminal's answer from 
 from __future__ import annotations
 
 import os
+import re
+import select
 import sys
 from collections.abc import Mapping
 
@@ -52,8 +54,59 @@ def resolve(flag: str | None, env: Mapping[str, str] = os.environ, tty: bool | N
     if graphics_impossible(env, tty):
         return "halfcell"
     if env.get("TERM") == "xterm-kitty" or env.get("TERM_PROGRAM", "").lower() in ("ghostty",):
-        return "kitty"
-    return _probe()
+        return "kitty" if placeholders_supported(terminal_version()) else "halfcell"
+    mode = _probe()
+    if mode == "kitty" and not placeholders_supported(terminal_version()):
+        return "halfcell"
+    return mode
+
+
+KITTY_PLACEHOLDERS = (0, 28)
+"""The first kitty that draws pictures through Unicode placeholders, the way textual-image
+places them; an older kitty (Debian 12 ships 0.26.5) shows a grid of empty boxes instead."""
+
+XTVERSION_WAIT_S = 0.2
+"""How long to wait for the terminal's version reply: a local terminal answers in
+microseconds, one behind two ssh hops in tens of milliseconds; a silent one costs this once."""
+
+
+def placeholders_supported(version: str | None) -> bool:
+    """Whether a terminal that named itself ``version`` (XTVERSION) draws kitty placeholders.
+    Terminals other than kitty that speak its protocol (ghostty, wezterm) do; so does one
+    that does not say."""
+    match = re.match(r"kitty\((\d+)\.(\d+)", version or "")
+    if not match:
+        return True
+    return (int(match.group(1)), int(match.group(2))) >= KITTY_PLACEHOLDERS
+
+
+def terminal_version() -> str | None:
+    """The terminal's name and version from its XTVERSION reply, e.g. ``kitty(0.26.5)``."""
+    try:
+        import termios
+        import tty
+
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except (ImportError, OSError):
+        return None
+    try:
+        saved = termios.tcgetattr(fd)
+        tty.setraw(fd)
+        try:
+            os.write(fd, b"\x1b[>0q")
+            reply = b""
+            while select.select([fd], [], [], XTVERSION_WAIT_S)[0]:
+                reply += os.read(fd, 256)
+                if reply.endswith(b"\x1b\\"):
+                    break
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+    except (OSError, termios.error):
+        return None
+    finally:
+        os.close(fd)
+    match = re.search(rb"\x1bP>\|([^\x1b]*)\x1b\\", reply)
+    return match.group(1).decode(errors="replace") if match else None
 
 
 def _probe() -> str:

@@ -6,10 +6,8 @@ near-black (zero) to red (positive) for gradients, updates and residuals; ``HEAT
 over pictures (Grad-CAM, On image). NaN is magenta and ±Inf white in every map, so they are
 seen.
 
-Terminals without truecolor get a shorter palette of colours they really have: each map is
-sampled onto the xterm 256-colour cube (only entries that survive Rich's colour downgrade
-unchanged, so a dark purple never turns grey), or onto a hand-picked ramp of the 16 ANSI
-colours. ``palette(cmap, depth)`` gives that palette; the legend shows the same colours.
+Terminals without truecolor get a shorter palette of colours they really have: a ramp of entries of the xterm 256-colour
+cube, or of the 16 ANSI colours, chosen so the map stays one map (no grey middle). ``palette(cmap, depth)`` gives that palette; the legend shows the same colours.
 """
 
 from __future__ import annotations
@@ -36,28 +34,70 @@ def _lut(anchors: list[tuple[int, int, int]]) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Colormap:
-    """A colour map: 256 RGB entries from the low end to the high end, and the ramp of
-    ANSI colour numbers that stands in for it on a 16-colour terminal."""
+    """A colour map: 256 RGB entries from the low end to the high end, the ramp of xterm
+    256-colour entries that stands in for it without truecolor, and the ramp of ANSI colour
+    numbers for 16-colour terminals."""
 
     name: str
     lut: np.ndarray
+    cube: tuple[tuple[int, int, int], ...]
     ansi16: tuple[int, ...]
 
 
+# The 256-colour ramps are picked by hand from the xterm cube: every entry is coloured
+# (a nearest-colour match turns a map's dark middle grey), each is brighter than the last
+# for VALUES and HEAT, and each survives Rich's downgrade to 256 colours unchanged.
 VALUES = Colormap(
     "values",
     _lut([(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)]),
-    (5, 4, 12, 6, 14, 2, 10, 11),
+    (
+        (95, 0, 95),
+        (95, 0, 135),
+        (0, 95, 135),
+        (0, 135, 135),
+        (0, 175, 135),
+        (95, 175, 95),
+        (95, 215, 95),
+        (175, 215, 0),
+        (215, 215, 0),
+        (255, 255, 95),
+    ),
+    (4, 12, 6, 14, 2, 10, 3, 11),  # no magenta: that is NaN
 )
 SIGNED = Colormap(
     "signed",
     # Zero fades into a dark terminal so the sign and size of a gradient stand out.
     _lut([(80, 150, 255), (40, 70, 140), (22, 22, 28), (150, 45, 40), (255, 110, 80)]),
+    (
+        (135, 175, 255),
+        (95, 135, 255),
+        (0, 95, 215),
+        (0, 0, 175),
+        (0, 0, 95),
+        (38, 38, 38),
+        (95, 0, 0),
+        (175, 0, 0),
+        (215, 0, 0),
+        (255, 95, 0),
+        (255, 175, 95),
+    ),
     (12, 4, 8, 1, 9),
 )
 HEAT = Colormap(
     "heat",
     _lut([(0, 0, 4), (87, 16, 110), (188, 55, 84), (249, 142, 9), (252, 255, 164)]),
+    (
+        (0, 0, 0),
+        (0, 0, 95),
+        (95, 0, 95),
+        (135, 0, 95),
+        (175, 0, 95),
+        (215, 95, 0),
+        (255, 135, 0),
+        (255, 175, 0),
+        (255, 215, 95),
+        (255, 255, 175),
+    ),
     (0, 5, 1, 9, 3, 11, 15),
 )
 
@@ -82,43 +122,6 @@ _ANSI16 = [
     (255, 255, 255),
 ]
 
-CUBE_STEPS = 24
-"""Points at which a map is sampled onto the 256-colour cube: about as many distinct cube
-colours as a map's path crosses, so neighbouring levels stay apart."""
-
-
-def _xterm256() -> np.ndarray:
-    levels = [0, 95, 135, 175, 215, 255]
-    cube = [(levels[i // 36], levels[i // 6 % 6], levels[i % 6]) for i in range(216)]
-    greys = [(8 + 10 * i,) * 3 for i in range(24)]
-    return np.array(cube + greys, dtype=np.float64)  # indices 16..255
-
-
-@cache
-def _cube_candidates() -> np.ndarray:
-    """256-colour entries that Rich's downgrade maps back to themselves."""
-    from rich.color import Color, ColorSystem
-
-    table = _xterm256()
-    keep = [
-        rgb
-        for i, rgb in enumerate(table, start=16)
-        if Color.from_rgb(*rgb).downgrade(ColorSystem.EIGHT_BIT).number == i
-    ]
-    return np.array(keep, dtype=np.float64)
-
-
-def _nearest(colours: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    # Red-mean weighted distance: close enough to perception for picking palette entries.
-    rmean = (colours[:, None, 0] + candidates[None, :, 0]) / 2
-    d = colours[:, None, :] - candidates[None, :, :]
-    dist = (
-        (2 + rmean / 256) * d[..., 0] ** 2
-        + 4 * d[..., 1] ** 2
-        + (2 + (255 - rmean) / 256) * d[..., 2] ** 2
-    )
-    return candidates[np.argmin(dist, axis=1)]
-
 
 @cache
 def palette(cmap: Colormap, depth: Depth) -> np.ndarray:
@@ -127,13 +130,7 @@ def palette(cmap: Colormap, depth: Depth) -> np.ndarray:
         return cmap.lut
     if depth == "16":
         return np.array([_ANSI16[i] for i in cmap.ansi16], dtype=np.uint8)
-    samples = cmap.lut[np.linspace(0, 255, CUBE_STEPS).round().astype(int)].astype(np.float64)
-    picked = _nearest(samples, _cube_candidates())
-    distinct = [picked[0]]
-    for colour in picked[1:]:
-        if not np.array_equal(colour, distinct[-1]):
-            distinct.append(colour)
-    return np.array(distinct, dtype=np.uint8)
+    return np.array(cmap.cube, dtype=np.uint8)
 
 
 def nonfinite_rgb(depth: Depth) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

@@ -17,7 +17,6 @@ import numpy as np
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal
 from textual.events import Click, Resize
 from textual.geometry import Size
 from textual.message import Message
@@ -28,6 +27,7 @@ from textual.widgets import Static
 from tvis.tui import fmt
 from tvis.tui.picture import colormaps, raster
 from tvis.tui.picture.colormaps import Colormap, Depth, Scale
+from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
 
 LABEL_CHARS = 8
 """Longest tick label drawn; tokens and class names longer than this are cut."""
@@ -92,12 +92,18 @@ class _Cells(Widget):
         return Strip.blank(self.size.width)
 
 
+class _Row(Widget):
+    """Tick labels beside the canvas. Not a ``Horizontal``: a page's rule for its own
+    ``Horizontal`` containers would reach in and resize it."""
+
+    DEFAULT_CSS = "_Row { layout: horizontal; width: 1fr; height: auto; }"
+
+
 class Picture(Widget):
     """An array as a colour map, or an RGB picture, at most ``max_rows`` cells tall."""
 
     DEFAULT_CSS = """
     Picture { height: auto; width: 1fr; }
-    Picture > Horizontal { height: auto; width: 1fr; }
     Picture .ylabels { width: auto; height: auto; color: $text-muted; }
     Picture .xlabels { height: auto; color: $text-muted; }
     Picture .legend { height: auto; }
@@ -192,7 +198,7 @@ class Picture(Widget):
     # -- drawing -------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
+        with _Row():
             yield Static(classes="ylabels")
             yield self._canvas()
         yield Static(classes="xlabels")
@@ -204,10 +210,13 @@ class Picture(Widget):
 
     def _canvas(self) -> Widget:
         mode = self._mode()
-        if mode in ("kitty", "sixel"):
-            from textual_image.widget import SixelImage, TGPImage
+        if mode == "sixel":
+            self._graphics = SixelCanvas()
+            return self._graphics
+        if mode == "kitty":
+            from textual_image.widget import TGPImage
 
-            self._graphics = (SixelImage if mode == "sixel" else TGPImage)(classes="graphics")
+            self._graphics = TGPImage(classes="graphics")
             return self._graphics
         return _Cells()
 
@@ -272,20 +281,37 @@ class Picture(Widget):
         from PIL import Image
 
         if pixels is None:
-            self._graphics.image = None
-            self._graphics.display = False
+            if isinstance(self._graphics, SixelCanvas):
+                self._graphics.show(None, self._cell)
+            else:
+                self._graphics.image = None
+                self._graphics.display = False
+            self.screen.refresh()
             return 0
-        image = Image.fromarray(np.ascontiguousarray(pixels))
-        if self._mode() == "sixel" and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 256:
-            # Sixel has at most 256 registers: choose them for this picture and dither, so a
-            # photo shows no bands.
-            image = image.quantize(
-                256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.FLOYDSTEINBERG
-            )
-        self._graphics.styles.width = cols
-        self._graphics.styles.height = rows
-        self._graphics.display = True
-        self._graphics.image = image
+        # Pad to the cells' exact pixel size: the picture is drawn as it is (nothing
+        # resamples it into blur or bands) and never reaches past its cells.
+        cw, ch = self._cell
+        canvas = np.empty((rows * ch, cols * cw, 3), dtype=np.uint8)
+        canvas[...] = self.background_colors[1].rgb
+        canvas[: pixels.shape[0], : pixels.shape[1]] = pixels
+        if self._mode() == "sixel":
+            if colour_count(canvas) > MAX_REGISTERS:
+                # A photo: choose its registers and dither, so it shows no bands.
+                quantized = Image.fromarray(canvas).quantize(
+                    MAX_REGISTERS,
+                    method=Image.Quantize.MEDIANCUT,
+                    dither=Image.Dither.FLOYDSTEINBERG,
+                )
+                canvas = np.asarray(quantized.convert("RGB"))
+            self._graphics.show(canvas, self._cell)
+        else:
+            self._graphics.styles.width = cols
+            self._graphics.styles.height = rows
+            self._graphics.display = True
+            self._graphics.image = Image.fromarray(canvas)
+        # Graphics stay on the terminal until their cells are written again, and Textual
+        # writes only cells whose text changed: repaint everything so no stale pixels stay.
+        self.screen.refresh()
         return rows
 
     def _outline(self, pixels: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

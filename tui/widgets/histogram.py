@@ -8,11 +8,17 @@ import numpy as np
 from rich.text import Text
 
 from tvis.tui import colors, fmt
-from tvis.tui.picture.colormaps import Scale, to_rgb
+from tvis.tui.picture.colormaps import Depth, Scale, to_rgb
 from tvis.tui.widgets.sparkline import BLOCKS, resample_series
 
 
-def histogram(hist: dict[str, Any] | None, width: int, diverging: bool, rows: int = 2) -> Text:
+def histogram(
+    hist: dict[str, Any] | None,
+    width: int,
+    diverging: bool,
+    rows: int = 2,
+    depth: Depth = "truecolor",
+) -> Text:
     """``rows`` lines of bars (tallest bin = full height) and a line with lo and hi.
 
     Each bar takes the colour its bin's value has in the heatmap, so the two read together.
@@ -26,7 +32,7 @@ def histogram(hist: dict[str, Any] | None, width: int, diverging: bool, rows: in
         bars = [bars[i * len(bars) // width] for i in range(width)]
     top = max(bars) or 1.0
     centres = np.linspace(lo, hi, len(bars))
-    rgb = to_rgb(centres[None, :], Scale.of(centres, signed=diverging))[0]
+    rgb = to_rgb(centres[None, :], Scale.of(centres, signed=diverging), depth=depth)[0]
     text = Text()
     for row in range(rows - 1, -1, -1):
         for value, c in zip(bars, rgb, strict=True):

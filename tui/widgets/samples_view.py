@@ -61,11 +61,11 @@ class SamplesView(Vertical):
 
     DEFAULT_CSS = """
     SamplesView #samples-header { height: auto; color: $text-muted; }
-    SamplesView Horizontal { height: 1fr; }
+    SamplesView > Horizontal { height: 1fr; }
     SamplesView SampleTable { width: 1fr; min-width: 40; }
     SamplesView #preview { width: 36; height: auto; padding: 0 1; }
     SamplesView #preview-text { height: auto; }
-    SamplesView.-narrow Horizontal { layout: vertical; }
+    SamplesView.-narrow > Horizontal { layout: vertical; }
     SamplesView.-narrow SampleTable { width: 1fr; height: 1fr; }
     SamplesView.-narrow #preview { width: 1fr; height: auto; }
     """

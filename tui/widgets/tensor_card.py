@@ -14,6 +14,7 @@ from tvis.store.schema import DEAD_ZEROS
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale
+from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 
 
@@ -176,7 +177,12 @@ class TensorCard(AgentPane):
         width = max(16, self.size.width - 4 if self.size.width else 48)
         diverging = self._grad or ref.gradient_view
         self.query_one(".hist", Static).update(
-            histogram(entry.get("hist"), min(width, 64), diverging)
+            histogram(
+                entry.get("hist"),
+                min(width, 64),
+                diverging,
+                depth=depth_of(self.app.console.color_system),
+            )
         )
         self._lead = leading_dims(
             list(entry.get("shape") or []), ref.entry.get("batch_dim"), self._sliced()
@@ -203,6 +209,9 @@ class TensorCard(AgentPane):
             return
         if ref.param is None and not target.get("value"):
             self._no_values("values not kept (stats only)")
+            return
+        if (target.get("stats") or {}).get("numel") == 1:
+            self._no_values("")  # a scalar is its statistics: no picture to draw
             return
         self.query_one(Picture).placeholder("loading …")
         size = {"width": max(8, self.size.width - 2 or 48), "height": 2 * self.max_rows}
@@ -232,7 +241,11 @@ class TensorCard(AgentPane):
 
     def answered(self, tag: str, view: dict[str, Any]) -> None:
         signed = self._grad or bool(self.ref and self.ref.gradient_view)
-        self.query_one(Picture).show_values(view["array"], Scale.of(view["array"], signed))
+        array = view["array"]
+        if array.size == 1:  # one value (a sample's label, a scalar): say it, draw nothing
+            self.query_one(Picture).placeholder(f"value {fmt.num(float(array.flat[0]))}")
+        else:
+            self.query_one(Picture).show_values(array, Scale.of(array, signed))
         self._view_shape = view.get("shape")
         self._note = "block means" if view.get("downsampled") else ""
         value = (self._entry() or {}).get("value") or {}

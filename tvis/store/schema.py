@@ -173,7 +173,9 @@ class TensorEntry(TypedDict, total=False):
     batch_dim_inferred: bool
     grad: int | None
     of: int | None
+    requires_grad: bool
     derived: bool
+    raw_image: str  # a PIL picture kept as it was given: its mode ("RGB", "L", ...)
     grad_entry: TensorEntry  # inlined by the agent
 
 
@@ -217,26 +219,22 @@ Call = TypedDict(
 keyword, hence the functional form)."""
 
 
-class CallRow(TypedDict, total=False):
-    """A call as a tree row (the agent's ``calls`` and ``find``): no arguments, a summary."""
+_ARGUMENTS = ("inputs", "outputs")
+_CALL_SUMMARY = {k: v for k, v in Call.__annotations__.items() if k not in _ARGUMENTS}
 
-    id: int
-    parent: int
-    depth: int
-    kind: CallKind
-    name: str
-    cls: str | None
-    phase: Phase
-    t0: float
-    fwd_ms: float | None
-    bwd_ms: float | None
-    no_grad: bool
-    flags: list[str]
-    n_children: int
-    out_shape: list[int] | None
-    out_stats: Stats | None
-    grad_norm: float | None
-    path: list[int]
+CallRow = TypedDict(
+    "CallRow",
+    {
+        **_CALL_SUMMARY,
+        "n_children": int,
+        "out_shape": "list[int] | None",
+        "out_stats": "Stats | None",  # of the first output
+        "grad_norm": "float | None",  # ‖dL/d(first output)‖
+        "path": "list[int]",  # ancestor ids, root first (``find`` only)
+    },
+    total=False,
+)
+"""A call as a tree row (the agent's ``calls`` and ``find``): no arguments, a summary."""
 
 
 class LayerRow(TypedDict):

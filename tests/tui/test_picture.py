@@ -1,0 +1,110 @@
+"""The picture kit: colour maps that stay one map at every colour depth, whole-pixel square
+values, non-finite colours, labels, a legend, and clicks that name the value under them."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.color import Color, ColorSystem
+from rich.color_triplet import ColorTriplet
+from textual.app import App, ComposeResult
+
+from tvis.tui.picture import HEAT, SIGNED, VALUES, Picture, Scale, colormaps, raster
+
+
+def _luminance(rgb: np.ndarray) -> np.ndarray:
+    return rgb.astype(float) @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def test_256_colour_palettes_survive_the_terminal_downgrade_unchanged():
+    for cmap in (VALUES, SIGNED, HEAT):
+        for rgb in colormaps.palette(cmap, "256").tolist():
+            down = Color.from_rgb(*rgb).downgrade(ColorSystem.EIGHT_BIT)
+            assert down.get_truecolor() == ColorTriplet(*rgb), (cmap.name, rgb)
+
+
+def test_value_and_heat_palettes_brighten_monotonically_at_every_depth():
+    for cmap in (VALUES, HEAT):
+        for depth in ("truecolor", "256"):
+            lum = _luminance(colormaps.palette(cmap, depth))
+            assert np.all(np.diff(lum) >= 0), (cmap.name, depth)
+
+
+def test_16_colour_palettes_use_only_ansi_colours():
+    for cmap in (VALUES, SIGNED, HEAT):
+        palette = colormaps.palette(cmap, "16").tolist()
+        for number, rgb in zip(cmap.ansi16, palette, strict=True):
+            assert Color.from_rgb(*rgb).downgrade(ColorSystem.STANDARD).number == number
+
+
+def test_nan_and_inf_have_their_own_colours():
+    rgb = colormaps.to_rgb(np.array([[0.0, np.nan, np.inf, 1.0]]), Scale(0.0, 1.0))
+    assert tuple(rgb[0, 1]) == colormaps.NAN_RGB
+    assert tuple(rgb[0, 2]) == colormaps.INF_RGB
+    assert tuple(rgb[0, 0]) != tuple(rgb[0, 3])
+
+
+def test_signed_scale_puts_zero_in_the_middle():
+    scale = Scale.of(np.array([-1.0, 4.0]), signed=True)
+    assert (scale.lo, scale.hi) == (-4.0, 4.0)
+    assert scale.unit(np.array([0.0]))[0] == 0.5
+
+
+def test_small_array_is_drawn_as_whole_pixel_squares():
+    values = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    h, w = raster.integer_fit(32, 32, 80, 100)
+    assert (h, w) == (64, 64)  # two pixels per value both ways: square, crisp
+    pixels = raster.resample(colormaps.to_rgb(values, Scale.of(values)), h, w)
+    blocks = pixels.reshape(32, 2, 32, 2, 3)
+    assert (blocks == blocks[:, :1, :, :1]).all()  # every value one uniform 2×2 block
+
+
+def test_large_array_shrinks_by_one_factor_keeping_its_aspect():
+    assert raster.integer_fit(256, 128, 40, 200) == (40, 20)
+
+
+class _One(App):
+    def __init__(self, picture: Picture) -> None:
+        super().__init__()
+        self.picture = picture
+        self.picked = []
+
+    def compose(self) -> ComposeResult:
+        yield self.picture
+
+    def on_picture_picked(self, event: Picture.Picked) -> None:
+        self.picked.append((event.row, event.col))
+
+
+async def test_labels_and_legend_are_drawn_beside_the_values():
+    picture = Picture(max_rows=8)
+    app = _One(picture)
+    async with app.run_test(size=(60, 16)) as pilot:
+        values = np.array([[0.0, 1.0, 2.0], [3.0, 4.0, np.nan]])
+        picture.show_values(values, y_labels=["cat", "dog"], x_labels=["a", "b", "c"])
+        await pilot.pause()
+        lines = [
+            "".join(s.text for s in picture.query_one(".ylabels").render_line(y)) for y in range(4)
+        ]
+        assert "cat" in lines[0] and "dog" in "".join(lines)
+        legend = str(picture.query_one(".legend").render())
+        assert legend.startswith("0 ") and "4" in legend and "NaN" in legend
+        assert "a" in str(picture.query_one(".xlabels").render())
+
+
+async def test_click_names_the_value_under_the_pointer():
+    picture = Picture(max_rows=8, legend=False)
+    app = _One(picture)
+    async with app.run_test(size=(40, 12)) as pilot:
+        picture.show_values(np.arange(4, dtype=np.float32).reshape(2, 2))
+        await pilot.pause()
+        assert picture.value_at(0, 0) == (0, 0)
+        cells = picture.query_one(raster_cells())
+        await pilot.click(cells, offset=(cells.size.width - 1, cells.size.height - 1))
+        await pilot.pause()
+        assert app.picked == [(1, 1)]
+
+
+def raster_cells():
+    from tvis.tui.picture.widget import _Cells
+
+    return _Cells

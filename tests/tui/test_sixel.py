@@ -1,0 +1,132 @@
+"""Sixel pictures: the encoder round-trips every pixel, and in a real xterm the picture shows
+each value as one crisp square of exactly its colour (no stripe, no blur)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tvis.tui.picture import VALUES, sixel
+
+TERM_SHOT = Path(__file__).resolve().parents[3] / "shared" / "tools" / "term-shot"
+CHECKERBOARD = Path(__file__).parent / "terminal_apps" / "checkerboard.py"
+
+
+def decode(data: str) -> tuple[np.ndarray, np.ndarray]:
+    """(register per pixel, register colours in percent) of a sixel sequence: a decoder
+    written from the format, to check ours against."""
+    body = data[data.index("q") + 1 : data.rindex("\x1b\\")]
+    size = re.match(r'"1;1;(\d+);(\d+)', body)
+    w, h = int(size.group(1)), int(size.group(2))
+    body = body[size.end() :]
+    out = np.full((h, w), -1, dtype=np.int64)
+    registers: dict[int, tuple[int, int, int]] = {}
+    x = band = colour = 0
+    for token in re.finditer(r"#(\d+)(?:;2;(\d+);(\d+);(\d+))?|!(\d+)(.)|([?-~])|(\$)|(-)", body):
+        if token.group(1) is not None:
+            colour = int(token.group(1))
+            if token.group(2) is not None:
+                registers[colour] = tuple(int(token.group(i)) for i in (2, 3, 4))
+            continue
+        if token.group(8):
+            x = 0
+            continue
+        if token.group(9):
+            x, band = 0, band + 1
+            continue
+        count, char = (
+            (int(token.group(5)), token.group(6)) if token.group(5) else (1, token.group(7))
+        )
+        bits = ord(char) - 63
+        for dy in range(6):
+            if bits >> dy & 1 and band * 6 + dy < h:
+                out[band * 6 + dy, x : x + count] = colour
+        x += count
+    palette = np.array([registers[i] for i in range(len(registers))])
+    return out, palette
+
+
+def test_sixel_encoding_round_trips_every_pixel():
+    rng = np.random.default_rng(0)
+    colours = VALUES.lut[::16]
+    rgb = colours[rng.integers(0, len(colours), size=(31, 45))]  # 31 rows: a partial band
+    data = sixel.encode(rgb)
+    index, palette = decode(data)
+    expected_palette, expected_index = sixel.indexed(rgb)
+    assert (index == expected_index).all()
+    assert np.abs(palette - expected_palette.astype(float) * 100 / 255).max() <= 0.5
+    # every register is defined before the first pixel is drawn
+    first_draw = re.search(r"#\d+(?!\d|;)", data).start()
+    assert data.rfind(";2;") < first_draw
+
+
+def test_more_colours_than_registers_is_refused():
+    rgb = np.arange(300 * 3, dtype=np.uint32).reshape(1, 300, 3).astype(np.uint8)
+    rgb[0, :, 0] = np.arange(300) % 256
+    rgb[0, :, 1] = np.arange(300) // 256
+    with pytest.raises(ValueError, match="quantize"):
+        sixel.encode(rgb)
+
+
+def _squares(shot: np.ndarray, colour: tuple[int, int, int]) -> list[tuple[int, int, int, int]]:
+    """Bounding boxes (y0, y1, x0, x1) of the two squares of ``colour`` in a screenshot."""
+    near = (np.abs(shot - np.array(colour)) <= 4).all(axis=-1)
+    ys, xs = np.nonzero(near)
+    assert ys.size, f"no pixel of {colour} on the screen"
+    mid_x = (xs.min() + xs.max()) / 2
+    boxes = []
+    for side in (xs < mid_x, xs >= mid_x):
+        y, x = ys[side], xs[side]
+        boxes.append((y.min(), y.max() + 1, x.min(), x.max() + 1))
+        box = near[y.min() : y.max() + 1, x.min() : x.max() + 1]
+        assert box.all(), f"the square of {colour} is not one solid block"
+    return boxes
+
+
+needs_terminal = pytest.mark.skipif(
+    not (
+        TERM_SHOT.exists() and all(shutil.which(t) for t in ("Xvfb", "xterm", "import", "xdotool"))
+    ),
+    reason="needs ../shared/tools/term-shot with Xvfb, xterm, imagemagick and xdotool",
+)
+
+
+@needs_terminal
+def test_sixel_xterm_shows_each_value_as_a_crisp_square_of_its_colour(tmp_path: Path):
+    shot = _shot(tmp_path, "sixel")
+    low, high = tuple(VALUES.lut[0].tolist()), tuple(VALUES.lut[-1].tolist())
+    for colour in (low, high):
+        for y0, y1, x0, x1 in _squares(shot, colour):
+            assert y1 - y0 == x1 - x0 >= 20, "a value is a square several pixels wide"
+
+
+def _shot(tmp_path: Path, mode: str, *args: str) -> np.ndarray:
+    """A screenshot of the checkerboard in a real terminal, given longer on a second try (a
+    busy machine can take many seconds to start the terminal and the app)."""
+    from PIL import Image
+
+    out = tmp_path / f"{mode}.png"
+    for wait in ("8", "25"):
+        command = [str(TERM_SHOT), *args, "--cols", "60", "--rows", "16", "--wait", wait, str(out)]
+        command += ["--", sys.executable, str(CHECKERBOARD), mode]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert out.exists(), result.stderr[-2000:]
+        shot = np.asarray(Image.open(out).convert("RGB")).astype(int)
+        if (np.abs(shot - VALUES.lut[-1].astype(int)) <= 4).all(axis=-1).any():
+            break
+    return shot
+
+
+def test_kitty_older_than_placeholders_is_drawn_in_half_blocks():
+    from tvis.tui.images import placeholders_supported
+
+    assert not placeholders_supported("kitty(0.26.5)")  # Debian 12's kitty: empty boxes
+    assert placeholders_supported("kitty(0.28.0)")
+    assert placeholders_supported("WezTerm 20240203")  # speaks the protocol, says no version
+    assert placeholders_supported(None)
