@@ -80,6 +80,7 @@ INSPECTOR = [
     _b("k,up", "prev_card", "Previous tensor", "inspector.prev"),
     _b("greater_than_sign,l,right", "index(1)", "Next leading index", "inspector.index_next"),
     _b("less_than_sign,h,left", "index(-1)", "Previous leading index", "inspector.index_prev"),
+    _b("v", "cycle_view", "Layer view (On image · Neurons · Stats)", "inspector.view"),
 ]
 
 TIMELINE = [

@@ -39,14 +39,14 @@ def log_fraction(value: float | None, lo: float, hi: float) -> float:
     )
 
 
-def thumb_text(array: np.ndarray | None, grad: bool) -> Text:
+def thumb_text(array: np.ndarray | None, grad: bool, cells: int = THUMB_W) -> Text:
     """A thumbnail as half-block cells through the picture kit's colour maps (activations
     in VALUES, gradient magnitudes in HEAT); blank dots when there is none yet."""
     if array is None or not np.asarray(array).size:
-        return Text("·" * THUMB_W, style=colors.MUTED)
+        return Text("·" * cells, style=colors.MUTED)
     values = np.asarray(array, dtype=np.float32)
     rgb = to_rgb(values, Scale.of(values), HEAT if grad else VALUES)
-    rgb = resample(rgb, THUMB_H, THUMB_W)
+    rgb = resample(rgb, THUMB_H, cells)
     text = Text()
     for top, bottom in zip(rgb[0].tolist(), rgb[1].tolist(), strict=True):
         text.append(
@@ -71,7 +71,8 @@ class LayerStack(AgentPane):
         self.event: dict[str, Any] | None = None
         self._key: tuple | None = None
         self._thumbs: dict[bool, dict[int, Any]] = {False: {}, True: {}}
-        self._cells: dict[tuple[int, bool], Text] = {}  # thumbnails drawn once per answer
+        self._cells: dict[tuple[int, bool, int], Text] = {}
+        self._thumb_w = THUMB_W  # thumbnails drawn once per answer
 
     def load(self, run: str, batch: int, sample: int, batch_events: list[dict[str, Any]]) -> None:
         """The batch's layers (from its events) and their thumbnails for ``sample``."""
@@ -134,7 +135,9 @@ class LayerStack(AgentPane):
         finite = [n for n in norms if isinstance(n, (int, float)) and n > 0 and math.isfinite(n)]
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
         width = max(20, self.size.width or 40)
-        name_w = max(6, width - THUMB_W - BAR_W - 9)
+        # Narrow stacks (80 columns) halve the thumbnail so the names stay readable.
+        self._thumb_w = THUMB_W if width >= 44 else THUMB_W // 2
+        name_w = max(6, width - self._thumb_w - BAR_W - 9)
         rows = [
             self._row(i, layer, fwd, bwd, current, lo, hi, name_w)
             for i, layer in enumerate(self.forward_layers)
@@ -144,7 +147,7 @@ class LayerStack(AgentPane):
         first = max(0, min(at - height // 2, len(rows) - height))
         text = Text()
         header = Text(
-            f"{'layer':<{name_w}} {'for sample':<{THUMB_W}}  ‖dL/d out‖", style=colors.MUTED
+            f"{'layer':<{name_w}} {'sample':<{self._thumb_w}}  ‖dL/d out‖", style=colors.MUTED
         )
         text.append_text(header)
         for row in rows[first : first + height - 1]:
@@ -153,12 +156,12 @@ class LayerStack(AgentPane):
         return text
 
     def _thumb(self, call: int, grad: bool) -> Text:
-        key = (call, grad)
+        key = (call, grad, self._thumb_w)
         if key not in self._cells:
             array = self._thumbs[grad].get(call)
             if array is None:
-                return thumb_text(None, grad)  # not answered yet: not kept
-            self._cells[key] = thumb_text(array, grad)
+                return thumb_text(None, grad, self._thumb_w)  # not answered yet: not kept
+            self._cells[key] = thumb_text(array, grad, self._thumb_w)
         return self._cells[key]
 
     def _row(
@@ -180,17 +183,17 @@ class LayerStack(AgentPane):
         warn = "".join(
             FLAGS[f].symbol for f in layer.get("flags") or [] if f in FLAGS and FLAGS[f].warning
         )
-        # Clipped in the middle: a layer's path differs at its end (blocks.1.attn.qkv).
-        name = fmt.clip_middle(
-            str(layer.get("name") or "?"), name_w - (len(warn) + 1 if warn else 0)
-        )
+        # Clipped from the left: layer paths differ at their end (…s.1.attn.qkv).
+        room = name_w - (len(warn) + 1 if warn else 0)
+        name = str(layer.get("name") or "?")
+        name = name if len(name) <= room else "…" + name[len(name) - room + 1 :]
         name += f" {warn}" if warn else ""
         style = "bold reverse" if here else ("" if lit or arrived else colors.MUTED)
         text.append(f"{name:<{name_w}} ", style=style)
         if arrived or lit:
             text.append_text(self._thumb(call, grad=arrived))
         else:
-            text.append("·" * THUMB_W, style=colors.MUTED)
+            text.append("·" * self._thumb_w, style=colors.MUTED)
         norm = layer.get("grad_norm")
         if arrived:
             cells = round(log_fraction(norm, lo, hi) * BAR_W)

@@ -170,7 +170,7 @@ class OnImageView(AgentPane):
         grid = result.get("map_shape") or []
         text.append(f" · {grid[0]}×{grid[1]} map" if len(grid) == 2 else "", style=colors.MUTED)
         if result.get("kind") in ("conv", "tokens"):
-            text.append(" · click or shift+arrows: values at a place", style=colors.MUTED)
+            text.append(" · click a place for its values", style=colors.MUTED)
         info.update(text, layout=False)
 
     def failed(self, tag: str, message: str) -> None:
@@ -406,6 +406,14 @@ class StatsView(AgentPane):
         self.query_one(".info", Static).update(Text(message, style=colors.MUTED))
 
 
+class _Switcher(Static):
+    """The ``On image  Neurons  Stats`` line; a click on a name shows that view."""
+
+    def action_switch_view(self, view: str) -> None:
+        if isinstance(self.parent, LayerViews):
+            self.parent.switch(view)
+
+
 class LayerViews(Vertical):
     """The three views of one layer with a switcher line; ``v`` (or a click) cycles them."""
 
@@ -414,21 +422,22 @@ class LayerViews(Vertical):
     LayerViews > .switcher { height: 1; }
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, layer: Layer | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.current = "image"
-        self.shown_layer: Layer | None = None
+        self.shown_layer: Layer | None = layer
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="switcher")
+        yield _Switcher(classes="switcher")
         yield OnImageView()
         yield NeuronsView()
         yield StatsView()
 
     def on_mount(self) -> None:
-        self._switch(self.current)
+        self.switch(self.current)
 
-    def _switch(self, view: str) -> None:
+    def switch(self, view: str) -> None:
+        """Show ``view`` (image, neurons or stats)."""
         self.current = view
         panes = {"image": OnImageView, "neurons": NeuronsView, "stats": StatsView}
         for name, kind in panes.items():
@@ -444,11 +453,8 @@ class LayerViews(Vertical):
         if self.shown_layer is not None:
             self._show(self.shown_layer)
 
-    def action_switch_view(self, view: str) -> None:
-        self._switch(view)
-
     def cycle(self) -> None:
-        self._switch(VIEWS[(VIEWS.index(self.current) + 1) % len(VIEWS)])
+        self.switch(VIEWS[(VIEWS.index(self.current) + 1) % len(VIEWS)])
 
     def show(self, layer: Layer) -> None:
         self.shown_layer = layer
