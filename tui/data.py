@@ -26,7 +26,7 @@ last several hundred cursor positions while staying a few MB at the agent's view
 NEVER_CACHED = frozenset({"hello", "runs", "run"})
 """Answers that change while a run is being recorded."""
 
-LIVE_UNCACHED = frozenset({"source", "sources", "find"})
+LIVE_UNCACHED = frozenset({"source", "sources", "find", "replay"})
 """Answers that merge every batch so far, so they grow while a recording is running."""
 
 
