@@ -85,12 +85,6 @@ class Recording:
             target = starts[i - 1] if seq == starts[max(i, 0)] and i > 0 else starts[max(i, 0)]
         return max(0, min(self.total - 1, target))
 
-    def phase_at(self, seq: int) -> dict[str, Any] | None:
-        """The outline run holding ``seq``."""
-        starts = [int(r["start"]) for r in self.outline]
-        i = bisect_right(starts, seq) - 1
-        return self.outline[i] if 0 <= i < len(self.outline) else None
-
     def batch_row(self, batch: int | None) -> dict[str, Any] | None:
         return next((b for b in self.batches if b.get("batch") == batch), None)
 
