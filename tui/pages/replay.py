@@ -212,13 +212,16 @@ class ReplayPage(Screen):
         self._put("#update", update_text(updates, phase == "optimizer", 32))
         self._put("#event-title", self._event_title(event), layout=False)
         self._put("#summary", self._summary(event, updates), layout=False)
+        views = self.query_one(LayerViews)
+        # Data, update and collapsed events have no layer of their own: the cards say it all.
+        views.display = kind in ("layer", "grad", "loss")
         if kind in ("layer", "grad"):
-            self.query_one(LayerViews).show(self._layer(event))
+            views.show(self._layer(event))
         elif kind == "loss":
             # The loss is computed from the model's output: show the last layer's.
             last = [e for e in events if e.get("kind") == "layer"]
             if last:
-                self.query_one(LayerViews).show(self._layer(last[-1]))
+                views.show(self._layer(last[-1]))
         self._sync_batch(batch)
         self._prefetch()
 

@@ -116,7 +116,7 @@ class InputCard(AgentPane):
         for stage in stages:
             here = stage.get("call") == self.stage_call
             body.append(
-                f"\n {'▸' if here else '·'} {fmt.clip(str(stage.get('name')), 28)}",
+                f"\n {'▸' if here else '·'} {fmt.clip(str(stage.get('name')), 24)}",
                 style="bold" if here else colors.MUTED,
             )
         if self.target:
