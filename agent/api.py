@@ -17,23 +17,30 @@ import numpy as np
 from tvis import __version__
 from tvis.agent import views
 from tvis.agent.calltree import LAYER_SORT_KEYS, CallTree
+from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights import InsightsAPI
 from tvis.agent.protocol import (
     BAD_REQUEST,
+    MAX_READ,
     NOT_FOUND,
     PROTOCOL_VERSION,
     VERSION_MISMATCH,
     AgentError,
+    RawBytes,
     mismatch_message,
 )
+from tvis.agent.ranks import RanksAPI
 from tvis.agent.replay import ReplayAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
+from tvis.agent.weights import WeightsAPI
 from tvis.store.reader import Chunk, RunReader, StoreError
 
 # A raw array reply stays well under the 64 MiB frame limit with its record around it.
 MAX_ARRAY_BYTES = 48 << 20
+# Token ids decoded per argument: a long sentence; the pipeline view pages past this.
+MAX_DECODED = 512
 # Pages of calls: a screen shows tens of rows; a few thousand bound the reply for any model.
 MAX_PAGE = 5000
 
@@ -44,10 +51,12 @@ def _page(rows: list[Any], offset: int, limit: int) -> list[Any]:
     return rows[offset : offset + min(limit, MAX_PAGE)]
 
 
-class AgentAPI(ReplayAPI, InsightsAPI):
+class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
-    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), Replay's
-    from ``ReplayAPI`` (agent/replay.py)."""
+    The insight pages' methods come from ``InsightsAPI`` (agent/insights.py), the comparison
+    of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py), the Weights
+    page's views from ``WeightsAPI`` (agent/weights.py), Replay's from ``ReplayAPI``
+    (agent/replay.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
@@ -136,6 +145,7 @@ class AgentAPI(ReplayAPI, InsightsAPI):
             "calls": sum(b.get("n_calls", 0) for b in batches if isinstance(b, dict)),
             "bytes": reader.size_bytes(),
             "host": reader.meta.get("host"),
+            "rank": (reader.meta.get("rank") or {}).get("rank"),
         }
 
     @rpc
@@ -154,6 +164,8 @@ class AgentAPI(ReplayAPI, InsightsAPI):
             "params": index.get("params") or [],
             "notices": index.get("notices") or [],
             "data": index.get("data") or {},
+            "rank": reader.meta.get("rank"),
+            "ranks": self.rank_siblings(run),
         }
 
     @rpc
@@ -175,11 +187,41 @@ class AgentAPI(ReplayAPI, InsightsAPI):
         """One call in full: each tensor argument's entry (and its gradient's) inlined."""
         tree = self._tree(run, batch)
         record = dict(self._call(tree, call))
+        vocab = Vocabulary(self.store.index(run).get("data"))
+        chunk = self.store.chunk(run, "batch", batch)
         for side in ("inputs", "outputs"):
-            record[side] = [self._inline(tree, arg) for arg in record.get(side) or []]
+            record[side] = [
+                self._decode_arg(chunk, vocab, self._inline(tree, arg))
+                for arg in record.get(side) or []
+            ]
+        record["tokens"] = [
+            {**t, "decoded": [vocab.text(ids) for ids in t.get("ids") or []]}
+            for t in chunk.record.get("tokens") or []
+            if isinstance(t, dict) and t.get("call") == call
+        ]
         record["path"] = tree.path(call)
         record["n_children"] = len(tree.children.get(call, []))
         return record
+
+    def _decode_arg(self, chunk: Chunk, vocab: Vocabulary, arg: Any) -> Any:
+        """Token ids in an argument as text: a list of ids, or the first sample of an
+        integer tensor whose values were kept, when the run knows a vocabulary."""
+        if not isinstance(arg, dict) or not vocab.known:
+            return arg
+        if isinstance(arg.get("ids"), list):
+            return {**arg, "decoded": vocab.decoded(arg["ids"][:MAX_DECODED])}
+        entry = arg.get("entry")
+        shape = (entry or {}).get("shape") or []
+        if not entry or not str(entry.get("dtype", "")).startswith("int") or len(shape) > 2:
+            return arg
+        values = chunk.array(entry["id"])
+        if values is None or values.size == 0:
+            return arg
+        row = np.asarray(values).reshape(-1) if values.ndim < 2 else np.asarray(values[0])
+        ids = [int(i) for i in row[:MAX_DECODED]]
+        if min(ids) < 0 or max(ids) >= len(vocab.tokens):
+            return arg  # not ids of this vocabulary (class labels, positions, ...)
+        return {**arg, "decoded": {**vocab.decoded(ids), "sample": 0 if values.ndim == 2 else None}}
 
     def _inline(self, tree: CallTree, arg: Any) -> Any:
         entry = tree.tensor(arg.get("tensor")) if isinstance(arg, dict) else None
@@ -323,6 +365,33 @@ class AgentAPI(ReplayAPI, InsightsAPI):
         return result
 
     @rpc
+    def read(
+        self,
+        run: str,
+        tensor: int,
+        batch: int | None = None,
+        step: int | None = None,
+        grad: bool = False,
+        offset: int = 0,
+        length: int = MAX_READ,
+    ) -> RawBytes:
+        """Bytes ``offset`` to ``offset + length`` (at most 16 MiB) of a tensor's stored
+        values, C order, little-endian, as a data frame; the layout is the entry's
+        ``value`` (dtype, shape, nbytes). Clients ask for several ranges at once."""
+        chunk = self._chunk(run, batch, step)
+        entry = self._entry(chunk, tensor, grad)
+        # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
+        data = memoryview(self._values(chunk, entry).reshape(-1).view(np.uint8))
+        if offset < 0 or length < 0 or length > MAX_READ:
+            raise AgentError(f"read needs offset >= 0 and 0 <= length <= {MAX_READ}.", BAD_REQUEST)
+        if offset > len(data):
+            raise AgentError(
+                f"offset {offset} is past the {len(data)} bytes of tensor {entry['id']}.",
+                BAD_REQUEST,
+            )
+        return RawBytes(data[offset : offset + length])
+
+    @rpc
     def sources(self, run: str) -> list[str]:
         """The files in the run's source snapshot."""
         return sorted(self.store.sources(run))
@@ -407,5 +476,7 @@ class AgentAPI(ReplayAPI, InsightsAPI):
     def samples(self, run: str, batch: int) -> dict[str, Any]:
         """The batch's samples with their input, target, prediction and loss when recorded."""
         chunk = self.store.chunk(run, "batch", batch)
-        classes = (self.store.index(run).get("data") or {}).get("classes")
-        return sample_rows(chunk, self._tree(run, batch), classes)
+        data = self.store.index(run).get("data") or {}
+        result = sample_rows(chunk, self._tree(run, batch), data.get("classes"))
+        self._sequence_columns(chunk, Vocabulary(data), result)
+        return result

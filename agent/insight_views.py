@@ -3,9 +3,13 @@ and token strings joined back into text. Pure functions on arrays; no torch."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from tvis.store.schema import LossCurve
 
 
 def pca(points: np.ndarray, components: int = 2) -> tuple[np.ndarray, np.ndarray]:
@@ -124,3 +128,49 @@ def patch_grid(tokens: int) -> dict[str, int] | None:
         if side > 1 and side * side == tokens - offset:
             return {"h": side, "w": side, "offset": offset}
     return None
+
+
+def loss_curve(batches: list[dict[str, Any]], width: int) -> LossCurve:
+    """The ``loss_curve`` reply body from the run index's batch maps (in recorded order)."""
+    steps, light, seen_steps = [], [], set()
+    previous = None
+    for b in batches:
+        if not b.get("light") and b.get("step") not in seen_steps:
+            seen_steps.add(b.get("step"))
+            steps.append({"step": b.get("step"), "batch": b["index"]})
+        if b.get("light"):
+            if light and light[-1][1] == previous:
+                light[-1][1] = b["index"]
+            else:
+                light.append([b["index"], b["index"]])
+        previous = b["index"]
+    points = [
+        (b["index"], float(b["loss"]), bool(b.get("light")))
+        for b in batches
+        if isinstance(b.get("loss"), (int, float)) and math.isfinite(b["loss"])
+    ]
+    columns = []
+    for chunk in np.array_split(np.arange(len(points)), min(width, len(points)) or 1):
+        if chunk.size == 0:
+            continue
+        part = [points[i] for i in chunk]
+        losses = [p[1] for p in part]
+        columns.append(
+            {
+                "first": part[0][0],
+                "last": part[-1][0],
+                "lo": min(losses),
+                "hi": max(losses),
+                "mean": sum(losses) / len(losses),
+                "light": all(p[2] for p in part),
+            }
+        )
+    values = [p[1] for p in points]
+    return {
+        "columns": columns,
+        "steps": steps,
+        "light": light,
+        "total": len(points),
+        "lo": min(values) if values else None,
+        "hi": max(values) if values else None,
+    }

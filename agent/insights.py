@@ -17,11 +17,13 @@ import numpy as np
 from tvis.agent import insight_views as iv
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
+from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.agent.samples import model_input
 from tvis.agent.store import _LRU
 from tvis.store.reader import Chunk
+from tvis.store.schema import LossCurve, ReductionCheck
 
 # Stages listed for one sample: a pipeline is a handful; a loop calling a traced helper
 # per pixel is not a pipeline a person reads stage by stage.
@@ -143,20 +145,42 @@ class InsightsAPI:
         table = _LossArrays(chunk, loss, (chunk.record.get("batch") or {}).get("batch_size"))
         if table.per_token:
             if sample is None:
-                rows = table.sequence_rows(data.get("vocab"))
+                rows = table.sequence_rows(Vocabulary(data))
                 return {"kind": "sequences", "total": len(rows), "rows": _page(rows, offset, limit)}
             given = model_input(chunk.record, self._tree(run, batch))
-            result = table.token_rows(sample, data.get("vocab"), _input_ids(chunk, given, sample))
+            result = table.token_rows(sample, Vocabulary(data), _input_ids(chunk, given, sample))
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": _page(rows, offset, limit)}
         rows = table.sample_rows(data.get("classes"))
         return {"kind": "samples", "total": len(rows), "rows": _page(rows, offset, limit)}
 
+    def _sequence_columns(self, chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
+        """A language model's ``samples`` rows gain each sequence's mean loss, target and
+        predicted text, token accuracy and worst token; ``vocabulary`` says why not text."""
+        loss = _loss_section(chunk, required=False)
+        arrays = _LossArrays(chunk, loss, table.get("batch_size"))
+        if not arrays.per_token:
+            return
+        for row, sequence in zip(table["rows"], arrays.sequence_rows(vocab), strict=False):
+            row["target_text"] = sequence.get("text")
+            for key in ("pred_text", "tokens", "accuracy", "worst"):
+                if key in sequence:
+                    row[key] = sequence[key]
+            if sequence.get("loss") is not None:
+                row["loss"] = sequence["loss"]
+        table["per_token"] = True
+        table["vocabulary"] = vocab.why
+
     # -- loss ----------------------------------------------------------------------------
 
     @rpc
     def loss_detail(
-        self, run: str, batch: int, confusion: bool = True, limit: int = 64
+        self,
+        run: str,
+        batch: int,
+        confusion: bool = True,
+        limit: int = 64,
+        elements: int = MAX_ELEMENTS,
     ) -> dict[str, Any]:
         """The loss call and how it reduces; per-element loss and validity mask; each
         sample's p(target) → −log p → loss, worst first; a confusion matrix over every
@@ -176,11 +200,31 @@ class InsightsAPI:
         )
         result["per_token"] = table.per_token
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
-        result.update(table.elements())
+        if not 0 <= elements <= MAX_ELEMENTS:
+            raise AgentError(f"elements must be 0 to {MAX_ELEMENTS}.", BAD_REQUEST)
+        result.update(table.elements(elements))
+        result["hist"] = table.histogram()
+        result["residual_hist"] = table.residual_histogram(loss.get("fn"))
+        result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
         if confusion and not table.per_token and table.has("target", "pred"):
             result["confusion"] = self._confusion(run, loss.get("classes"))
         return result
+
+    @rpc
+    def loss_curve(self, run: str, width: int = 200) -> LossCurve:
+        """The loss of every recorded batch in order, decimated to ``width`` columns:
+        ``{columns: [{first, last, lo, hi, mean, light}], steps: [{step, batch}] (the
+        first batch of each optimizer step), light: [[first, last]] (runs of light batches:
+        evaluation, sampling), total, lo, hi}``; a batch without a loss is left out."""
+        if not 1 <= width <= 2048:
+            raise AgentError("width must be 1 to 2048.", BAD_REQUEST)
+        batches = [
+            b
+            for b in self.store.index(run).get("batches") or []
+            if isinstance(b, dict) and isinstance(b.get("index"), int)
+        ]
+        return iv.loss_curve(batches, width)
 
     def _confusion(self, run: str, classes: Any) -> dict[str, Any] | None:
         index = self.store.index(run)
@@ -541,13 +585,36 @@ class _LossArrays:
         whole = (values.shape[0] // per) * per
         return values[:whole].reshape(whole // per, per, *values.shape[1:])
 
-    def elements(self) -> dict[str, Any]:
+    def valid_elements(self) -> np.ndarray | None:
+        """Every stored per-element loss that counts (padding and ignore_index left out)."""
+        per_element = self.values("per_element")
+        if per_element is None:
+            return None
+        values = per_element.reshape(-1).astype(np.float64)
+        valid = self.values("valid")
+        if valid is not None and valid.size == values.size:
+            values = values[valid.reshape(-1).astype(bool)]
+        return values
+
+    def histogram(self) -> dict[str, Any] | None:
+        """``{counts, lo, hi}`` of the valid per-element losses (32 bins)."""
+        return _hist(self.valid_elements())
+
+    def residual_histogram(self, fn: Any) -> dict[str, Any] | None:
+        """|input − target| per element for the regression losses whose elements give it
+        exactly (``mse_loss``: √loss, ``l1_loss``: loss); its sign is not recorded."""
+        values = self.valid_elements()
+        if values is None or fn not in ("mse_loss", "l1_loss"):
+            return None
+        return _hist(np.sqrt(np.maximum(values, 0)) if fn == "mse_loss" else np.abs(values))
+
+    def elements(self, limit: int = MAX_ELEMENTS) -> dict[str, Any]:
         per_element = self.values("per_element")
         valid = self.values("valid")
         out: dict[str, Any] = {"per_element": None, "valid": None, "per_element_shape": None}
         if per_element is not None:
             out["per_element_shape"] = list(per_element.shape)
-            out["per_element"] = per_element.reshape(-1)[:MAX_ELEMENTS].astype(np.float32)
+            out["per_element"] = per_element.reshape(-1)[:limit].astype(np.float32)
             finite = per_element[np.isfinite(per_element)]
             mask = valid.reshape(-1).astype(bool) if valid is not None else None
             if mask is not None and mask.shape == per_element.reshape(-1).shape:
@@ -557,8 +624,44 @@ class _LossArrays:
             else:
                 out["valid_mean"] = float(finite.mean()) if finite.size else None
         if valid is not None:
-            out["valid"] = valid.reshape(-1)[:MAX_ELEMENTS].astype(np.uint8)
+            out["valid"] = valid.reshape(-1)[:limit].astype(np.uint8)
         return out
+
+    def reduction_check(self) -> ReductionCheck | None:
+        """How the per-element losses reduce to the scalar the script got, redone here from
+        every stored element: ``{reduction, terms, sum, divisor, computed, recorded,
+        matches, complete}``; None when the elements or the scalar were not recorded."""
+        per_element = self.values("per_element")
+        recorded = self.loss.get("value")
+        reduction = self.loss.get("reduction")
+        if per_element is None or not isinstance(recorded, (int, float)):
+            return None
+        values = self.valid_elements()
+        total = float(values.sum())
+        weight_sum = self.loss.get("weight_sum")
+        if reduction == "sum":
+            divisor = 1.0
+        elif isinstance(weight_sum, (int, float)):
+            divisor = float(weight_sum)
+        else:
+            divisor = float(values.size)
+        computed = total / divisor if divisor else float("nan")
+        shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
+        complete = not shape or int(np.prod(per_element.shape)) == int(np.prod(shape))
+        return {
+            "reduction": reduction,
+            "terms": int(values.size),
+            "sum": total,
+            "divisor": divisor,
+            "weighted": isinstance(weight_sum, (int, float)),
+            "computed": computed,
+            "recorded": float(recorded),
+            # float32 sums in torch against a float64 sum here: agree to a few ulps per term
+            "matches": bool(np.isclose(computed, recorded, rtol=1e-4, atol=1e-6))
+            if complete
+            else None,
+            "complete": complete,
+        }
 
     def _per_sample_loss(self) -> list:
         per_sample = self.loss.get("per_sample")
@@ -610,23 +713,36 @@ class _LossArrays:
             rows.append(row)
         return rows
 
-    def sequence_rows(self, vocab: Any) -> list[dict[str, Any]]:
-        """One row per sequence: loss, valid tokens, token accuracy, the target text."""
+    def sequence_rows(self, vocab: Vocabulary) -> list[dict[str, Any]]:
+        """One row per sequence: loss, valid tokens, token accuracy, the target and predicted
+        texts (decoded as the script's tokenizer decodes), the worst token."""
         losses = self._per_sample_loss()
         target, pred, valid = (self.by_sample(k) for k in ("target", "pred", "valid"))
+        per_element = self.by_sample("per_element")
         rows = []
         for i in range(self.size or 0):
             row: dict[str, Any] = {"sample": i, "loss": losses[i] if i < len(losses) else None}
             if target is not None and i < target.shape[0]:
                 mask = _mask(valid, i, target.shape[1])
                 row["tokens"] = int(mask.sum())
-                row["text"] = iv.join_tokens([_token(vocab, int(t)) for t in target[i][mask]])
+                row["text"] = vocab.text(target[i][mask].tolist())
                 if pred is not None and i < pred.shape[0] and mask.any():
                     row["accuracy"] = float((pred[i][mask] == target[i][mask]).mean())
+                    row["pred_text"] = vocab.text(pred[i][mask].tolist())
+                if per_element is not None and i < per_element.shape[0] and mask.any():
+                    losses_i = np.where(mask, per_element[i].reshape(-1), -np.inf)
+                    pos = int(np.argmax(losses_i))
+                    row["worst"] = {
+                        "pos": pos,
+                        "token": vocab.token(int(target[i][pos])),
+                        "loss": float(losses_i[pos]),
+                    }
             rows.append(row)
         return rows
 
-    def token_rows(self, sample: int, vocab: Any, inputs: list[int] | None) -> dict[str, Any]:
+    def token_rows(
+        self, sample: int, vocab: Vocabulary, inputs: list[int] | None
+    ) -> dict[str, Any]:
         """One row per position of ``sample``: input, target, prediction, p(target), loss,
         padding; and the input, target and predicted texts decoded with the vocabulary."""
         columns = {k: self.by_sample(k) for k in ("target", "pred", "p_target", "per_element")}
@@ -642,12 +758,12 @@ class _LossArrays:
             row: dict[str, Any] = {"pos": pos, "pad": not bool(mask[pos])}
             if inputs is not None and pos < len(inputs):
                 row["input"] = inputs[pos]
-                row["input_token"] = _token(vocab, inputs[pos])
+                row["input_token"] = vocab.token(inputs[pos])
             for key in ("target", "pred"):
                 values = columns[key]
                 if values is not None and sample < values.shape[0]:
                     row[key] = int(values[sample, pos])
-                    row[f"{key}_token"] = _token(vocab, row[key])
+                    row[f"{key}_token"] = vocab.token(row[key])
             for key, name in (("p_target", "p_target"), ("per_element", "loss")):
                 values = columns[key]
                 if values is not None and sample < values.shape[0]:
@@ -659,15 +775,29 @@ class _LossArrays:
             "kind": "tokens",
             "sample": sample,
             "text": {
-                "input": iv.join_tokens([r["input_token"] for r in rows if "input_token" in r])
-                if inputs is not None
-                else None,
-                "target": iv.join_tokens([r["target_token"] for r in real]),
-                "pred": iv.join_tokens([r["pred_token"] for r in real if "pred_token" in r]),
+                "input": vocab.text(inputs) if inputs is not None else None,
+                "target": vocab.text([r["target"] for r in real]),
+                "pred": vocab.text([r["pred"] for r in real if "pred" in r]),
             },
+            "vocabulary": vocab.why,
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }
+
+
+# Bins of the loss page's histograms: the recorder's tensor histograms use as many.
+HIST_BINS = 32
+
+
+def _hist(values: np.ndarray | None) -> dict[str, Any] | None:
+    if values is None:
+        return None
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    counts, _ = np.histogram(finite, bins=HIST_BINS, range=(lo, hi if hi > lo else lo + 1))
+    return {"counts": counts.tolist(), "lo": lo, "hi": hi}
 
 
 def _mask(valid: np.ndarray | None, sample: int, length: int) -> np.ndarray:

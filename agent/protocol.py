@@ -8,6 +8,7 @@ read-only numpy arrays; nothing here unpickles or evaluates anything.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import msgpack
@@ -25,6 +26,17 @@ STREAM_MIN = 64 << 10
 
 HEADER = struct.Struct(">I")
 ND_KEY = "__nd__"
+# A length word with this bit set starts a data frame instead of a msgpack frame: the
+# request id (DATA_ID) follows, then that many raw bytes. Frames never reach 2 GiB, so the
+# bit is free, and a client that never asks for ``read`` never meets one.
+DATA_FLAG = 1 << 31
+DATA_ID = struct.Struct(">Q")
+# One ``read`` answer: big enough that a request per chunk costs nothing next to moving
+# it, small enough that a few in flight keep the ssh pipe full without hoarding memory.
+MAX_READ = 16 << 20
+# A pipe holds 64 KiB by default, so each 16 MiB chunk would wake both ends hundreds of
+# times; 1 MiB is the most an unprivileged process may ask for on Linux.
+PIPE_SIZE = 1 << 20
 
 BAD_REQUEST, NOT_FOUND, VERSION_MISMATCH, AGENT_FAULT = 400, 404, 409, 500
 
@@ -58,6 +70,14 @@ class Truncated(Exception):
     """The stream ended in the middle of a frame."""
 
 
+@dataclass(frozen=True)
+class RawBytes:
+    """A result that travels as a data frame: ``data`` goes from where it lies (a memory
+    map of the blob) to the output without being packed or copied."""
+
+    data: memoryview
+
+
 def _wire_array(array: np.ndarray) -> tuple[dict[str, Any], memoryview | bytes]:
     """The ``__nd__`` fields of an array without its data, and the data itself."""
     if array.dtype.hasobject:
@@ -72,6 +92,8 @@ def _wire_array(array: np.ndarray) -> tuple[dict[str, Any], memoryview | bytes]:
 
 
 def _default(obj: Any) -> Any:
+    if isinstance(obj, RawBytes):  # where a reply cannot go as a data frame
+        return obj.data
     if isinstance(obj, np.ndarray):
         fields, data = _wire_array(obj)
         return {**fields, "data": data}
@@ -131,21 +153,56 @@ def read_exact(stream: BinaryIO, n: int) -> bytes | bytearray:
     return buffer
 
 
-def read_frame(stream: BinaryIO, limit: int) -> bytes | bytearray | None:
-    """The next frame's body, or None at a clean end of stream.
+def read_into(stream: BinaryIO, view: memoryview) -> None:
+    """Fill ``view`` from ``stream`` (no buffer in between), or raise ``Truncated``."""
+    got, n = 0, len(view)
+    while got < n:
+        count = stream.readinto(view[got:])  # type: ignore[attr-defined]
+        if not count:
+            raise Truncated(f"the stream ended {n - got} bytes short of a data frame")
+        got += count
 
-    Raises ``FrameTooLarge`` (leaving the oversized body unread) or ``Truncated``.
-    """
+
+def widen_pipe(fd: int) -> None:
+    """Give the pipe at ``fd`` a ``PIPE_SIZE`` buffer where the system allows; else nothing."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
+    except (ImportError, OSError, ValueError):
+        pass  # not Linux, not a pipe, or above the system's limit: the default still works
+
+
+def data_header(request_id: int, size: int) -> bytes:
+    """The length word and id that start a data frame of ``size`` bytes."""
+    return HEADER.pack(DATA_FLAG | size) + DATA_ID.pack(request_id)
+
+
+def read_length(stream: BinaryIO) -> int | None:
+    """The next length word (``DATA_FLAG`` included), or None at a clean end of stream."""
     header = read_exact(stream, HEADER.size)
     if not header:
         return None
-    (size,) = HEADER.unpack(header)
+    return HEADER.unpack(header)[0]
+
+
+def read_body(stream: BinaryIO, size: int, limit: int) -> bytes | bytearray:
+    """The ``size`` bytes of a msgpack frame; ``FrameTooLarge`` (left unread) or ``Truncated``."""
     if size > limit:
         raise FrameTooLarge(size, limit)
     body = read_exact(stream, size)
     if len(body) != size:
         raise Truncated("the stream ended right after a frame header")
     return body
+
+
+def read_frame(stream: BinaryIO, limit: int) -> bytes | bytearray | None:
+    """The next frame's body, or None at a clean end of stream.
+
+    Raises ``FrameTooLarge`` (leaving the oversized body unread) or ``Truncated``.
+    """
+    size = read_length(stream)
+    return None if size is None else read_body(stream, size, limit)
 
 
 def skip(stream: BinaryIO, size: int, chunk: int = 1 << 20) -> bool:
@@ -217,6 +274,16 @@ def reply_parts(reply: dict[str, Any]) -> list[bytes | memoryview]:
         message = f"the reply of {size} bytes exceeds the frame limit; ask for less."
         return [encode(_fault(reply, message))]
     return parts
+
+
+def reply_frame(reply: dict[str, Any]) -> list[bytes | memoryview]:
+    """A whole reply frame in pieces, length word included: a data frame for a
+    ``RawBytes`` result, else a msgpack frame (see ``reply_parts``)."""
+    result = reply.get("result")
+    if isinstance(result, RawBytes) and isinstance(reply.get("id"), int):
+        return [data_header(reply["id"], len(result.data)), result.data]
+    parts = reply_parts(reply)
+    return [HEADER.pack(sum(len(p) for p in parts)), *parts]
 
 
 def reply_body(reply: dict[str, Any]) -> bytes:

@@ -17,14 +17,14 @@ from typing import Any, BinaryIO
 from tvis.agent.dispatch import handle
 from tvis.agent.protocol import (
     BAD_REQUEST,
-    HEADER,
     MAX_REQUEST_FRAME,
     FrameTooLarge,
     Truncated,
     decode,
     read_frame,
-    reply_parts,
+    reply_frame,
     skip,
+    widen_pipe,
 )
 
 log = logging.getLogger("tvis.agent")
@@ -44,6 +44,7 @@ class StdioServer:
         self.api = api
         self.stdin = stdin
         self.out_fd = out_fd
+        widen_pipe(out_fd)
         self._write_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_PENDING)
         self._output_closed = False
@@ -94,12 +95,12 @@ class StdioServer:
             self._slots.release()
 
     def send(self, reply: dict[str, Any]) -> None:
-        """Write one reply frame (see ``reply_body`` for replies that cannot travel)."""
-        parts = reply_parts(reply)
-        header = HEADER.pack(sum(len(p) for p in parts))
+        """Write one reply frame (see ``reply_frame``; replies that cannot travel become
+        error replies there)."""
+        parts = reply_frame(reply)
         with self._write_lock:
             try:
-                for part in (header, *parts):
+                for part in parts:
                     data = memoryview(part)
                     while data:
                         data = data[os.write(self.out_fd, data) :]

@@ -84,8 +84,9 @@ def crop(values: np.ndarray, window: Sequence[int] | None) -> tuple[np.ndarray, 
     return values[r0:r1, c0:c1], [r0, r1, c0, c1]
 
 
-def _starts(n: int, m: int) -> np.ndarray:
-    # m nearly equal blocks over n items; every block is non-empty because n > m.
+def block_starts(n: int, m: int) -> np.ndarray:
+    """The first item of each of ``m`` nearly equal blocks over ``n`` items (``block_mean``'s
+    blocks); every block is non-empty because n > m."""
     return np.arange(n) if n <= m else (np.arange(m) * n) // m
 
 
@@ -100,7 +101,7 @@ def block_mean(values: np.ndarray, height: int, width: int) -> np.ndarray:
         return values.astype(np.float32)
     if values.dtype.kind != "f" or values.dtype.itemsize < 4:
         values = values.astype(np.float32)  # float16 sums overflow past 65504
-    rows, cols = _starts(h, height), _starts(w, width)
+    rows, cols = block_starts(h, height), block_starts(w, width)
     # Along rows first: contiguous memory, and in the input's precision (blocks are short);
     # the small partial sums are then added in float64. 10× faster than the other order.
     sums = np.add.reduceat(values, cols, axis=1).astype(np.float64)

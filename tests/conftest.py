@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from support import EXAMPLES, run_tvis
@@ -20,6 +21,27 @@ def recorded_run(tmp_path_factory) -> Path:
     assert result.returncode == 0, result.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     return run
+
+
+@pytest.fixture(scope="session")
+def ddp_recording(tmp_path_factory) -> SimpleNamespace:
+    """A 2-rank DDP script (DistributedSampler, an unused parameter) run by plain `torchrun`
+    and by `torchrun -m tvis run --steps 3`: ``group`` (the recording), ``plain`` and
+    ``recorded`` (each rank's journal of loss and parameter digest per step), ``result``."""
+    from ranks_support import torchrun
+
+    work = tmp_path_factory.mktemp("ddp")
+    script_args = ["--unused", "--steps", "5"]
+    plain = torchrun("plain", [], [*script_args[:1], "--steps", "3", "--journal", "plain"], work)
+    assert plain.returncode == 0, plain.stderr
+    result = torchrun(
+        "module", ["--steps", "3", "--out", "runs"], [*script_args, "--journal", "rec"], work
+    )
+    assert result.returncode == 0, result.stderr
+    (group,) = [p for p in (work / "runs").iterdir() if p.is_dir()]
+    return SimpleNamespace(
+        group=group, plain=work / "plain", recorded=work / "rec", result=result, root=work
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from tvis.store.format import COMPLETE
+from tvis.store.writer import RunWriter
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 TVIS = str(Path(sys.executable).with_name("tvis"))
@@ -22,3 +27,64 @@ def run_tvis(*args: str, cwd: Path | None = None, timeout: float = 300, env=None
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+# Stands in for an ssh session that dies: relays the agent's first argv[2] bytes, then
+# ends (the agent is killed, and the client's stream ends wherever that cut falls).
+_CUT_RELAY = """
+import os, subprocess, sys
+agent = subprocess.Popen(
+    [sys.executable, "-m", "tvis.cli", "agent", "--stdio", "--root", sys.argv[1]],
+    stdout=subprocess.PIPE,
+)
+left = int(sys.argv[2])
+while left > 0 and (data := os.read(agent.stdout.fileno(), min(left, 1 << 16))):
+    os.write(1, data)
+    left -= len(data)
+agent.kill()
+"""
+
+
+def cut_agent_argv(root: Path, after_bytes: int) -> list[str]:
+    """A `tvis agent --stdio` for ``root`` whose output stops after ``after_bytes``."""
+    return [sys.executable, "-c", _CUT_RELAY, str(root), str(after_bytes)]
+
+
+# 64 MiB: big enough to take many chunks in flight through ssh, small enough for the
+# 2-core machine the suite runs on (the benchmark moves 196 MiB).
+LARGE_SHAPE = (16, 64, 128, 128)
+
+
+def write_large_run(root: Path) -> tuple[Path, np.ndarray]:
+    """A run whose batch 0 has one call, ``encoder``, with a 64 MiB float32 output."""
+    values = np.random.default_rng(1).standard_normal(LARGE_SHAPE, dtype=np.float32)
+    entry = {
+        "id": 0,
+        "shape": list(LARGE_SHAPE),
+        "dtype": "float32",
+        "device": "cpu",
+        "stats": {"numel": values.size},
+        "batch_dim": 0,
+        "batch_dim_inferred": False,
+        "grad": None,
+        "of": None,
+    }
+    call = {
+        "id": 0,
+        "parent": -1,
+        "depth": 0,
+        "kind": "module",
+        "name": "encoder",
+        "cls": "Conv2d",
+        "phase": "forward",
+        "inputs": [],
+        "outputs": [{"name": "out", "tensor": 0}],
+        "flags": [],
+    }
+    batch = {"index": 0, "step": 0, "micro": 0, "batch_size": 16, "n_calls": 1, "phase_ms": {}}
+    path = root / "tvis_runs" / "20260101-000000_big_000000"
+    writer = RunWriter(path, {"script": "big.py"})
+    writer.write_batch(0, {"batch": batch, "calls": [call], "tensors": [entry]}, {0: values})
+    writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": [], "data": {}})
+    writer.write_meta(status=COMPLETE)
+    return path, values

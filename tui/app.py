@@ -99,7 +99,8 @@ class TvisApp(App[None]):
         return info.get("step") if info else None
 
     def pages(self) -> list[PageSpec]:
-        return pages_for(self.run_name is not None)
+        ranks = len((self.run_info or {}).get("ranks") or [])
+        return pages_for(self.run_name is not None, ranks)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -294,6 +295,12 @@ class TvisApp(App[None]):
 
     def action_batch(self, delta: int) -> None:
         self.set_batch(self.batch + delta)
+
+    def action_rank(self, delta: int) -> None:
+        """Open the previous / next rank of a multi-process recording, on the same page."""
+        names = [r["run"] for r in (self.run_info or {}).get("ranks") or []]
+        if self.run_name in names and len(names) > 1:
+            self.open_run(names[(names.index(self.run_name) + delta) % len(names)])
 
     def set_batch(self, index: int) -> None:
         index = max(0, min(index, self.batch_count - 1))

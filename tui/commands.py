@@ -86,10 +86,24 @@ class ViewCommands(Provider):
                         f"batches {', '.join(map(str, batches))}",
                     )
                 )
-        if app.explore_page() is not None:
+        page = app.explore_page()
+        if page is not None:
             commands.append(
                 ("toggle batch / step mode", app.toggle_explore_mode, "the call tree's roots")
             )
+            if page.inspector.cards:
+                commands += [
+                    (
+                        "copy Python to fetch this",
+                        page.inspector.action_copy_python,
+                        "tvis.connect lines for the tensor under the cursor",
+                    ),
+                    (
+                        "export this tensor",
+                        page.inspector.action_export,
+                        "save it to .npy (and .pt) in ./tvis_exports",
+                    ),
+                ]
         return commands
 
     async def discover(self) -> Hits:

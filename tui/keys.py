@@ -33,6 +33,8 @@ APP = [
     _b("right_square_bracket", "sample(1)", "Next sample", "app.sample_next"),
     _b("full_stop", "batch(1)", "Next batch", "app.batch_next"),
     _b("comma", "batch(-1)", "Previous batch", "app.batch_prev"),
+    _b("left_curly_bracket", "rank(-1)", "Previous rank (multi-process runs)", "app.rank_prev"),
+    _b("right_curly_bracket", "rank(1)", "Next rank (multi-process runs)", "app.rank_next"),
     *page_bindings(),
 ]
 
@@ -80,6 +82,7 @@ INSPECTOR = [
     _b("k,up", "prev_card", "Previous tensor", "inspector.prev"),
     _b("greater_than_sign,l,right", "index(1)", "Next leading index", "inspector.index_next"),
     _b("less_than_sign,h,left", "index(-1)", "Previous leading index", "inspector.index_prev"),
+    _b("e", "export", "Save the tensor to .npy (and .pt)", "inspector.export"),
     _b("v", "cycle_view", "Layer view (On image · Neurons · Stats)", "inspector.view"),
 ]
 
@@ -125,6 +128,33 @@ REPLAY = [
     _b("enter", "explore", "Open the layer in Explore", "replay.explore"),
 ]
 
+LOSS = [
+    _b("o", "sort_worst", "Worst first / sample order", "loss.sort"),
+    _b("l,right", "token(1)", "Next token", "loss.token_next"),
+    _b("h,left", "token(-1)", "Previous token", "loss.token_prev"),
+    _b("shift+right", "cell(0,1)", "Confusion cell right", "loss.cell_right"),
+    _b("shift+left", "cell(0,-1)", "Confusion cell left", "loss.cell_left"),
+    _b("shift+down", "cell(1,0)", "Confusion cell down", "loss.cell_down"),
+    _b("shift+up", "cell(-1,0)", "Confusion cell up", "loss.cell_up"),
+    _b("b", "toggle_scope", "Confusion: this batch / all batches", "loss.scope"),
+    _b("u", "goto_loss_call", "The loss call in Explore", "loss.goto_call"),
+]
+
+WEIGHTS = [
+    _b("w", "cycle_which", "Weight / gradient / update Δw", "weights.which"),
+    _b("n", "slide(1)", "Next recorded step", "weights.step_next"),
+    _b("p", "slide(-1)", "Previous recorded step", "weights.step_prev"),
+    _b("o", "sort_next", "Sort by next column", "weights.sort"),
+    _b("O", "sort_reverse", "Reverse sort", "weights.reverse"),
+    _b("a", "toggle_all", "All layers / one layer", "weights.all"),
+    _b("greater_than_sign", "filters(1)", "Next filters of a conv kernel", "weights.filters_next"),
+    _b("less_than_sign", "filters(-1)", "Previous filters", "weights.filters_prev"),
+]
+
+RANKS = [
+    _b("x", "first_failure", "Rank that failed first", "ranks.failure"),
+]
+
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
     ("Replay", REPLAY),
@@ -134,6 +164,9 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Source", SOURCE),
     ("Layers", LAYERS),
     ("Timeline", TIMELINE),
+    ("Loss", LOSS),
+    ("Weights", WEIGHTS),
+    ("Ranks", RANKS),
     ("Lists (runs, samples, step)", LIST),
 ]
 """The scopes the help screen lists, in the order a user meets them."""

@@ -1,7 +1,8 @@
 """tvis: a step-through debugger for PyTorch training that lives in the terminal.
 
-Importing tvis is cheap and never imports torch: the live-catching functions load
-their machinery on first use.
+Importing tvis is cheap and never imports torch: the live-catching functions and
+``connect`` (the Python API over recorded runs, tvis.runs) load their machinery
+on first use.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ def __getattr__(name: str):
 
         value = globals()[name] = getattr(live, name)  # later lookups skip this hook
         return value
+    if name == "connect":
+        from tvis.runs import connect
+
+        globals()[name] = connect
+        return connect
     raise AttributeError(f"module 'tvis' has no attribute {name!r}")
 
 
-__all__ = ["__version__", *_LIVE_API]
+__all__ = ["__version__", "connect", *_LIVE_API]

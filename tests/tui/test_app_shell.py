@@ -177,7 +177,7 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
-        await pilot.press("3")
+        await pilot.press("5")
         await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
         await wait_for(
             pilot,
@@ -185,7 +185,7 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
             "tab bar and status line on the Live page",
         )
         text = screen_text(app)
-        assert "1 Replay" in text and "2 Explore" in text and "3 Live" in text
+        assert "1 Replay" in text and "2 Explore" in text and "5 Live" in text
         await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
         assert app.internal_errors == []

@@ -20,13 +20,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PageSpec:
-    """A page: its mode id, tab title, whether it needs an open run, and its builder."""
+    """A page: its mode id, tab title, whether it needs an open run, and its builder;
+    ``needs_ranks``: only for a run that is one rank of a multi-process recording."""
 
     id: str
     title: str
     needs_run: bool
     build: Callable[[TvisApp], Screen]
     module: str
+    needs_ranks: bool = False
 
     def exists(self) -> bool:
         return importlib.util.find_spec(self.module) is not None
@@ -44,6 +46,18 @@ def _explore(app: TvisApp) -> Screen:
     return ExplorePage()
 
 
+def _loss(app: TvisApp) -> Screen:
+    from tvis.tui.pages.loss import LossPage
+
+    return LossPage()
+
+
+def _weights(app: TvisApp) -> Screen:
+    from tvis.tui.pages.weights import WeightsPage
+
+    return WeightsPage()
+
+
 def _live(app: TvisApp) -> Screen:
     from tvis.live.address import resolve
     from tvis.tui.pages.live import LivePage
@@ -52,9 +66,18 @@ def _live(app: TvisApp) -> Screen:
     return LivePage(resolve(app.live_address))
 
 
+def _ranks(app: TvisApp) -> Screen:
+    from tvis.tui.pages.ranks import RanksPage
+
+    return RanksPage()
+
+
 PAGES = [
     PageSpec("replay", "Replay", True, _replay, "tvis.tui.pages.replay"),
     PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
+    PageSpec("loss", "Loss", True, _loss, "tvis.tui.pages.loss"),
+    PageSpec("weights", "Weights", True, _weights, "tvis.tui.pages.weights"),
+    PageSpec("ranks", "Ranks", True, _ranks, "tvis.tui.pages.ranks", needs_ranks=True),
     PageSpec("live", "Live", False, _live, "tvis.tui.pages.live"),
 ]
 
@@ -83,6 +106,11 @@ def build(spec: PageSpec, app: TvisApp) -> Screen:
         return BrokenPage(spec.title, e)
 
 
-def pages_for(has_run: bool) -> list[PageSpec]:
-    """The pages the tab bar lists: those that exist and apply."""
-    return [p for p in PAGES if p.exists() and (has_run or not p.needs_run)]
+def pages_for(has_run: bool, ranks: int = 1) -> list[PageSpec]:
+    """The pages the tab bar lists: those that exist and apply (``ranks``: how many ranks
+    the open run's recording holds)."""
+    return [
+        p
+        for p in PAGES
+        if p.exists() and (has_run or not p.needs_run) and (ranks > 1 or not p.needs_ranks)
+    ]

@@ -70,7 +70,7 @@ class View:
 @dataclass(frozen=True)
 class Request:
     """What the view is built for: the selected name, the pinned entry (None: newest), the step
-    to take through history, and the sizes of the panes to fill."""
+    to take through history, the sizes of the panes to fill, and the one rank shown (None: all)."""
 
     selected: str | None
     pin: tuple[int, float] | None
@@ -78,6 +78,7 @@ class Request:
     heat_cols: int
     heat_rows: int
     bar_cols: int
+    rank: int | None = None
 
 
 class LivePage(Screen):
@@ -87,6 +88,7 @@ class LivePage(Screen):
         Binding("left_square_bracket,left", "step(-1)", "older", id="live.older", priority=True),
         Binding("right_square_bracket,right", "step(1)", "newer", id="live.newer", priority=True),
         Binding("end", "newest", "newest", id="live.newest", priority=True),
+        Binding("f", "rank_filter", "rank filter", id="live.rank", priority=True),
     ]
 
     DEFAULT_CSS = """
@@ -109,6 +111,7 @@ class LivePage(Screen):
         self.view: View | None = None
         self._pin: tuple[int, float] | None = None
         self._step = 0
+        self.rank: int | None = None  # only this sender rank's catches; None: every rank
         self._busy = False
         self._cells: dict[str, tuple[str, ...]] = {}
         self._details: dict[tuple, Detail] = {}
@@ -161,6 +164,19 @@ class LivePage(Screen):
         self._pin, self._step = None, 0
         self._tick()
 
+    def action_rank_filter(self) -> None:
+        """Show one rank's catches, the next rank's, …, then every rank's again."""
+        if self.server is None:
+            return
+        ranks = ranks_seen(self.server.store)
+        if self.rank is None:
+            self.rank = ranks[0] if ranks else None
+        else:
+            later = [r for r in ranks if r > self.rank]
+            self.rank = later[0] if later else None
+        self._pin, self._step = None, 0
+        self._tick()
+
     def _tick(self) -> None:
         if self.server is None or self._busy:
             return
@@ -173,6 +189,7 @@ class LivePage(Screen):
             max(1, heatmap.size.width),
             max(2, (heatmap.size.height - 2) * 2),
             max(1, bars.size.width),
+            self.rank,
         )
         self._step = 0
         self._build(request)
@@ -224,25 +241,28 @@ def build_view(server: LiveServer, request: Request, cache: dict[tuple, Detail])
     rows = []
     for name in store.names():
         info = store.info(name)
+        kept = _of_rank(store.entries(name), request.rank)
         # Padded to full width: the table sizes a column by the cells it is first given.
-        trend = sparkline([e.digest().scalar for e in store.entries(name)], TREND_WIDTH)
+        trend = sparkline([e.digest().scalar for e in kept], TREND_WIDTH)
         trend = trend.rjust(TREND_WIDTH)
+        latest = kept[-1] if kept else info.latest
         cells = (
             name,
             trend,
-            _newest(info.latest),
-            _shape(info.latest),
+            _newest(latest) if kept else "",
+            _shape(latest),
             f"{info.rate:.1f}",
             str(info.received),
             str(info.dropped),
         )
         rows.append(Row(name, cells))
+    shown = "every rank" if request.rank is None else f"rank {request.rank} only"
     status = (
         f"Live · receiving on {server.address} · {len(rows)} names · {server.connected} "
-        f"connected · {server.stats.refused} refused · [ ] older/newer, end newest"
+        f"connected · {server.stats.refused} refused · {shown} (f) · [ ] older/newer, end newest"
     )
     selected = request.selected or (rows[0].name if rows else None)
-    entries = store.entries(selected) if selected else []
+    entries = _of_rank(store.entries(selected), request.rank) if selected else []
     if not entries:
         return View(status, rows, selected, None, None)
     index = _index(entries, request.pin, request.step)
@@ -255,11 +275,23 @@ def build_view(server: LiveServer, request: Request, cache: dict[tuple, Detail])
         request.heat_cols,
         request.heat_rows,
         request.bar_cols,
+        request.rank,
     )
     if key not in cache:
         cache.clear()  # One entry's detail at a time: the one on screen.
         cache[key] = _detail(entry, entries, index, request, now)
     return View(status, rows, selected, cache[key], pin)
+
+
+def ranks_seen(store) -> list[int]:
+    """The distributed ranks that have sent anything kept, in order."""
+    return sorted({e.sender.get("rank") for n in store.names() for e in store.entries(n)} - {None})
+
+
+def _of_rank(entries: list[Entry], rank: int | None) -> list[Entry]:
+    """The entries a rank sent (all of them for None): trend, newest and detail follow it;
+    rate, received and drops stay counts over every rank."""
+    return entries if rank is None else [e for e in entries if e.sender.get("rank") == rank]
 
 
 def _index(entries: list[Entry], pin: tuple[int, float] | None, step: int) -> int:

@@ -348,7 +348,7 @@ class Picture(Widget):
         if content.y_labels:
             lines, last = [], None
             for r in range(rows):
-                row = min(h - 1, (r * ch + ch // 2) * h // px_h)
+                row = min(h - 1, r * ch * h // px_h)
                 text = content.y_labels[row] if row != last and row < len(content.y_labels) else ""
                 lines.append(text[:LABEL_CHARS].rjust(label_w - 1) + " ")
                 last = row

@@ -17,12 +17,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tvis.tui import colors, fmt, keys, marks
+from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.fetch import fetch
 from tvis.tui.messages import Selection
 from tvis.tui.widgets.layer_views import Layer, LayerViews
 from tvis.tui.widgets.sparkline import hbar
-from tvis.tui.widgets.tensor_card import TensorCard, TensorRef, ValueLine
+from tvis.tui.widgets.tensor_card import TensorCard, TensorRef, ValueLine, decoded_text
 
 DEBOUNCE_S = 0.03
 """Wait this long after the cursor stops before asking for a call: holding j down then
@@ -133,6 +133,22 @@ def param_header(param: dict[str, Any]) -> Text:
     return text
 
 
+def tokenizer_text(record: dict[str, Any]) -> Text:
+    """A tokenizer call's texts in and tokens out, one sample each."""
+    text = Text()
+    texts = record.get("texts") or []
+    for i, tokens in enumerate(record.get("tokens") or []):
+        if i < len(texts):
+            text.append(f"text[{i}] ", style=colors.MUTED)
+            text.append(repr(fmt.clip(texts[i], 300)), style=colors.PHASE["data"])
+            text.append("\n")
+        text.append(f"  {len(tokens)} tokens ", style=colors.MUTED)
+        text.append(fmt.clip(" ".join(str(t) for t in tokens), 300))
+        text.append("\n")
+    text.rstrip()
+    return text
+
+
 class Inspector(VerticalScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first)."""
 
@@ -142,6 +158,7 @@ class Inspector(VerticalScroll, can_focus=True):
     Inspector { padding: 0 1; }
     Inspector > #header { height: auto; margin-bottom: 1; }
     Inspector > #args { height: auto; }
+    Inspector .decoded { height: auto; padding: 0 1; }
     Inspector .section { color: $text-muted; text-style: bold; height: 1; }
     """
 
@@ -269,6 +286,11 @@ class Inspector(VerticalScroll, can_focus=True):
                 card = TensorCard(ref, self.app.show_grad, self.app.sample)
                 widgets.append(card)
                 refs.append((card, ref))
+                if isinstance(arg.get("decoded"), dict) and "text" in arg["decoded"]:
+                    widgets.append(Static(decoded_text(arg), classes="decoded"))
+        for record in call.get("tokens") or []:
+            widgets.append(Static("tokenizer", classes="section"))
+            widgets.append(Static(tokenizer_text(record), classes="decoded"))
         layer = self._layer_of(selection, call)
         if layer is not None:  # after the cards: On image · Neurons · Stats of the output
             widgets += [Static("this layer, for the followed sample", classes="section")]
@@ -378,3 +400,28 @@ class Inspector(VerticalScroll, can_focus=True):
     @property
     def cards(self) -> list[TensorCard]:
         return [card for card, _ in self._refs]
+
+    # -- taking a tensor home (tui/export.py) --------------------------------------------
+
+    def current_item(self) -> export.ExportItem:
+        """The tensor of the card under the cursor; ``ExportError`` when there is none."""
+        if not self._refs:
+            raise export.ExportError("select a call or a parameter with tensors first.")
+        ref = self._refs[self.current][1]
+        row = (self.selection.row if self.selection else None) or {}
+        name = row.get("name") or row.get("cls") or "call"
+        return export.item_for(ref, self.app.show_grad, name, self.app.run_id or ref.run)
+
+    def _with_item(self, then) -> None:
+        try:
+            item = self.current_item()
+        except export.ExportError as e:
+            self.app.notify(str(e), severity="warning")
+            return
+        then(self.app, item)
+
+    def action_export(self) -> None:
+        self._with_item(export.start)
+
+    def action_copy_python(self) -> None:
+        self._with_item(export.copy_python)

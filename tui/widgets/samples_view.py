@@ -25,35 +25,87 @@ def label(value: Any, classes: list[str] | None) -> str:
     return "—" if value is None else str(value)
 
 
+CLASS_COLUMNS = ("", "sample", "target", "prediction", "loss", "p(target)")
+TEXT_COLUMNS = ("", "sample", "target text", "predicted text", "mean loss", "worst token")
+TEXT_CELL = 40
+"""Characters of a decoded text shown in a table cell; the preview shows it whole."""
+
+
 class SampleTable(DataTable):
     BINDINGS = keys.LIST
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
+        self.per_token: bool | None = None
 
     def on_mount(self) -> None:
-        for col in ("", "sample", "target", "prediction", "loss", "p(target)"):
-            self.add_column(col, key=col or "mark")
+        self._columns(False)
 
-    def fill(self, rows: list[dict[str, Any]], classes: list[str] | None, followed: int) -> None:
+    def _columns(self, per_token: bool) -> None:
+        if per_token == self.per_token:
+            return
+        if self.columns:
+            self.clear(columns=True)
+        for col in TEXT_COLUMNS if per_token else CLASS_COLUMNS:
+            self.add_column(col, key=col or "mark")
+        self.per_token = per_token
+
+    def fill(
+        self,
+        rows: list[dict[str, Any]],
+        classes: list[str] | None,
+        followed: int,
+        per_token: bool = False,
+    ) -> None:
         cursor = self.cursor_row
+        self._columns(per_token)
         self.clear()
         for row in rows:
-            target, pred = row.get("target"), row.get("pred")
-            verdict = ""
-            if target is not None and pred is not None:
-                verdict = colors.GOOD if target == pred else colors.BAD
+            mark = Text("●" if row.get("sample") == followed else " ", style=colors.PHASE["data"])
+            loss = Text(fmt.num(row.get("loss")), justify="right", style=colors.PHASE["loss"])
+            if per_token:
+                cells = (text_cell(row.get("target_text")), text_cell(row.get("pred_text")))
+                last = worst_cell(row.get("worst"))
+            else:
+                target, pred = row.get("target"), row.get("pred")
+                verdict = ""
+                if target is not None and pred is not None:
+                    verdict = colors.GOOD if target == pred else colors.BAD
+                cells = (label(target, classes), Text(label(pred, classes), style=verdict))
+                last = Text(fmt.num(row.get("p_target")), justify="right")
             self.add_row(
-                Text("●" if row.get("sample") == followed else " ", style=colors.PHASE["data"]),
-                str(row.get("sample")),
-                label(target, classes),
-                Text(label(pred, classes), style=verdict),
-                Text(fmt.num(row.get("loss")), justify="right", style=colors.PHASE["loss"]),
-                Text(fmt.num(row.get("p_target")), justify="right"),
-                key=str(row.get("sample")),
+                mark, str(row.get("sample")), *cells, loss, last, key=str(row.get("sample"))
             )
         if rows:
             self.move_cursor(row=min(max(cursor, 0), len(rows) - 1))
+
+
+def text_cell(text: str | None) -> Text:
+    """A decoded text in one cell: quoted, cut, newlines shown as ⏎."""
+    if text is None:
+        return Text("—", style=colors.MUTED)
+    return Text(fmt.clip(text.replace("\n", "⏎"), TEXT_CELL))
+
+
+def sequence_preview(row: dict[str, Any]) -> Text:
+    """A language model's sample: the target text and what the model predicted, whole."""
+    text = Text()
+    for title, key in (("target", "target_text"), ("predicted", "pred_text")):
+        text.append(f"{title}\n", style=f"bold {colors.MUTED}")
+        value = row.get(key)
+        text.append(value if value is not None else "—")
+        text.append("\n")
+    text.append(
+        f"{row.get('tokens', '?')} tokens · accuracy {fmt.pct(row.get('accuracy'))}",
+        style=colors.MUTED,
+    )
+    return text
+
+
+def worst_cell(worst: dict[str, Any] | None) -> Text:
+    if not worst:
+        return Text("—", style=colors.MUTED)
+    return Text(f"{worst.get('token')!r} {fmt.num(worst.get('loss'))} @{worst.get('pos')}")
 
 
 class SamplesView(Vertical):
@@ -78,6 +130,7 @@ class SamplesView(Vertical):
         self.image_mode = image_mode
         self.batch_index: int | None = None
         self.rows: list[dict[str, Any]] = []
+        self.per_token = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="samples-header")
@@ -119,13 +172,18 @@ class SamplesView(Vertical):
                 "\ntargets, predictions and per-sample losses were not recorded in this run",
                 style=colors.MUTED,
             )
+        if result.get("vocabulary"):
+            header.append(f"\n{result['vocabulary']}", style=colors.MUTED)
+        self.per_token = bool(result.get("per_token"))
         self.query_one("#samples-header", Static).update(header)
-        self.query_one(SampleTable).fill(self.rows, self._class_names(), self.app.sample)
+        self.query_one(SampleTable).fill(
+            self.rows, self._class_names(), self.app.sample, self.per_token
+        )
 
     def _followed_changed(self, sample: int) -> None:
         table = self.query_one(SampleTable)
         if self.rows:
-            table.fill(self.rows, self._class_names(), sample)
+            table.fill(self.rows, self._class_names(), sample, self.per_token)
             table.move_cursor(row=min(sample, len(self.rows) - 1))
 
     @on(DataTable.RowHighlighted)
@@ -146,7 +204,9 @@ class SamplesView(Vertical):
         text = self.query_one("#preview-text", Static)
         self.query_one("#preview-image", Picture).clear()
         self.query_one("#preview-map", Picture).clear()
-        if given.get("kind") == "text" or given.get("text"):
+        if "target_text" in row:
+            text.update(sequence_preview(row))
+        elif given.get("kind") == "text" or given.get("text"):
             text.update(Text(fmt.clip(str(given.get("text", "")), 2000)))
         elif isinstance(given.get("tensor"), int):
             text.update(

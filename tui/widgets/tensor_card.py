@@ -266,7 +266,8 @@ class TensorCard(AgentPane):
 
 
 class ValueLine(Static):
-    """A non-tensor argument in one line: ``name = value`` (the recorder's short repr)."""
+    """A non-tensor argument: ``name = value`` (the recorder's short repr), a text quoted
+    whole, or token ids with the text they decode to."""
 
     DEFAULT_CSS = "ValueLine { height: auto; padding: 0 1; }"
 
@@ -274,5 +275,35 @@ class ValueLine(Static):
         text = Text()
         text.append(str(arg.get("name", "?")), style="bold")
         text.append(" = ")
-        text.append(fmt.clip(str(arg.get("repr", "?")), 200))
+        if isinstance(arg.get("text"), str):
+            text.append(repr(fmt.clip(arg["text"], TEXT_SHOWN)), style=colors.PHASE["data"])
+        elif isinstance(arg.get("ids"), list):
+            text.append(decoded_text(arg))
+        else:
+            text.append(fmt.clip(str(arg.get("repr", "?")), 200))
         self.update(text)
+
+
+TEXT_SHOWN = 600
+"""Characters of a text argument shown in the inspector: a paragraph, not a document."""
+
+
+def decoded_text(arg: dict[str, Any]) -> Text:
+    """Token ids as ``N ids → "text"`` plus the tokens, or the ids and why they stay ids."""
+    ids = arg.get("ids") or []
+    decoded = arg.get("decoded") or {}
+    text = Text()
+    if "text" in decoded:
+        if ids:
+            text.append(f"{len(ids)} token ids → ", style=colors.MUTED)
+        elif decoded.get("sample") is not None:
+            text.append(f"sample {decoded['sample']} decoded → ", style=colors.MUTED)
+        text.append(repr(fmt.clip(decoded["text"] or "", TEXT_SHOWN)), style=colors.PHASE["data"])
+        tokens = decoded.get("tokens") or []
+        text.append("\n  tokens ", style=colors.MUTED)
+        text.append(fmt.clip(" ".join(repr(t)[1:-1] or "·" for t in tokens), TEXT_SHOWN))
+    else:
+        text.append(fmt.clip(str(ids), 200))
+        if decoded.get("why"):
+            text.append(f"\n  {decoded['why']}", style=colors.MUTED)
+    return text

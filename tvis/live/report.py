@@ -61,6 +61,7 @@ HELP = """[bold]tvis live catching[/bold]
       start receiving in the background; a host other than loopback needs a token.
   tvis.get(name, index=-1)   newest value of name (older ones: -2, -3, ...)
   tvis.get_all(name)         every kept value of name, oldest first
+                             (rank=N: only what rank N of a distributed job sent)
   tvis.ingest_all()          bind the newest value of every name in your namespace
   tvis.summary()             per name: count, shape, dtype, statistics, rate, drops
   tvis.status()              the same, refreshed live until Ctrl-C

@@ -53,12 +53,13 @@ def server() -> LiveServer:
     return _server
 
 
-def get(name: str, index: int = -1) -> Any:
-    """The value caught under ``name``: the newest by default, older ones by negative index.
+def get(name: str, index: int = -1, rank: int | None = None) -> Any:
+    """The value caught under ``name``: the newest by default, older ones by negative index;
+    ``rank``: only what that rank of a distributed job sent.
 
     A tensor shares memory with the kept history; clone it before changing it in place.
     """
-    entries = _entries(name)
+    entries = _entries(name, rank)
     try:
         entry = entries[index]
     except IndexError:
@@ -69,9 +70,9 @@ def get(name: str, index: int = -1) -> Any:
     return to_session(entry.value)
 
 
-def get_all(name: str) -> list[Any]:
-    """Every kept value caught under ``name``, oldest first."""
-    return [to_session(e.value) for e in _entries(name)]
+def get_all(name: str, rank: int | None = None) -> list[Any]:
+    """Every kept value caught under ``name``, oldest first; ``rank``: only that rank's."""
+    return [to_session(e.value) for e in _entries(name, rank)]
 
 
 def ingest_all() -> list[str]:
@@ -104,8 +105,17 @@ def to_session(value: Any) -> Any:
     return value
 
 
-def _entries(name: str) -> list[Entry]:
+def _entries(name: str, rank: int | None = None) -> list[Entry]:
     entries = server().store.entries(name)
     if not entries:
         raise KeyError(f"Nothing named {name!r} has arrived; tvis.summary() lists what has.")
-    return entries
+    if rank is None:
+        return entries
+    mine = [e for e in entries if e.sender.get("rank") == rank]
+    if not mine:
+        seen = sorted({e.sender.get("rank") for e in entries} - {None})
+        raise KeyError(
+            f"Nothing named {name!r} has arrived from rank {rank}; "
+            f"it came from {'ranks ' + ', '.join(map(str, seen)) if seen else 'no ranked sender'}."
+        )
+    return mine

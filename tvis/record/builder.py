@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,8 @@ REPR_CHARS = 80
 
 # A raw text sample (what a tokenizer was given) is kept whole up to this many characters.
 TEXT_CHARS = 4000
+# Token ids kept from a list argument: as many tokens as a long text shown in a pane.
+MAX_IDS = 4096
 
 # Pictures kept per dataset item (raw image and each transform stage's output): a
 # multi-crop pipeline making dozens of views per item would otherwise fill the batch.
@@ -53,6 +55,16 @@ class Settings:
     functions: bool = True
     ops: bool = True
     gradcam: bool = True
+    keep_values: bool = True  # False on ranks recorded light: statistics only
+    rank_digests: bool = False  # under a launcher: digest each batch to compare ranks
+
+    def light(self) -> Settings:
+        """What a rank not recorded in full keeps: every call's statistics, the loss, and
+        parameter norms and digests, but no values, no function tracing, no line ops and
+        no Grad-CAM (the cost of comparing ranks, not of debugging one)."""
+        return replace(
+            self, samples=0, functions=False, ops=False, gradcam=False, keep_values=False
+        )
 
 
 @dataclass
@@ -125,6 +137,7 @@ class BatchBuilder:
         self.root_forwards = 0
         self.had_backward = False
         self.loss: float | None = None
+        self.digest: str | None = None  # of the collated batch, when ranks are compared
         self.step: int | None = None
         self.micro = 0
         self.sections: dict[str, Any] = {}
@@ -180,6 +193,9 @@ class BatchBuilder:
             entry["stats"], entry["hist"] = {"numel": t.numel()}, None
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
+        if not self.settings.keep_values:
+            self.entries.append(entry)
+            return entry_id
         left = self.bytes_left - self.kept_bytes
         cap = self.settings.max_elems if max_elems is None else max_elems
         values, how = tensors.keep(t, None, 0, cap, max_bytes=left)
@@ -330,6 +346,7 @@ class BatchBuilder:
                 "phase_ms": self.phase_ms,
                 "n_calls": len(self.calls),
                 "dropped_calls": self.dropped_calls,
+                **({"digest": self.digest} if self.digest else {}),
             },
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,
@@ -376,8 +393,20 @@ def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) 
     elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
         for k in value.__dataclass_fields__:
             _flatten(f"{name}.{k}", getattr(value, k, None), out, batch, keep)
+    elif _token_ids(value):
+        # Token ids a project tokenizer returned: kept so the viewer can show them as text.
+        out.append({"name": name, "repr": short_repr(value), "ids": list(value[:MAX_IDS])})
     elif value is not None:
         out.append({"name": name, "repr": short_repr(value)})
+
+
+def _token_ids(value: Any) -> bool:
+    """A plain list or tuple of ints (not bools), the way a hand-written tokenizer returns ids."""
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(type(v) is int for v in value[:MAX_IDS])
+    )
 
 
 def short_repr(value: Any) -> str:

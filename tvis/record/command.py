@@ -8,6 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
+from tvis.record.ranks import RankInfo, detect, parse_ranks, rank_run_dir, records_fully
 from tvis.store.listing import human_bytes
 
 USAGE_ERROR = 2
@@ -33,6 +34,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-ops", action="store_true", help="do not record per-line op shapes")
     parser.add_argument("--no-gradcam", action="store_true", help="skip the Grad-CAM pass")
+    parser.add_argument(
+        "--ranks",
+        default="0",
+        help="under torchrun/srun: ranks recorded in full, e.g. 0,3 or all (0); "
+        "the others record statistics, losses and parameter norms only",
+    )
     parser.add_argument("script", help="the training script")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
@@ -57,6 +64,10 @@ def _problem(args: argparse.Namespace) -> str | None:
         return (
             f"{script} is a directory; pass the training script inside it (e.g. {script}/train.py)."
         )
+    try:
+        parse_ranks(args.ranks)
+    except ValueError as e:
+        return f"{e}."
     for flag in ("steps", "samples", "max_elems", "max_batches", "max_bytes"):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})."
@@ -101,14 +112,31 @@ def main(args: argparse.Namespace) -> int:
         ops=not args.no_ops,
         gradcam=not args.no_gradcam,
     )
-    outcome = record_script(script, list(args.args), settings, project, out)
-    report(outcome)
+    rank = detect()
+    run_dir, meta = None, {}
+    if rank is not None:
+        full = records_fully(rank, parse_ranks(args.ranks))
+        settings.rank_digests = True
+        if not full:
+            settings = settings.light()
+        run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
+        meta = {"rank": rank.record(), "full": full}
+    outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+    report(outcome, rank)
     return outcome.exit_code
 
 
-def report(outcome) -> None:
-    """What `tvis run` says at the end: what was recorded, where, how to view it."""
+def report(outcome, rank: RankInfo | None = None) -> None:
+    """What `tvis run` says at the end: what was recorded, where, how to view it. Under a
+    launcher every rank but 0 says one line, so N ranks do not print N reports."""
     err = sys.stderr
+    if rank is not None and rank.rank != 0:
+        print(
+            f"tvis: rank {rank.rank} recorded {outcome.steps} step(s), "
+            f"{human_bytes(outcome.bytes)} — {outcome.status} ({outcome.run_dir})",
+            file=err,
+        )
+        return
     print(
         f"\ntvis: recorded {outcome.steps} step(s), {outcome.batches} batch(es), "
         f"{human_bytes(outcome.bytes)} — {outcome.status}",
@@ -119,7 +147,9 @@ def report(outcome) -> None:
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
         print(f"tvis: note: {text}", file=err)
-    path = outcome.run_dir
+    path = outcome.run_dir.parent if rank is not None else outcome.run_dir
+    if rank is not None:
+        print(f"tvis: {rank.world_size} ranks, each in its own rank<N>/ folder", file=err)
     print(f"tvis: run saved in {path}", file=err)
     print(f"tvis: view it here:        tvis tui {path}", file=err)
     print(f"tvis: or from your laptop: tvis tui {socket.gethostname()}:{path}", file=err)

@@ -154,6 +154,7 @@ class DataPipeline(Extension):
                 vocab = vocab_of(holder)
                 if vocab:
                     info["vocab"] = vocab
+                    info.setdefault("tokenizer", tokenizer_info(holder))
                     break
 
 
@@ -185,6 +186,40 @@ def vocab_of(obj) -> list[str] | None:
     except Exception:
         return None
     return None
+
+
+# Attribute stems naming a tokenizer's special tokens (``pad_id``, ``eos_token_id``, ...):
+# markers a tokenizer's own ``decode`` leaves out of the text.
+_SPECIAL_STEMS = ("pad", "bos", "eos", "sos", "cls", "sep", "mask", "start", "end")
+
+
+def tokenizer_info(obj) -> dict:
+    """``{"cls", "pad_id", "specials"}`` of a tokenizer-like object: its class, its padding
+    id and the ids of its special tokens (so the viewer decodes text as its ``decode`` does)."""
+    specials: set[int] = set()
+    try:
+        listed = getattr(obj, "all_special_ids", None)
+        if isinstance(listed, (list, tuple)):  # transformers: its own list (its getters warn)
+            specials.update(i for i in listed if isinstance(i, int))
+        else:
+            for stem in _SPECIAL_STEMS:
+                for name in (f"{stem}_id", f"{stem}_idx"):
+                    value = getattr(obj, name, None)
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        specials.add(value)
+        pad = getattr(obj, "pad_token_id", None) if listed is not None else None
+        if pad is None:
+            pad = getattr(obj, "pad_id", None)
+        padding = getattr(obj, "padding", None)
+        if pad is None and isinstance(padding, dict):
+            pad = padding.get("pad_id")
+    except Exception:
+        pad = None
+    return {
+        "cls": type(obj).__name__,
+        "pad_id": pad if isinstance(pad, int) else None,
+        "specials": sorted(specials),
+    }
 
 
 def _as_int(value) -> int | None:

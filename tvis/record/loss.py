@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from tvis.record import gradcam
 from tvis.record.builder import Call
 from tvis.record.extension import Extension
+from tvis.record.wrapped import project_site
 
 LOSSES = (
     "cross_entropy",
@@ -103,7 +105,8 @@ class LossCapture(Extension):
                 cls=None,
                 phase="loss",
                 definition=None,
-                site=rec.call_site(1),
+                # frame 0 is _open, 1 the wrapper: the caller is the user's loss line.
+                site=project_site(rec, sys._getframe(2)),
                 t0=(rec.work.started - rec.overhead - batch.started) * 1e3,
                 no_grad=not torch.is_grad_enabled(),
             )
@@ -147,6 +150,7 @@ class LossCapture(Extension):
             "label_smoothing": params.get("label_smoothing"),
             "value": float(out.detach()) if out.numel() == 1 else None,
         }
+        section.update(_divisor(name, params, target))
         section.update(_per_sample(batch, per_element, target, params.get("ignore_index")))
         if name in ("cross_entropy", "nll_loss"):
             section.update(_decode(batch, logits, target, name, params.get("ignore_index")))
@@ -155,6 +159,21 @@ class LossCapture(Extension):
             cams = gradcam.compute(rec, batch, logits, target)
             if cams:
                 batch.sections["gradcam"] = cams
+
+
+def _divisor(name: str, params: dict, target: torch.Tensor) -> dict:
+    """What a weighted ``mean`` divides by: the summed class weights of the counted targets
+    (``weight_sum``), so the viewer can redo the reduction; unweighted means count elements."""
+    weight = params.get("weight")
+    if not isinstance(weight, torch.Tensor) or name not in ("cross_entropy", "nll_loss"):
+        return {"weighted": isinstance(weight, torch.Tensor)}
+    if target.is_floating_point():  # class probabilities: torch divides by the batch size
+        return {"weighted": True}
+    with torch.no_grad():
+        ignore = params.get("ignore_index")
+        counted = target[target != ignore] if isinstance(ignore, int) else target.reshape(-1)
+        total = weight.reshape(-1)[counted.reshape(-1)].double().sum()
+    return {"weighted": True, "weight_sum": float(total)}
 
 
 def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_index) -> dict:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import torch
 
 from tvis.record import cuda_timing
+from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call
 from tvis.record.data import note_normalize
 from tvis.record.stop import StopRecording
@@ -47,6 +49,10 @@ class ModuleCalls:
         if name is None:
             root_name = self._global_name(module) or type(module).__name__
             self.roots[id(module)] = module
+            if self.settings.gradcam and param_records.sharded(module.parameters()):
+                # Its extra backward would run FSDP's collectives on this rank alone.
+                self.settings = replace(self.settings, gradcam=False)
+                self.notice(param_records.SHARDED_GRADCAM_NOTICE)
             for sub_name, sub in module.named_modules():
                 self.module_names.setdefault(id(sub), sub_name or root_name)
             name = self.module_names[id(module)]
@@ -200,9 +206,9 @@ class ModuleCalls:
         code = getattr(getattr(cls, "forward", None), "__code__", None)
         return self.project.where(code.co_filename, code.co_firstlineno) if code else None
 
-    def call_site(self, skip: int = 0) -> list | None:
+    def call_site(self) -> list | None:
         """The innermost project frame calling into torch (what the user wrote)."""
-        frame = sys._getframe(3 + skip)
+        frame = sys._getframe(3)
         while frame is not None:
             rel = self.project.relpath(frame.f_code.co_filename)
             if rel is not None:

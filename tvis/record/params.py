@@ -15,9 +15,36 @@ from tvis.record import tensors
 _PLAIN = (int, float, bool, str, type(None))
 
 
+# Parameter classes of sharded training (FSDP2's DTensor, FSDP1's FlatParameter): each rank
+# holds a shard, and any reduction over one (statistics) would be a collective.
+SHARDED = frozenset({"DTensor", "FlatParameter"})
+
+SHARDED_NOTICE = (
+    "parameters are sharded (FSDP or DTensor): tvis records activations, losses and timings "
+    "on each rank but not per-parameter weights, gradients or Δw, and compares no gradients."
+)
+
+SHARDED_GRADCAM_NOTICE = (
+    "parameters are sharded (FSDP or DTensor): Grad-CAM is off, because its extra backward "
+    "pass would run the sharding's collectives on one rank alone."
+)
+
+
+def sharded(params: Iterable[torch.Tensor]) -> bool:
+    """Whether any parameter is a shard (its statistics would need every rank)."""
+    return any(type(p).__name__ in SHARDED for p in params)
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
 def snapshot_optimizer(optimizer: torch.optim.Optimizer) -> dict:
-    """Copies of every parameter the step may change, taken before it runs."""
+    """Copies of every parameter the step may change, taken before it runs (none when the
+    parameters are shards: the step is recorded without parameter records)."""
     before = {}
+    if sharded(optimizer_params(optimizer)):
+        return {"params": before, "groups": _groups(optimizer), "sharded": True}
     for group in optimizer.param_groups:
         for p in group["params"]:
             if isinstance(p, torch.Tensor) and id(p) not in before:
@@ -88,9 +115,10 @@ def build_step(step, snapshot, optimizer, names, batch_ids, max_elems, max_bytes
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
         if t.device.type == "cpu":
             entry["stats"], entry["hist"] = {"numel": t.numel()}, None
-            pending.append((entry, t))
+            pending.append((entry, t))  # statistics and digest on the writer thread
         else:
             entry["stats"], entry["hist"] = tensors.stats(t)
+            entry["digest"] = tensors.digest(t)
         entry["batch_dim"], entry["batch_dim_inferred"] = None, False
         entry["value"] = None
         values, how = tensors.keep(t, None, 0, max_elems, max_bytes=left[0], owned=True)
@@ -143,6 +171,11 @@ def settle(record: dict, pending: list) -> int:
     """Finish a step record on the writer thread: statistics, then the norms they give.
     Returns how many statistics failed."""
     failed = tensors.fill(pending)
+    for entry, t in pending:
+        try:
+            entry["digest"] = tensors.digest(t)
+        except Exception:
+            failed += 1
     entries = record["tensors"]
     for param in record["params"]:
         w_norm = entries[param["weight"]]["stats"].get("norm", 0.0)

@@ -38,9 +38,16 @@ def run_dir_for(out: Path, script: Path) -> Path:
 
 
 def record_script(
-    script: Path, argv: list[str], settings: Settings, project: Path, out: Path
+    script: Path,
+    argv: list[str],
+    settings: Settings,
+    project: Path,
+    out: Path,
+    run_dir: Path | None = None,
+    meta: dict | None = None,
 ) -> Outcome:
-    """Run ``script`` with ``argv`` as ``__main__`` under the recorder."""
+    """Run ``script`` with ``argv`` as ``__main__`` under the recorder, into ``run_dir``
+    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json."""
     module = _main_module(script)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *argv]
@@ -50,8 +57,8 @@ def record_script(
             lambda: _run_main(script, module),
             settings,
             project,
-            run_dir_for(out, script),
-            {"script": str(script), "argv": argv},
+            run_dir or run_dir_for(out, script),
+            {"script": str(script), "argv": argv, **(meta or {})},
             module.__dict__,
             whole_script=True,
         )

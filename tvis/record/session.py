@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import cuda_timing
+from tvis.record import cuda_timing, tensors
 from tvis.record.builder import BatchBuilder, Call, Settings
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
@@ -146,6 +146,8 @@ class Recorder(ModuleCalls, Steps):
         self.carried: list[Call] = []
         self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
+        self.grad_watched: set[int] = set()  # parameters whose local gradients are noted
+        self.local_grads: set[int] = set()  # ... and those that got one since the last step
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -408,6 +410,8 @@ class Recorder(ModuleCalls, Steps):
         batch.sections.setdefault("data", {})["batch"] = batch.args(
             named, keep_values=not batch.light
         )
+        if self.settings.rank_digests:
+            batch.digest = tensors.digest_tree([value for _, value in named])
 
     @contextlib.contextmanager
     def quiet(self):

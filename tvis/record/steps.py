@@ -33,6 +33,8 @@ class Steps:
                     batch.loss = float(loss.detach())
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
+                if self.settings.rank_digests:
+                    self._watch_local_grads()
             except Exception as e:
                 self.guard("preparing for backward", e)
         start = self.clock()
@@ -48,6 +50,20 @@ class Steps:
                     batch.had_backward = True
                     self._after_backward(batch)
 
+    def _watch_local_grads(self) -> None:
+        """Note which parameters this process's own backward reaches: DDP fills in the
+        gradient of a parameter unused on this rank from the other ranks, so after the
+        all-reduce only this tells a locally unused parameter apart."""
+        for root in self.roots.values():
+            for p in root.parameters():
+                if id(p) in self.grad_watched or not p.requires_grad:
+                    continue
+                self.grad_watched.add(id(p))
+                self.handles.append(p.register_post_accumulate_grad_hook(self._local_grad))
+
+    def _local_grad(self, p: torch.Tensor) -> None:
+        self.local_grads.add(id(p))
+
     def _after_backward(self, batch: BatchBuilder) -> None:
         try:
             if self.no_optimizer is None and not self.optimizers:
@@ -62,7 +78,11 @@ class Steps:
                 if self.loose_params is None:
                     self.loose_params = [] if self.roots else param_records.leaf_parameters()
                 params = [p for r in self.roots.values() for p in r.parameters()]
-                self.snapshots = param_records.snapshot_tensors(params + self.loose_params)
+                params += self.loose_params
+                if param_records.sharded(params):
+                    self.notice(param_records.SHARDED_NOTICE)
+                    return
+                self.snapshots = param_records.snapshot_tensors(params)
         except Exception as e:
             self.guard("after backward", e)
 
@@ -112,6 +132,8 @@ class Steps:
                 self.steps_per_optimizer.setdefault(index, 0)
                 self._step_started = self.work.started - self.overhead
                 self._step_snapshot = param_records.snapshot_optimizer(optimizer)
+                if self._step_snapshot.get("sharded"):
+                    self.notice(param_records.SHARDED_NOTICE)
             except Exception as e:
                 self.guard("preparing for the optimizer step", e)
 
@@ -158,9 +180,14 @@ class Steps:
             self._param_names(),
             batch_ids,
             self.settings.max_elems,
-            self._bytes_left(),
+            self._bytes_left() if self.settings.keep_values else 0,
         )
         record["step"]["loss"] = sum(losses) / len(losses) if losses else None
+        if self.grad_watched:
+            for p, param in zip(snapshot["params"].values(), record["params"], strict=True):
+                if id(p[0]) in self.grad_watched:
+                    param["local_grad"] = id(p[0]) in self.local_grads
+            self.local_grads.clear()
         for p in record["params"]:
             self.param_table.setdefault(
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}

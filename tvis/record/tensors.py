@@ -9,6 +9,7 @@ the batch ends.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 
@@ -45,6 +46,40 @@ def _as_real(x: torch.Tensor) -> torch.Tensor:
     if x.dtype in (torch.float32, torch.float64):
         return x.resolve_neg()
     return x.to(torch.float32)
+
+
+def digest(x: torch.Tensor) -> str | None:
+    """The first 16 hex digits of BLAKE2b over ``x``'s raw bytes (None for sparse or
+    meta tensors): equal digests mean bit-identical tensors, compared without values."""
+    if x.is_sparse or x.device.type == "meta":
+        return None
+    with torch._C.DisableTorchFunction():
+        flat = x.detach().reshape(-1)
+        if flat.device.type != "cpu":
+            flat = flat.cpu()
+        raw = flat.contiguous().view(torch.uint8).numpy() if flat.numel() else b""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(repr((tuple(x.shape), str(x.dtype))).encode())
+    h.update(raw)
+    return h.hexdigest()
+
+
+def digest_tree(value: object) -> str | None:
+    """One digest over every tensor inside a (nested) batch, in order; None if none."""
+    parts: list[str] = []
+
+    def walk(v: object) -> None:
+        if isinstance(v, torch.Tensor):
+            parts.append(digest(v) or "")
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, (list, tuple)):
+            for item in v:
+                walk(item)
+
+    walk(value)
+    return hashlib.blake2b("".join(parts).encode(), digest_size=8).hexdigest() if parts else None
 
 
 def stats(x: torch.Tensor) -> tuple[dict, dict | None]:

@@ -20,7 +20,7 @@ import functools
 import sys
 
 from tvis.record.builder import TEXT_CHARS
-from tvis.record.data import vocab_of
+from tvis.record.data import tokenizer_info, vocab_of
 from tvis.record.extension import Extension
 from tvis.record.wrapped import call_through, recording
 
@@ -119,11 +119,7 @@ def _note_vocab(rec, tokenizer) -> None:
     info = rec.data_info
     if "tokenizer" in info:
         return
-    pad = getattr(tokenizer, "pad_token_id", None)
-    padding = getattr(tokenizer, "padding", None)
-    if pad is None and isinstance(padding, dict):
-        pad = padding.get("pad_id")
-    info["tokenizer"] = {"cls": type(tokenizer).__name__, "pad_id": pad}
+    info["tokenizer"] = tokenizer_info(tokenizer)
     if "vocab" not in info:
         vocab = vocab_of(tokenizer)
         if vocab:

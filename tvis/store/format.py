@@ -38,7 +38,8 @@ A batch index (``batches/N/index.msgpack``)::
     {"batch": {"index", "step", "micro" (position within its step), "loss": float | None,
                "no_grad": bool, "light": bool (values not kept), "batch_size": int | None,
                "phase_ms": {"data", "forward", "loss", "backward", "optimizer"},
-               "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int},
+               "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int,
+               "digest": str (of the collated batch; ranks of a group only)},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
      "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call"}, ...],
@@ -46,7 +47,9 @@ A batch index (``batches/N/index.msgpack``)::
               "items": [{"index", "calls": [first, end)}, ...]},
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
               "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
-              "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...]},
+              "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...],
+              "weighted": bool, "weight_sum": float},  # weight_sum: a weighted CE/NLL
+                                                       # mean's divisor (class targets)
      "gradcam": [{"call", "layer", "which": "pred" | "true", "tensor": id, "approximate"}],
      "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
      "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample
@@ -66,6 +69,11 @@ A call::
 
     arg = {"name": "x", "tensor": id} | {"name": "dim", "repr": "1"}
         | {"name": "text", "text": "..."} | {"name": "img", "image": id}
+        | {"name": "return", "repr": "list[12]", "ids": [int, ...]}  # a list of ints (token
+                                                    # ids, first 4096), decoded by the viewer
+
+The run's ``data.tokenizer`` is ``{"cls", "pad_id", "specials": [ids of special tokens]}``
+(from the first tokenizer call, or the dataset's ``tokenizer`` with an ``itos`` vocabulary).
 
 Entries with ``"derived": true`` are arrays tvis computed (per-sample loss, p(target),
 Grad-CAM maps, pooled representations); they and the tensors of dataset items past the kept
@@ -79,7 +87,8 @@ A step index (``steps/N/index.msgpack``)::
               "optimizers": [{"cls", "groups": [{hyper-parameters}]}]},
      "params": [{"name", "module", "shape", "dtype", "optimizer", "group",
                  "weight": id, "grad": id | None, "update": id,
-                 "norms": {"w", "grad", "update", "ratio"}}],
+                 "norms": {"w", "grad", "update", "ratio"},
+                 "local_grad": bool}],   # ranks only: this process's backward reached it
      "tensors": [tensor entry, ...]}   # "weight" is the value before the step;
                                        # "update" is p_after - p_before exactly
 
@@ -90,6 +99,32 @@ The run index (``run.msgpack``)::
      "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
               "tokenizer": {...}, "insights": {...}},   # each key only when known
      "project": str, "model": {"params": int, "modules": int}}
+
+A recording of several ranks (``torchrun``, ``srun``, any launcher that sets ``RANK`` and
+``WORLD_SIZE`` or ``SLURM_PROCID`` and ``SLURM_NTASKS``) is one group folder holding one
+ordinary run folder per rank::
+
+    <group>/                 <stamp>_<script>_<launch key>
+      group.json             {"world_size", "launcher", "script", "full_ranks": [0] | "all",
+                              "started"}
+      rank0/                 a run folder as above, written by rank 0 alone
+      rank1/                 ...
+
+Each rank writes only its own ``rank<N>/``, so ranks never wait on one another and a rank
+that crashes or is killed marks only its own ``meta.json``. Every rank derives the same
+launch key from its environment (torchrun's run id, or its agent's pid; SLURM's job and
+step ids); the first to arrive creates the hidden claim file ``<out>/.tvis-group-<key>``
+(an exclusive hard link) holding the group folder's name, and the others read it. A rank
+that finds its ``rank<N>/`` already there (an earlier launch reused the key) moves on to
+the claim ``<key>-1``, then ``<key>-2``, …, so a new launch's ranks meet in a new group. A rank's
+``meta.json`` adds ``"rank": {"rank", "local_rank", "world_size", "launcher"}`` and
+``"full": bool``. Ranks not recorded in full (by default every rank but 0; ``--ranks``)
+keep no tensor values: statistics, losses and parameter norms and digests only.
+
+Digests (``"digest"`` in a tensor entry): the first 16 hex digits of BLAKE2b over the
+tensor's raw bytes, so ranks compare exactly without values. Parameter entries of a step
+(weight, grad, update) carry one; so does the collated batch (``batch.digest``, also in
+the run index), for finding ranks that trained on the same samples.
 """
 
 from __future__ import annotations
@@ -121,3 +156,17 @@ RUNNING, COMPLETE, FAILED, INTERRUPTED, INCOMPLETE = (
 def folder_name(index: int) -> str:
     """The folder name of batch or step ``index`` (sorts lexically)."""
     return f"{index:06d}"
+
+
+GROUP = "group.json"
+CLAIM_PREFIX = ".tvis-group-"
+
+
+def rank_folder(rank: int) -> str:
+    """The run folder of ``rank`` inside a group folder."""
+    return f"rank{rank}"
+
+
+def claim_name(key: str) -> str:
+    """The claim file that names the group folder of launch ``key``."""
+    return f"{CLAIM_PREFIX}{key}"

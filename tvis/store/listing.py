@@ -1,4 +1,5 @@
-"""`tvis ls`: the runs under a directory, newest first."""
+"""`tvis ls`: the runs under a folder here, or at an ssh target (``HOST:PATH`` or a saved
+target, asked through the same agent as ``tvis tui``), newest first."""
 
 from __future__ import annotations
 
@@ -12,8 +13,25 @@ from tvis.store.reader import RunReader, StoreError, find_runs
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", nargs="?", default="tvis_runs", help="a runs folder or a project")
+    parser.add_argument(
+        "dir",
+        nargs="?",
+        default="tvis_runs",
+        help="a runs folder or a project here, HOST:PATH, or a saved target name",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per run")
+    parser.add_argument(
+        "--via",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="jump host(s) in order; repeat or comma-separate",
+    )
+    parser.add_argument(
+        "--remote-tvis",
+        metavar="CMD",
+        help="the tvis command on the remote host when it is not on its PATH",
+    )
 
 
 def summarize(path: Path) -> dict[str, Any]:
@@ -47,18 +65,46 @@ def human_bytes(n: float) -> str:
 
 def main(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser()
-    if not root.exists():
+    if root.exists() and not args.via:
+        return _show([summarize(p) for p in find_runs(root)], str(root), args.json)
+    if args.dir == "tvis_runs" and not args.via:
         print(
             f"tvis: {root} does not exist; pass the folder that holds your runs.", file=sys.stderr
         )
         return 2
-    rows = [summarize(p) for p in find_runs(root)]
-    if args.json:
+    return _remote(args)
+
+
+def _remote(args: argparse.Namespace) -> int:
+    """The runs at an ssh target, from its agent's ``runs`` method."""
+    from tvis.agent.client import connect
+    from tvis.agent.protocol import AgentError
+    from tvis.targets import TargetError, resolve
+
+    try:
+        target = resolve(args.dir, via=args.via, remote_tvis=args.remote_tvis)
+    except TargetError as e:
+        print(f"tvis: {e}", file=sys.stderr)
+        return 2
+    try:
+        with connect(target, allow_empty=True) as client:
+            runs = client.call("runs")
+            root = client.info.get("root", target.path)
+    except AgentError as e:
+        print(f"tvis: {e.message}", file=sys.stderr)
+        return 1
+    prefix = f"{target.host}:" if target.host else ""
+    rows = [{**r, "path": f"{prefix}{root}/{r.get('run')}"} for r in runs]
+    return _show(rows, target.describe(), args.json)
+
+
+def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
+    if as_json:
         for row in rows:
             print(json.dumps(row))
         return 0
     if not rows:
-        print(f"no runs under {root}")
+        print(f"no runs under {where}")
         return 0
     print(f"{'run':44} {'status':11} {'steps':>5} {'batches':>7} {'calls':>7} {'size':>9}  script")
     for r in rows:

@@ -21,6 +21,7 @@ from tvis.store.format import (
     BATCHES,
     BLOB,
     FORMAT_VERSION,
+    GROUP,
     INCOMPLETE,
     INDEX,
     META,
@@ -40,17 +41,50 @@ def is_run(path: Path) -> bool:
     return (Path(path) / META).is_file()
 
 
+def is_group(path: Path) -> bool:
+    """Whether ``path`` is a recording of several ranks (one run folder per rank)."""
+    return (Path(path) / GROUP).is_file()
+
+
+def rank_runs(group: Path) -> list[Path]:
+    """The rank run folders of a group, rank 0 first."""
+    ranks = []
+    for p in Path(group).glob("rank*"):
+        number = p.name.removeprefix("rank")
+        if number.isdigit() and is_run(p):
+            ranks.append((int(number), p))
+    return [p for _, p in sorted(ranks)]
+
+
+def describe_group(group: Path) -> dict[str, Any]:
+    """A group's ``group.json`` (``{}`` if unreadable: its rank folders still list)."""
+    try:
+        data = json.loads((Path(group) / GROUP).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def find_runs(root: Path) -> list[Path]:
-    """Run folders at ``root`` or one or two levels below it (``<project>/tvis_runs/<run>``)."""
+    """Run folders at ``root`` or one or two levels below it (``<project>/tvis_runs/<run>``),
+    newest first; the ranks of a group are listed together, rank 0 first."""
     root = Path(root)
     if is_run(root):
         return [root]
-    found: list[Path] = []
+    if is_group(root):
+        return rank_runs(root)
+    found: list[tuple[str, int, Path]] = []
     for depth_glob in ("*", "*/*"):
-        found += [p for p in root.glob(depth_glob) if p.is_dir() and is_run(p)]
+        for p in root.glob(depth_glob):
+            if not p.is_dir():
+                continue
+            if is_run(p):
+                found.append((p.name, 0, p))
+            elif is_group(p):
+                found += [(p.name, -i, r) for i, r in enumerate(rank_runs(p))]
         if found:
             break
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    return [p for *_, p in sorted(found, key=lambda f: f[:2], reverse=True)]
 
 
 def _load(path: Path, what: str) -> Any:
@@ -86,6 +120,9 @@ class RunReader:
 
     @property
     def run_id(self) -> str:
+        """The folder's name; a rank's run is named with its group (``<group>/rank1``)."""
+        if is_group(self.path.parent):
+            return f"{self.path.parent.name}/{self.path.name}"
         return self.path.name
 
     @property

@@ -179,15 +179,27 @@ class TensorEntry(TypedDict, total=False):
     grad_entry: TensorEntry  # inlined by the agent
 
 
+class Decoded(TypedDict, total=False):
+    """Token ids as text, from the run's vocabulary (the agent's ``call``); ``why`` instead
+    when the run knows none."""
+
+    tokens: list[str]
+    text: str | None
+    sample: int | None  # the sample of an integer tensor that was decoded
+    why: str
+
+
 class Arg(TypedDict, total=False):
-    """An input or output of a call: a tensor, a repr, a text or a picture."""
+    """An input or output of a call: a tensor, a repr, a text, token ids or a picture."""
 
     name: str
     tensor: int
     repr: str
     text: str
+    ids: list[int]  # a list of ints (a hand-written tokenizer's ids), first 4096
     image: int | None
     entry: TensorEntry  # inlined by the agent's ``call``
+    decoded: Decoded  # added by the agent's ``call`` when the run knows a vocabulary
 
 
 # -- calls -------------------------------------------------------------------------------
@@ -348,3 +360,40 @@ def unknown_fields(record: dict[str, Any], kind: type) -> list[str]:
 def missing_fields(record: dict[str, Any], kind: type) -> list[str]:
     """Required keys of the TypedDict ``kind`` that ``record`` lacks."""
     return sorted(k for k in getattr(kind, "__required_keys__", ()) if k not in record)
+
+
+# -- loss page ---------------------------------------------------------------------------
+
+
+class ReductionCheck(TypedDict):
+    """The loss's reduction redone by the agent from the stored per-element losses."""
+
+    reduction: str | None
+    terms: int  # valid elements summed
+    sum: float
+    divisor: float  # the count, the summed class weights of a weighted mean, or 1 (sum)
+    weighted: bool
+    computed: float
+    recorded: float
+    matches: bool | None  # None when the per-element losses were capped
+    complete: bool
+
+
+class LossColumn(TypedDict):
+    """One column of the loss-across-the-run plot: batches ``first``..``last``."""
+
+    first: int
+    last: int
+    lo: float
+    hi: float
+    mean: float
+    light: bool  # every batch in it is light (evaluation, sampling)
+
+
+class LossCurve(TypedDict):
+    columns: list[LossColumn]
+    steps: list[dict]  # {step, batch}: each optimizer step's first batch
+    light: list[list[int]]  # [first, last] runs of light batches
+    total: int
+    lo: float | None
+    hi: float | None

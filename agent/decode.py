@@ -1,0 +1,64 @@
+"""Token ids back into text, with the vocabulary a run recorded.
+
+A recording knows a vocabulary when the script used a tokenizer library, or a dataset (or
+its ``tokenizer``) with an ``itos``/``stoi`` table or ``get_vocab()``: ``data["vocab"]``
+holds the token strings by id and ``data["tokenizer"]["specials"]`` the ids its own
+``decode`` leaves out (padding, begin/end markers). Without one, ids stay ids and
+``Vocabulary.why`` says so in one sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tvis.agent.insight_views import join_tokens
+from tvis.store.schema import Decoded
+
+NO_VOCABULARY = (
+    "the run recorded no vocabulary (no tokenizer call, itos/stoi table or get_vocab() "
+    "was seen), so token ids are shown as numbers."
+)
+
+
+class Vocabulary:
+    """Token strings by id and the special ids a decoder drops, from a run's ``data`` info."""
+
+    def __init__(self, data: dict[str, Any] | None) -> None:
+        data = data if isinstance(data, dict) else {}
+        vocab = data.get("vocab")
+        self.tokens: list[str] = vocab if isinstance(vocab, list) else []
+        tokenizer = data.get("tokenizer") if isinstance(data.get("tokenizer"), dict) else {}
+        specials = tokenizer.get("specials")
+        self.specials = {i for i in specials if isinstance(i, int)} if specials else set()
+        pad = tokenizer.get("pad_id")
+        if isinstance(pad, int):
+            self.specials.add(pad)
+
+    @property
+    def known(self) -> bool:
+        return bool(self.tokens)
+
+    @property
+    def why(self) -> str | None:
+        """One sentence when ids cannot be decoded; None when they can."""
+        return None if self.known else NO_VOCABULARY
+
+    def token(self, i: Any) -> str:
+        """The token string of id ``i`` (``<i>`` when the vocabulary has no such id)."""
+        if isinstance(i, int) and 0 <= i < len(self.tokens):
+            return self.tokens[i]
+        return f"<{i}>"
+
+    def text(self, ids: Iterable[int]) -> str | None:
+        """The ids as text, special tokens left out, joined by the vocabulary's convention
+        (characters, words, byte-level BPE, SentencePiece, WordPiece); None without one."""
+        if not self.known:
+            return None
+        return join_tokens([self.token(int(i)) for i in ids if int(i) not in self.specials])
+
+    def decoded(self, ids: list[int]) -> Decoded:
+        """``{tokens, text}`` for an id list, or ``{why}`` without a vocabulary."""
+        if not self.known:
+            return {"why": NO_VOCABULARY}
+        return {"tokens": [self.token(i) for i in ids], "text": self.text(ids)}

@@ -1,0 +1,134 @@
+"""The Weights page's methods: a parameter's conv kernels as a filter × channel grid, and
+a matrix with its rows labelled by token or class (see PROTOCOL.md).
+
+Everything is cut down next to the data: a grid shows at most ``MAX_GRID`` kernels of at
+most ``MAX_CELL``² values each, a matrix view at most what ``view`` allows, so a reply
+is a few KiB whatever the layer's size (a 50k-token embedding table included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tvis.agent import views
+from tvis.agent.decode import Vocabulary
+from tvis.agent.dispatch import rpc
+from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.store.reader import Chunk
+
+# Filters and input channels shown per grid: 32 × 32 kernels of 8 × 8 float32 values is
+# 256 KiB at most; the viewer asks for what fits its pane (16 × 16 of 3 × 3 is 9 KiB).
+MAX_GRID = 32
+# Kernel side shown per grid cell: a 7 × 7 stem kernel fits whole; larger ones are averaged.
+MAX_CELL = 8
+WHICH = ("weight", "grad", "update")
+
+
+class WeightsAPI:
+    """Weights-page methods; expects ``store`` and ``view`` from the class it is mixed into."""
+
+    def _param_record(self, run: str, step: int, name: str, which: str) -> tuple[Chunk, dict]:
+        if which not in WHICH:
+            raise AgentError("which must be 'weight', 'grad' or 'update'.", BAD_REQUEST)
+        chunk = self.store.chunk(run, "step", step)
+        record = next((p for p in chunk.record.get("params") or [] if p.get("name") == name), None)
+        if record is None:
+            raise AgentError(f"step {step} has no parameter {name!r}.", NOT_FOUND)
+        if not isinstance(record.get(which), int):
+            raise AgentError(
+                f"parameter {name!r} has no recorded {which} at step {step}.", NOT_FOUND
+            )
+        return chunk, record
+
+    @rpc
+    def kernel_grid(
+        self,
+        run: str,
+        step: int,
+        name: str,
+        which: str = "weight",
+        filters: int = 16,
+        channels: int = 16,
+        first_filter: int = 0,
+        cell: int = 3,
+    ) -> dict[str, Any]:
+        """A conv weight ``[out, in, kh, kw]`` as a grid of kernels: ``array`` float32
+        ``[filters, channels, h, w]`` from ``first_filter`` on, each kernel block-mean
+        averaged to at most ``cell`` × ``cell``; ``lo``/``hi`` span the whole grid so
+        kernels compare on one scale."""
+        if not (1 <= filters <= MAX_GRID and 1 <= channels <= MAX_GRID and 1 <= cell <= MAX_CELL):
+            raise AgentError(
+                f"filters and channels must be 1 to {MAX_GRID}, cell 1 to {MAX_CELL}.", BAD_REQUEST
+            )
+        chunk, record = self._param_record(run, step, name, which)
+        entry = chunk.tensor(record[which])
+        values = chunk.array(entry["id"])
+        if values is None:
+            raise AgentError(f"the {which} of {name!r} was not kept (statistics only).", NOT_FOUND)
+        if values.ndim != 4:
+            raise AgentError(
+                f"{name!r} has shape {list(values.shape)}, not a conv kernel [out, in, kh, kw].",
+                BAD_REQUEST,
+            )
+        out_ch, in_ch = values.shape[:2]
+        start = min(max(first_filter, 0), max(out_ch - 1, 0))
+        cut = values[start : start + filters, :channels]
+        cells = [
+            [views.block_mean(cut[f, c], cell, cell) for c in range(cut.shape[1])]
+            for f in range(cut.shape[0])
+        ]
+        grid = np.asarray(cells, dtype=np.float32)
+        lo, hi = views.finite_range(grid)
+        return {
+            "name": name,
+            "which": which,
+            "array": grid,
+            "lo": lo,
+            "hi": hi,
+            "shape": list(values.shape),
+            "first_filter": start,
+            "filters": int(cut.shape[0]),
+            "channels": int(cut.shape[1]),
+            "kernel": list(grid.shape[2:]),
+            "downsampled": list(grid.shape[2:]) != list(values.shape[2:]),
+        }
+
+    @rpc
+    def matrix(
+        self,
+        run: str,
+        step: int,
+        name: str,
+        which: str = "weight",
+        window: list[int] | None = None,
+        width: int = 64,
+        height: int = 32,
+    ) -> dict[str, Any]:
+        """``param``'s view of a parameter, plus ``row_labels``: the token (embedding
+        table) or class (classifier head) of the first row of each shown row block, when
+        the parameter has one row per vocabulary entry or class; ``row_starts``: those rows."""
+        _, record = self._param_record(run, step, name, which)
+        result = self.param(run, step, name, which=which, window=window, width=width, height=height)
+        data = self.store.index(run).get("data") or {}
+        shape = record.get("shape") or []
+        r0, r1 = result["window"][0], result["window"][1]
+        starts = r0 + views.block_starts(r1 - r0, result["array"].shape[0])
+        result["row_starts"] = starts.tolist()
+        labels = _row_labels(shape, data)
+        result["row_labels"] = [labels(int(r)) for r in starts] if labels else None
+        return result
+
+
+def _row_labels(shape: list, data: dict[str, Any]):
+    """A row → label function when a parameter's rows are the vocabulary or the classes."""
+    if len(shape) != 2:
+        return None
+    vocab = Vocabulary(data)
+    if vocab.known and shape[0] == len(vocab.tokens):
+        return vocab.token
+    classes = data.get("classes")
+    if isinstance(classes, list) and shape[0] == len(classes):
+        return lambda r: str(classes[r])
+    return None

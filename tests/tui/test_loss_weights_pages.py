@@ -1,0 +1,265 @@
+"""The Loss and Weights pages over example recordings, driven with Pilot, and both pages in
+a real 80×24 terminal (tmux): a classifier's confusion matrix, a language model's tokens
+coloured by loss with the text its own decoder gives, a ViT's patch kernels as a grid."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_app, open_explore, screen_text, wait_for
+from support import EXAMPLES, TVIS, run_tvis
+
+from tvis.tui.pages.loss import LossView
+from tvis.tui.pages.weights import AllLayers, LayerView, ParamList, Thumb
+from tvis.tui.picture import Picture
+
+
+def _record(folder: Path, example: str) -> Path:
+    script = EXAMPLES / example / "train.py"
+    result = run_tvis("run", "--steps", "2", "--out", str(folder), str(script), cwd=folder)
+    assert result.returncode == 0, result.stderr
+    (run,) = [p for p in folder.iterdir() if p.is_dir()]
+    return run
+
+
+@pytest.fixture(scope="module")
+def text_lm(tmp_path_factory) -> Path:
+    return _record(tmp_path_factory.mktemp("text lm runs"), "text_lm")
+
+
+@pytest.fixture(scope="module")
+def vit(tmp_path_factory) -> Path:
+    return _record(tmp_path_factory.mktemp("vit runs"), "vit")
+
+
+def _script_tokenizer():
+    path = EXAMPLES / "text_lm" / "train.py"
+    spec = importlib.util.spec_from_file_location("text_lm_for_tui", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module.CharTokenizer((path.parent / "data.txt").read_text(encoding="utf-8"))
+
+
+async def _open_page(pilot, number: str, mode: str):
+    app = pilot.app
+    await open_explore(pilot)
+    await pilot.press(number)
+    await wait_for(pilot, lambda: app.current_mode == mode, f"the {mode} page")
+    return app.screen
+
+
+async def test_loss_page_of_a_classifier_shows_the_confusion_matrix(run_dir):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "2", "loss")
+        view = page.query_one(LossView)
+        await wait_for(pilot, lambda: view.samples and view.detail, "the confusion matrix")
+        picture = view.query_one("#loss-picture", Picture)
+        assert picture.has_data
+        run = app.run_info
+        sizes = [b["batch_size"] for b in run["batches"] if not b["light"]]
+        assert int(np.asarray(view.detail["confusion"]["matrix"]).sum()) == sum(sizes)
+        text = screen_text(app)
+        assert "rows: target · columns: predicted" in text and "✓ matches" in text
+        assert "called at train.py:" in text
+        await pilot.press("shift+right")
+        assert view.cell == (0, 1)
+        await pilot.press("b")
+        assert "batch 0," in screen_text(app)
+        assert app.internal_errors == []
+
+
+async def test_loss_page_lists_the_samples_of_a_chosen_confusion_cell(run_dir):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "2", "loss")
+        view = page.query_one(LossView)
+        await wait_for(pilot, lambda: view.samples, "the batch's samples")
+        first = view.samples[0]
+        classes = view.detail["confusion"]["classes"]
+        view.cell = (classes.index(first["target"]), classes.index(first["pred"]))
+        view.draw_confusion()
+        note = str(view.query_one("#loss-note").render())
+        listed = note.split("samples of batch 0: ")[1].split(", ")
+        assert str(first["sample"]) in listed
+        expected = [
+            r["sample"]
+            for r in view.samples
+            if (r["target"], r["pred"]) == (first["target"], first["pred"])
+        ]
+        assert [int(s) for s in listed] == expected
+
+
+async def test_loss_page_of_a_language_model_colours_tokens_with_the_scripts_text(text_lm):
+    tokenizer = _script_tokenizer()
+    app = make_app(text_lm)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "2", "loss")
+        view = page.query_one(LossView)
+        await wait_for(pilot, lambda: view.tokens, "the tokens of sample 0")
+        # Follow the shortest sequence: it has padding to strike out.
+        samples = app.data.call("samples", run=app.run_name, batch=0)["rows"]
+        shortest = min(samples, key=lambda r: r["tokens"])["sample"]
+        app.sample = shortest
+        await wait_for(
+            pilot, lambda: view.tokens and view.tokens["sample"] == shortest, "the short sample"
+        )
+        rows = view.tokens["rows"]
+        ids = [r["target"] for r in rows if not r["pad"]]
+        assert view.tokens["text"]["target"] == tokenizer.decode(ids)
+        kind = view.query_one("#loss-kind").render()
+        spans = [str(s.style) for s in kind.spans]
+        assert any("strike" in s for s in spans), "padding is struck out"
+        assert sum("on #" in s or "on rgb" in s for s in spans) >= len(ids)
+        text = screen_text(app)
+        assert tokenizer.decode(ids)[:40] in text.replace("\n", "")
+        assert "ignore_index=0" in text and "✓ matches" in text
+        await pilot.press("l")
+        assert view.token_cursor == 1 and "position 1:" in str(
+            view.query_one("#loss-note").render()
+        )
+        assert app.internal_errors == []
+
+
+async def test_explore_samples_table_shows_decoded_text_of_a_language_model(text_lm):
+    tokenizer = _script_tokenizer()
+    app = make_app(text_lm)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("a")
+        table = await wait_for(
+            pilot,
+            lambda: app.screen.query("SampleTable") and app.screen.query_one("SampleTable"),
+            "the samples table",
+        )
+        await wait_for(pilot, lambda: table.row_count, "the samples rows")
+        assert table.per_token
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "target text" in labels and "predicted text" in labels
+        row = app.data.call("samples", run=app.run_name, batch=0)["rows"][0]
+        tokens = app.data.call("sample_table", run=app.run_name, batch=0, sample=0)["rows"]
+        assert row["target_text"] == tokenizer.decode([r["target"] for r in tokens if not r["pad"]])
+        assert row["target_text"][:30] in screen_text(app)
+
+
+async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_grid(vit):
+    app = make_app(vit)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "3", "weights")
+        table = page.query_one(ParamList)
+        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        names = [p["name"] for p in table.params]
+        table.focus()
+        table.move_cursor(row=names.index("patch_embed.proj.weight"))
+        layer = page.query_one(LayerView)
+        await wait_for(
+            pilot,
+            lambda: (layer.shown or {}).get("name") == "patch_embed.proj.weight",
+            "the patch kernels",
+        )
+        grid = layer.shown
+        assert grid["shape"] == [64, 3, 4, 4] and grid["channels"] == 3
+        assert grid["array"].shape == (grid["filters"], 3, 4, 4) and grid["filters"] > 1
+        assert layer.query_one(Picture).has_data
+        assert "‖Δw‖/‖w‖" in screen_text(app)
+        note = str(layer.query_one(Picture).query_one(".note").render())
+        assert "input channels 0–2 of 3" in " ".join(note.split())
+        await pilot.press("greater_than_sign")
+        await wait_for(
+            pilot,
+            lambda: (layer.shown or {}).get("first_filter") == grid["filters"],
+            "next filters",
+        )
+        await pilot.press("w")
+        await wait_for(pilot, lambda: "gradient dL/dw" in screen_text(app), "the gradient")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: "step 1 (2 of 2)" in screen_text(app), "the next step")
+        assert app.internal_errors == []
+
+
+async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):
+    app = make_app(vit)
+    async with app.run_test(size=(120, 30)) as pilot:
+        page = await _open_page(pilot, "3", "weights")
+        await wait_for(pilot, lambda: page.query_one(ParamList).row_count, "the parameter list")
+        await pilot.press("a")
+        grid = page.query_one(AllLayers)
+        await wait_for(pilot, lambda: grid.loaded_count, "the first thumbnails")
+        total = len(grid.query(Thumb))
+        first = grid.loaded_count
+        assert 0 < first < total
+        grid.scroll_end(animate=False)
+        await wait_for(pilot, lambda: grid.loaded_count > first, "thumbnails further down")
+        await wait_for(
+            pilot,
+            lambda: all(t.query_one(Picture).has_data for t in grid.query(Thumb) if t.loaded),
+            "the thumbnails' pictures",
+        )
+
+
+async def test_weights_list_sorts_by_its_headed_columns(run_dir):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "3", "weights")
+        table = page.query_one(ParamList)
+        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        for _ in range(4):  # parameter → shape → ‖w‖ → ‖grad‖ → ‖Δw‖/‖w‖
+            await pilot.press("o")
+        ratios = [(p.get("norms") or {}).get("ratio") for p in table.params]
+        finite = [r for r in ratios if r is not None]
+        assert finite == sorted(finite, reverse=True) and ratios[: len(finite)] == finite
+        assert "sorted by ‖Δw‖/‖w‖ ↓" in screen_text(app)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_loss_and_weights_pages_read_at_80x24_in_tmux(run_dir):
+    socket = f"tvis-lw-{os.getpid()}-{time.monotonic_ns()}"
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-L", socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            env=env,
+        ).stdout
+
+    def wait(text: str) -> str:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            screen = tmux("capture-pane", "-p", "-t", "main")
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared:\n{screen}")
+
+    command = f"{TVIS} tui {shlex.quote(str(run_dir))}; echo TVIS-EXIT=$?; sleep 600"
+    tmux("new-session", "-d", "-s", "main", "-x", "80", "-y", "24", command)
+    try:
+        wait("ShapesCNN")
+        tmux("send-keys", "-t", "main", "2")
+        for text in ("✓ matches", "F.cross_entropy", "p(target)", "confusion"):
+            wait(text)
+        tmux("send-keys", "-t", "main", "3")
+        screen = wait("‖Δw‖/‖w‖")
+        assert "features.0.0.weight" in screen and "filters 0–" in wait("filters 0–")
+        tmux("send-keys", "-t", "main", "q")
+        screen = wait("TVIS-EXIT=0")
+        assert "Traceback" not in screen
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=30)

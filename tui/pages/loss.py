@@ -1,0 +1,572 @@
+"""Loss: how the batch's loss came to be — the loss across the run, the exact loss call and
+its reduction checked against the recorded scalar, each sample's p(target) → −log p →
+loss (worst first), and a confusion matrix (classification), each target token coloured by
+its loss (language models) or the residuals (regression).
+
+Every number comes from the agent (``loss_curve``, ``loss_detail``, ``sample_table``),
+sized to what one screen shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+from tvis.tui import colors, fmt, keys
+from tvis.tui.pane import AgentPane
+from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
+from tvis.tui.picture.widget import depth_of
+from tvis.tui.widgets.histogram import histogram
+from tvis.tui.widgets.sparkline import sparkline
+
+WORST_ROWS = 64
+"""Samples listed per batch: the worst screenful and then some; the rest are no worse."""
+
+TOKENS_SHOWN = 512
+"""Token positions of one sequence coloured at once: a long sentence; a page at 80×24."""
+
+
+def call_line(detail: dict[str, Any]) -> Text:
+    """``F.cross_entropy(reduction='mean', ignore_index=0)  train.py:72``."""
+    call = detail.get("call") or {}
+    text = Text()
+    text.append(str(call.get("name") or detail.get("fn") or "loss"), style="bold")
+    args = [f"reduction={detail.get('reduction')!r}"]
+    for key in ("ignore_index", "label_smoothing"):
+        value = detail.get(key)
+        if value not in (None, -100, 0.0) or (key == "ignore_index" and value == 0):
+            args.append(f"{key}={value!r}")
+    if detail.get("weighted"):
+        args.append("weight=…")
+    text.append(f"({', '.join(args)})")
+    if call.get("site"):
+        text.append(f"   called at {fmt.where(call['site'])}", style=colors.MUTED)
+    return text
+
+
+def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text:
+    """The reduction as arithmetic, with a tick when it gives the recorded scalar."""
+    text = Text()
+    if not check:
+        text.append(
+            f"loss {fmt.num(detail.get('value'))} (per-element losses not recorded)",
+            style=colors.MUTED,
+        )
+        return text
+    what = "valid per-token losses" if detail.get("per_token") else "per-element losses"
+    if check["reduction"] == "sum":
+        text.append(f"sum of {check['terms']} {what} = {fmt.num(check['sum'], 6)}")
+    else:
+        divisor = "summed class weights" if check.get("weighted") else "count"
+        text.append(
+            f"mean: sum of {check['terms']} {what} {fmt.num(check['sum'], 6)} "
+            f"/ {divisor} {fmt.num(check['divisor'], 6)} = {fmt.num(check['computed'], 6)}"
+        )
+    text.append(f"   recorded {fmt.num(check['recorded'], 6)} ")
+    if check.get("matches"):
+        text.append("✓ matches", style=colors.GOOD)
+    elif check.get("matches") is None:
+        text.append("(elements capped: not checked)", style=colors.MUTED)
+    else:
+        text.append("✗ differs", style=colors.BAD)
+    return text
+
+
+class LossCurve(AgentPane):
+    """Loss per batch across the run, decimated to the pane's width; ┊ marks where a
+    step begins, ░ light (evaluation) batches, ▲ the batch open on this page."""
+
+    DEFAULT_CSS = "LossCurve { height: 3; padding: 0 1; }"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.curve: dict[str, Any] | None = None
+
+    def load(self) -> None:
+        width = max(8, self.size.width - 2 - 20)
+        self.ask("loss_curve", run=self.app.run_name, width=width)
+
+    def answered(self, tag: str, result: Any) -> None:
+        self.curve = result
+        self.refresh()
+
+    def failed(self, tag: str, message: str) -> None:
+        self.curve = {"error": message}
+        self.refresh()
+
+    def render(self) -> Text:
+        curve = self.curve
+        if curve is None:
+            return Text("loss across the run …", style=colors.MUTED)
+        if "error" in curve:
+            return Text(curve["error"], style=colors.BAD)
+        columns = curve.get("columns") or []
+        if not columns:
+            return Text("no batch of this run recorded a loss", style=colors.MUTED)
+        line = sparkline([c["mean"] for c in columns], len(columns), colors.PHASE["loss"])
+        text = Text(f"{fmt.num(curve['hi']):>8} ", style=colors.MUTED)
+        text.append_text(line)
+        text.append(f"  {curve['total']} batches\n", style=colors.MUTED)
+        starts = {s["batch"] for s in curve.get("steps") or []}
+        current = (self.app.batch_info or {}).get("index")
+        marks = Text(f"{fmt.num(curve['lo']):>8} ", style=colors.MUTED)
+        for c in columns:
+            span = range(c["first"], c["last"] + 1)
+            if current in span:
+                marks.append("▲", style=f"bold {colors.PHASE['loss']}")
+            elif c["light"]:
+                marks.append("░", style=colors.MUTED)
+            elif starts.intersection(span):
+                marks.append("┊", style=colors.PHASE["optimizer"])
+            else:
+                marks.append(" ")
+        marks.append("\n")
+        marks.append(
+            "         ▲ this batch  ┊ step starts  ░ evaluation (light)", style=colors.MUTED
+        )
+        text.append_text(marks)
+        return text
+
+
+class WorstTable(DataTable):
+    """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
+
+    BINDINGS = keys.LIST
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+
+    def on_mount(self) -> None:
+        for label in ("", "sample", "p(target)", "−log p", "loss"):
+            self.add_column(label, key=label or "mark")
+
+    def fill(self, rows: list[dict[str, Any]], followed: int) -> None:
+        self.clear()
+        for row in rows:
+            self.add_row(
+                Text("●" if row["sample"] == followed else " ", style=colors.PHASE["data"]),
+                str(row["sample"]),
+                Text(fmt.num(row.get("p_target")), justify="right"),
+                Text(fmt.num(row.get("neg_log_p")), justify="right"),
+                Text(fmt.num(row.get("loss")), justify="right", style=colors.PHASE["loss"]),
+                key=str(row["sample"]),
+            )
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.app.sample = int(event.row_key.value)
+
+
+def token_legend(mean: float, span: float, depth: str) -> Text:
+    """The diverging scale the tokens are coloured on, around the batch's mean loss."""
+    ramp = np.linspace(mean - span, mean + span, 16)[None, :]
+    rgb = to_rgb(ramp, Scale(mean - span, mean + span, True), SIGNED, depth)[0]
+    text = Text(f"loss {fmt.num(mean - span)} ", style=colors.MUTED)
+    for r, g, b in rgb:
+        text.append(" ", style=f"on rgb({r},{g},{b})")
+    text.append(f" {fmt.num(mean + span)}   centre: batch mean {fmt.num(mean)}", style=colors.MUTED)
+    text.append("   ", style=colors.MUTED)
+    text.append("pad", style="strike dim")
+    text.append(" ignored", style=colors.MUTED)
+    return text
+
+
+def token_text(
+    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: str
+) -> Text:
+    """The target tokens, each on the colour of its loss; padding struck out; the cursor's
+    token reversed."""
+    losses = np.array(
+        [r.get("loss", np.nan) if not r["pad"] else np.nan for r in rows], dtype=np.float64
+    )
+    rgb = to_rgb(losses[None, :], Scale(mean - span, mean + span, True), SIGNED, depth)[0]
+    text = Text()
+    # Trailing padding (most of a short sequence in a padded batch) shows once, counted.
+    last_real = max((i for i, r in enumerate(rows) if not r["pad"]), default=-1)
+    for i, row in enumerate(rows):
+        token = str(row.get("target_token", row.get("target", "?")))
+        if i > last_real + 1 and i > cursor:
+            text.append(f"×{len(rows) - i + 1}", style="dim")
+            break
+        shown = token.replace("\n", "⏎") if token.strip() or not token else "␣" * len(token)
+        if row["pad"]:
+            style = "strike dim"
+        else:
+            r, g, b = (int(v) for v in rgb[i])
+            # The signed map is dark around its centre: light letters there, dark at the ends.
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
+            style = f"{ink} on rgb({r},{g},{b})"
+        if i == cursor:
+            style += " reverse bold underline"
+        text.append(shown, style=style)
+    return text
+
+
+def position_text(row: dict[str, Any] | None) -> Text:
+    text = Text()
+    if row is None:
+        return text
+    text.append(f"position {row['pos']}: ", style=colors.MUTED)
+    text.append(f"input {row.get('input_token', '—')!r}  target {row.get('target_token', '—')!r}")
+    if row["pad"]:
+        text.append("   padding / ignore_index: not in the loss", style=colors.MUTED)
+        return text
+    verdict = colors.GOOD if row.get("pred") == row.get("target") else colors.BAD
+    text.append("  predicted ")
+    text.append(repr(row.get("pred_token", "—")), style=verdict)
+    text.append(f"   p(target) {fmt.num(row.get('p_target'))} → −log p {fmt.num(row.get('loss'))}")
+    return text
+
+
+COUNTS_SHOWN = 12
+"""Classes up to which the confusion matrix is also printed as numbers (fits 80 columns)."""
+
+
+def counts_table(matrix: np.ndarray, names: list[str], cell: tuple[int, int]) -> Text:
+    """The confusion counts as text, target rows × predicted columns, the chosen cell reversed."""
+    width = max(4, len(str(int(matrix.max(initial=0)))) + 1)
+    text = Text(" " * 10, style=colors.MUTED)
+    for name in names:
+        text.append(f"{fmt.clip(name, width - 1):>{width}}", style=colors.MUTED)
+    text.append("\n")
+    for r, name in enumerate(names):
+        text.append(f"{fmt.clip(name, 9):>9} ", style=colors.MUTED)
+        for c in range(len(names)):
+            style = "reverse" if (r, c) == cell else (colors.GOOD if r == c else "")
+            text.append(f"{int(matrix[r, c]):>{width}}", style=style)
+        text.append("\n")
+    return text
+
+
+class LossView(AgentPane):
+    """The loss call, its reduction, the per-sample table and the kind-specific view."""
+
+    DEFAULT_CSS = """
+    LossView { layout: vertical; height: 1fr; }
+    LossView #loss-call, LossView #loss-reduction { height: auto; padding: 0 1; }
+    LossView #loss-body { height: 1fr; }
+    LossView WorstTable { width: 44; height: 1fr; }
+    LossView #loss-right { width: 1fr; height: 1fr; padding: 0 1; }
+    LossView #loss-right > Static { height: auto; }
+    LossView.-narrow #loss-body { layout: vertical; }
+    LossView.-narrow WorstTable { width: 1fr; height: 8; }
+    """
+
+    NARROW = 100
+    """Below this many columns the per-sample table goes above the kind-specific view."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.detail: dict[str, Any] | None = None
+        self.worst_first = True
+        self.tokens: dict[str, Any] | None = None
+        self.token_cursor = 0
+        self.samples: list[dict[str, Any]] = []
+        self.cell: tuple[int, int] = (0, 0)
+        self.whole_run = True
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="loss-call")
+        yield Static("", id="loss-reduction")
+        with Horizontal(id="loss-body"):
+            yield WorstTable()
+            with VerticalScroll(id="loss-right"):
+                yield Static("", id="loss-kind")
+                yield Picture(max_rows=14, id="loss-picture")
+                yield Static("", id="loss-note")
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
+
+    @property
+    def batch_index(self) -> int | None:
+        return (self.app.batch_info or {}).get("index")
+
+    def load(self) -> None:
+        self.detail = None
+        self.tokens = None
+        self.samples = []
+        self.query_one("#loss-call", Static).update(Text("loss call …", style=colors.MUTED))
+        self.ask(
+            "loss_detail",
+            tag="detail",
+            run=self.app.run_name,
+            batch=self.batch_index,
+            limit=WORST_ROWS,
+            elements=0,
+        )
+        self._load_table()  # at the same time: one round trip, not two, to the first paint
+
+    # -- replies ---------------------------------------------------------------------
+
+    def answered(self, tag: str, result: Any) -> None:
+        if tag == "detail":
+            self._show_detail(result)
+        elif result.get("kind") == "tokens":
+            self.tokens = result
+            self.token_cursor = min(self.token_cursor, max(len(result["rows"]) - 1, 0))
+        else:
+            self.samples = result.get("rows") or []
+        self._draw_kind()
+
+    def failed(self, tag: str, message: str) -> None:
+        target = "#loss-call" if tag == "detail" else "#loss-note"
+        self.query_one(target, Static).update(Text(message, style=colors.BAD))
+        if tag == "detail":
+            self.query_one("#loss-reduction", Static).update("")
+            self.query_one(WorstTable).clear()
+            self.query_one("#loss-picture", Picture).clear()
+
+    def _show_detail(self, detail: dict[str, Any]) -> None:
+        self.detail = detail
+        self.query_one("#loss-call", Static).update(call_line(detail))
+        self.query_one("#loss-reduction", Static).update(
+            reduction_text(detail.get("reduction_check"), detail)
+        )
+        self.fill_worst()
+
+    def _draw_kind(self) -> None:
+        """The view for the loss's kind, once the detail and the table have both come."""
+        detail = self.detail
+        if detail is None:
+            return
+        if detail.get("per_token"):
+            if self.tokens is not None:
+                self._draw_tokens()
+        elif detail.get("confusion"):
+            if self.samples:
+                self.draw_confusion()
+        else:
+            self._draw_regression()
+
+    def fill_worst(self) -> None:
+        rows = list((self.detail or {}).get("worst") or [])
+        if not self.worst_first:
+            rows.sort(key=lambda r: r["sample"])
+        self.query_one(WorstTable).fill(rows, self.app.sample)
+
+    # -- language models ---------------------------------------------------------------
+
+    def _load_table(self) -> None:
+        """The batch's rows (classification) or the followed sequence's tokens (language
+        models): ``sample_table`` answers with whichever the loss has."""
+        self.ask(
+            "sample_table",
+            tag="table",
+            run=self.app.run_name,
+            batch=self.batch_index,
+            sample=self.app.sample,
+            limit=TOKENS_SHOWN,
+        )
+
+    def _scale(self) -> tuple[float, float]:
+        mean = (self.detail or {}).get("valid_mean") or 0.0
+        hist = (self.detail or {}).get("hist") or {}
+        span = max(abs(hist.get("hi", mean) - mean), abs(mean - hist.get("lo", mean))) or 1.0
+        return float(mean), float(span)
+
+    def _draw_tokens(self) -> None:
+        tokens = self.tokens or {}
+        rows = tokens.get("rows") or []
+        depth = depth_of(self.app.console.color_system)
+        mean, span = self._scale()
+        head = Text(f"sample {tokens.get('sample')} · ", style="bold")
+        head.append(
+            f"token accuracy {fmt.pct(tokens.get('accuracy'))} · h/l move", style=colors.MUTED
+        )
+        if tokens.get("vocabulary"):
+            head.append(f"\n{tokens['vocabulary']}", style=colors.MUTED)
+        head.append("\n")
+        head.append_text(token_text(rows, self.token_cursor, mean, span, depth))
+        head.append("\n")
+        head.append_text(token_legend(mean, span, depth))
+        self.query_one("#loss-kind", Static).update(head)
+        self.query_one("#loss-picture", Picture).clear()
+        texts = tokens.get("text") or {}
+        note = position_text(rows[self.token_cursor] if rows else None)
+        note.append("\n\ntarget    ", style=colors.MUTED)
+        note.append(texts.get("target") or "—")
+        note.append("\npredicted ", style=colors.MUTED)
+        note.append(texts.get("pred") or "—")
+        self.query_one("#loss-note", Static).update(note)
+
+    def move_token(self, delta: int) -> None:
+        rows = (self.tokens or {}).get("rows") or []
+        if rows:
+            self.token_cursor = (self.token_cursor + delta) % len(rows)
+            self._draw_tokens()
+
+    # -- classification ------------------------------------------------------------------
+
+    def _matrix(self) -> tuple[np.ndarray, list[int], list[str]] | None:
+        confusion = (self.detail or {}).get("confusion")
+        if not confusion:
+            return None
+        classes = list(confusion["classes"])
+        names = [n or str(c) for n, c in zip(confusion["names"], classes, strict=True)]
+        if self.whole_run:
+            return np.asarray(confusion["matrix"]), classes, names
+        position = {c: i for i, c in enumerate(classes)}
+        matrix = np.zeros((len(classes), len(classes)), dtype=np.int32)
+        for row in self.samples:
+            t, p = position.get(row.get("target")), position.get(row.get("pred"))
+            if t is not None and p is not None:
+                matrix[t, p] += 1
+        return matrix, classes, names
+
+    def draw_confusion(self) -> None:
+        found = self._matrix()
+        if found is None:
+            return
+        matrix, classes, names = found
+        confusion = self.detail["confusion"]
+        scope = (
+            f"{len(confusion.get('batches') or [])} training batches, "
+            f"{confusion['samples']} samples"
+            if self.whole_run
+            else f"batch {self.batch_index}, {int(matrix.sum())} samples"
+        )
+        accuracy = np.trace(matrix) / matrix.sum() if matrix.sum() else None
+        head = Text("confusion ", style="bold")
+        head.append(
+            f"({scope}) · accuracy {fmt.pct(accuracy)} · b: batch / run", style=colors.MUTED
+        )
+        head.append(
+            "\nrows: target · columns: predicted · shift+arrows or click a cell", style=colors.MUTED
+        )
+        self.query_one("#loss-kind", Static).update(head)
+        picture = self.query_one("#loss-picture", Picture)
+        picture.show_values(
+            matrix,
+            Scale(0.0, float(max(matrix.max(), 1))),
+            VALUES,
+            x_labels=names,
+            y_labels=names,
+            legend="samples per cell",
+        )
+        r, c = self.cell
+        self.cell = (min(r, len(classes) - 1), min(c, len(classes) - 1))
+        picture.set_cursor(self.cell)
+        self._cell_samples(matrix, classes, names)
+
+    def _cell_samples(self, matrix: np.ndarray, classes: list[int], names: list[str]) -> None:
+        r, c = self.cell
+        hits = [
+            row["sample"]
+            for row in self.samples
+            if row.get("target") == classes[r] and row.get("pred") == classes[c]
+        ]
+        text = counts_table(matrix, names, self.cell) if len(names) <= COUNTS_SHOWN else Text()
+        text.append(f"target {names[r]} → predicted {names[c]}: ", style="bold")
+        text.append(f"{int(matrix[r, c])} {'in the run' if self.whole_run else 'in this batch'}")
+        text.append(f"\nsamples of batch {self.batch_index}: ", style=colors.MUTED)
+        text.append(", ".join(map(str, hits)) if hits else "none")
+        self.query_one("#loss-note", Static).update(text)
+
+    def move_cell(self, dr: int, dc: int) -> None:
+        found = self._matrix()
+        if found is None:
+            return
+        n = len(found[1])
+        self.cell = ((self.cell[0] + dr) % n, (self.cell[1] + dc) % n)
+        self.draw_confusion()
+
+    @on(Picture.Picked)
+    def _picked(self, event: Picture.Picked) -> None:
+        event.stop()
+        if (self.detail or {}).get("confusion"):
+            self.cell = (event.row, event.col)
+            self.draw_confusion()
+
+    # -- regression and other losses -------------------------------------------------------
+
+    def _draw_regression(self) -> None:
+        detail = self.detail or {}
+        depth = depth_of(self.app.console.color_system)
+        width = max(16, self.query_one("#loss-right").size.width - 2)
+        text = Text("per-element loss\n", style="bold")
+        text.append_text(histogram(detail.get("hist"), width, False, rows=4, depth=depth))
+        if detail.get("residual_hist"):
+            text.append("\n|input − target| per element (sign not recorded)\n", style="bold")
+            text.append_text(histogram(detail["residual_hist"], width, False, rows=4, depth=depth))
+        self.query_one("#loss-kind", Static).update(text)
+        self.query_one("#loss-picture", Picture).clear()
+        self.query_one("#loss-note", Static).update("")
+
+    # -- following the app ---------------------------------------------------------------
+
+    def sample_changed(self) -> None:
+        if self.detail is None:
+            return
+        self.fill_worst()
+        if self.detail.get("per_token"):
+            self._load_table()
+
+
+class LossPage(Screen):
+    """The Loss page."""
+
+    BINDINGS = keys.LOSS
+
+    DEFAULT_CSS = """
+    LossPage #loss-title { height: 1; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("", id="loss-title")
+            yield LossCurve()
+            yield LossView()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "batch", self._batch_changed, init=False)
+        self.watch(self.app, "sample", self._sample_changed, init=False)
+        self.call_after_refresh(self._start)
+
+    def _start(self) -> None:
+        self.query_one(LossCurve).load()
+        self._batch_changed()
+
+    @property
+    def view(self) -> LossView:
+        return self.query_one(LossView)
+
+    def _batch_changed(self, *_: Any) -> None:
+        info = self.app.batch_info or {}
+        title = Text(f"Loss · batch {info.get('index')} · step {info.get('step')}", style="bold")
+        title.append("   , . batch · [ ] sample · ? keys", style=colors.MUTED)
+        self.query_one("#loss-title", Static).update(title)
+        self.query_one(LossCurve).refresh()
+        if info:
+            self.view.load()
+
+    def _sample_changed(self, *_: Any) -> None:
+        self.view.sample_changed()
+
+    def action_sort_worst(self) -> None:
+        self.view.worst_first = not self.view.worst_first
+        self.view.fill_worst()
+
+    def action_token(self, delta: int) -> None:
+        self.view.move_token(delta)
+
+    def action_cell(self, dr: int, dc: int) -> None:
+        self.view.move_cell(dr, dc)
+
+    def action_toggle_scope(self) -> None:
+        self.view.whole_run = not self.view.whole_run
+        self.view.draw_confusion()
+
+    def action_goto_loss_call(self) -> None:
+        call = ((self.view.detail or {}).get("call") or {}).get("id")
+        if call is not None:
+            self.app.goto_call(self.app.batch, call)
