@@ -177,10 +177,14 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
         if parent != -1:
             self._call(tree, parent)
         children = tree.children.get(parent, [])
-        return {
+        reply = {
             "total": len(children),
             "calls": [tree.row(c) for c in _page(children, offset, limit)],
         }
+        if parent == -1:
+            chunk = self.store.chunk(run, "batch", batch)
+            reply["dropped"] = chunk.record.get("dropped_sites") or []
+        return reply
 
     @rpc
     def call(self, run: str, batch: int, call: int) -> dict[str, Any]:

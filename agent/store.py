@@ -140,8 +140,10 @@ class RunStore:
         for part in (path, path / INDEX, path / BLOB):
             self._checked(part)
         real = Path(os.path.realpath(path))
+        # A step's weights decode against earlier steps, opened through this same check.
+        open_step = (lambda i: self.chunk(run, "step", i)) if kind == "step" else None
         return self._chunks.get(
-            (real, _stat_key(real / INDEX)), lambda: Chunk(real, f"{kind} {index}")
+            (real, _stat_key(real / INDEX)), lambda: Chunk(real, f"{kind} {index}", open_step)
         )
 
     def derived(self, chunk: Chunk, name: str, build: Callable[[], T]) -> T:

@@ -6,7 +6,8 @@ Two measurements:
   times every optimizer step from inside the process (plainly, or under the recorder) and
   reports the median interval; plus the run's bytes per step.
 * scripts — the real-script set (bench/scripts/): whole-process wall time of
-  `tvis run --steps 3` over the plain script stopped at the same step, and the run's size.
+  `tvis run --steps 3` over the plain script stopped at the same step, the run's size, and
+  the peak resident memory of each side (wide_mlp.py: a ~38M-parameter MLP with Adam).
 
 Runs alternate plain / recorded so drift on a shared machine hits both sides alike.
 
@@ -18,13 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +35,17 @@ EXAMPLES = {
     "vit": ["--workers", "0"],
 }
 WALL = False  # set by --wall
-SCRIPTS = ["char_gpt.py", "lstm_lm.py", "lbfgs_fit.py", "recommender_sparse.py"]
+SCRIPTS = ["char_gpt.py", "lstm_lm.py", "lbfgs_fit.py", "recommender_sparse.py", "wide_mlp.py"]
+
+# Runs a command and prints its CPU seconds, wall seconds and peak RSS (MB): measured in
+# a process of its own, so each figure belongs to one run.
+_MEASURE = """
+import os, resource, subprocess, sys, time
+start = time.perf_counter()
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(u.ru_utime + u.ru_stime, time.perf_counter() - start, u.ru_maxrss / 1024)
+"""
 
 
 # One intra-op thread on both sides: on a shared 2-core machine torch's default thread pool
@@ -44,18 +53,15 @@ SCRIPTS = ["char_gpt.py", "lstm_lm.py", "lbfgs_fit.py", "recommender_sparse.py"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def _wall(cmd: list[str], cwd: Path) -> float:
-    """Seconds the command took: CPU time (user + sys) of the child by default, which a
-    busy shared machine disturbs far less than wall time; wall time with --wall."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(
-        cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
+def _measure(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """Seconds the command took — CPU time (user + sys) by default, which a busy shared
+    machine disturbs far less than wall time; wall time with --wall — and its peak RSS
+    in MB."""
+    done = subprocess.run(
+        [PYTHON, "-c", _MEASURE, *cmd], cwd=cwd, check=True, capture_output=True, text=True, env=ENV
     )
-    if WALL:
-        return time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu, wall, peak = (float(v) for v in done.stdout.split())
+    return (wall if WALL else cpu), peak
 
 
 def _run_size(out: Path) -> int:
@@ -100,17 +106,28 @@ def bench_example(name: str, extra: list[str], rounds: int, steps: int) -> dict:
 def bench_script(name: str, rounds: int, steps: int = 3) -> dict:
     folder = ROOT / "bench" / "scripts"
     script = str(folder / name)
-    plain, recorded, size = [], [], 0
+    plain, recorded, plain_mb, tvis_mb, size = [], [], [], [], 0
     for _ in range(rounds):
-        plain.append(_wall([PYTHON, script, "--steps", str(steps)], folder))
+        seconds, peak = _measure([PYTHON, script, "--steps", str(steps)], folder)
+        plain.append(seconds)
+        plain_mb.append(peak)
         out = Path(tempfile.mkdtemp())
-        recorded.append(
-            _wall([TVIS, "run", "--steps", str(steps), "--out", str(out), script], folder)
-        )
+        cmd = [TVIS, "run", "--steps", str(steps), "--out", str(out), script]
+        seconds, peak = _measure(cmd, folder)
+        recorded.append(seconds)
+        tvis_mb.append(peak)
         size = _run_size(out)
         shutil.rmtree(out)
     p, r = statistics.median(plain), statistics.median(recorded)
-    return {"name": name, "plain_s": p, "tvis_s": r, "ratio": r / p, "bytes": size}
+    return {
+        "name": name,
+        "plain_s": p,
+        "tvis_s": r,
+        "ratio": r / p,
+        "bytes": size,
+        "plain_mb": statistics.median(plain_mb),
+        "tvis_mb": statistics.median(tvis_mb),
+    }
 
 
 def main() -> None:
@@ -119,6 +136,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20, help="steps per example run")
     parser.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
+    parser.add_argument("--scripts", nargs="*", help=f"a subset of {', '.join(SCRIPTS)}")
     args = parser.parse_args()
     global WALL
     WALL = args.wall
@@ -141,12 +159,16 @@ def main() -> None:
             )
     if args.set in ("scripts", "all"):
         print(f"\nreal scripts: whole-process {clock} time, --steps 3, median of {args.rounds}")
-        print(f"{'script':24} {'plain s':>8} {'tvis s':>8} {'ratio':>6} {'run MB':>7}")
-        rows = [bench_script(name, args.rounds) for name in SCRIPTS]
+        print(
+            f"{'script':24} {'plain s':>8} {'tvis s':>8} {'ratio':>6} {'run MB':>7} "
+            f"{'RSS plain':>10} {'RSS tvis':>9} {'RSS ratio':>9}"
+        )
+        rows = [bench_script(name, args.rounds) for name in args.scripts or SCRIPTS]
         for r in rows:
             print(
                 f"{r['name']:24} {r['plain_s']:8.2f} {r['tvis_s']:8.2f} {r['ratio']:6.2f} "
-                f"{r['bytes'] / 2**20:7.1f}"
+                f"{r['bytes'] / 2**20:7.1f} {r['plain_mb']:8.0f}MB {r['tvis_mb']:7.0f}MB "
+                f"{r['tvis_mb'] / r['plain_mb']:9.2f}"
             )
         ratios = sorted(r["ratio"] for r in rows)
         print(f"median ratio {statistics.median(ratios):.2f}, worst {ratios[-1]:.2f}")

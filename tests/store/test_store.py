@@ -77,7 +77,7 @@ def test_corrupt_meta_is_listed_with_its_problem(run):
     assert row["status"] == "unreadable" and "corrupt" in row["error"]
 
 
-def test_find_runs_looks_two_levels_down(run, tmp_path):
+def test_find_runs_looks_below_the_folder_given(run, tmp_path):
     assert find_runs(tmp_path) == [run.path]
     assert find_runs(tmp_path / "runs") == [run.path]
     assert find_runs(run.path) == [run.path]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+import weakref
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from tvis.record import tensors
+from tvis.record import anomalies, tensors
 from tvis.store import schema
 
 # A call that returns more tensors than this (a list of 500 feature maps, a dict of every
@@ -52,6 +54,7 @@ class Settings:
     max_elems: int = 2_000_000
     max_batches: int = 64
     max_bytes: int = 512 * 2**20
+    param_elems: int = 2_000_000  # parameter elements kept with exact values, per step
     functions: bool = True
     ops: bool = True
     gradcam: bool = True
@@ -91,6 +94,7 @@ class Call:
     project: bool = False
     owner: int = -1  # index of the batch this call is recorded in
     cuda_events: Any = None  # (start, end) events for calls that run on a GPU
+    line_key: tuple | None = None  # (file, line) of the project line that made this call
 
     def record(self) -> dict:
         return {
@@ -126,10 +130,21 @@ class BatchBuilder:
         self.arrays: dict[int, np.ndarray] = {}
         self.lines: dict[tuple, dict] = {}
         self._by_identity: dict[tuple[int, int], int] = {}
-        self.objects: dict[int, torch.Tensor] = {}  # keeps ids unique while the batch is open
+        # The tensors captured, by entry id: held while a training batch is open (Grad-CAM
+        # and gradient hooks use them; autograd holds them anyway); held weakly by a light
+        # group, whose evaluation outputs would otherwise all stay alive until it closes.
+        self.objects: dict[int, torch.Tensor] | weakref.WeakValueDictionary = (
+            weakref.WeakValueDictionary() if light else {}
+        )
         self.grad_handles: list = []
         self.hooked: set[int] = set()
         self.grad_arrivals: list[tuple[float, int]] = []
+        # For the first non-finite value (tvis/record/anomalies.py): an order of events,
+        # the sums of project-line results, and when each module call returned.
+        self.seq = 0
+        self.finite_checks: list = []
+        self.exit_seq: dict[int, int] = {}
+        self.line_inputs: list = []  # (seq, line, op, call id, activation entry ids)
         self.started = time.perf_counter()
         self.phase_ms: dict[str, float] = {}
         self.batch_size: int | None = None
@@ -142,6 +157,7 @@ class BatchBuilder:
         self.micro = 0
         self.sections: dict[str, Any] = {}
         self.dropped_calls = 0
+        self.dropped_sites: Counter[tuple[str, str]] = Counter()  # (name, cls) -> calls
         self.raw_images = 0
         self.kept_bytes = 0
         # (entry, private copy) pairs whose statistics the writer thread computes.
@@ -159,7 +175,7 @@ class BatchBuilder:
         """The entry id of ``t`` in this batch, capturing it on first sight."""
         key = (id(t), t._version)
         found = self._by_identity.get(key)
-        if found is not None:
+        if found is not None and self.objects.get(found) is t:
             return found
         entry_id = len(self.entries)
         self._by_identity[key] = entry_id
@@ -176,6 +192,10 @@ class BatchBuilder:
         keep_values = keep_values and not self.light
         self.entries.append(self._summarize(t, entry_id, keep_values))
         return entry_id
+
+    def entry_of(self, t: torch.Tensor) -> int | None:
+        """The entry id of ``t`` if this batch captured it as it is now."""
+        return self._by_identity.get((id(t), t._version))
 
     def keeps_item(self) -> bool:
         """Whether values seen now belong to a kept sample (always, outside a fetch)."""
@@ -333,6 +353,17 @@ class BatchBuilder:
         for call in self.calls:
             call.frame = None
 
+    def _dropped(self) -> dict:
+        """What a full light group left out, per module: the tree shows "×N more"."""
+        if not self.dropped_sites:
+            return {}
+        return {
+            "dropped_sites": [
+                {"name": name, "cls": cls, "count": n}
+                for (name, cls), n in self.dropped_sites.most_common()
+            ]
+        }
+
     def record(self) -> dict:
         return {
             "batch": {
@@ -351,14 +382,17 @@ class BatchBuilder:
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,
             "lines": list(self.lines.values()),
+            **self._dropped(),
             **self.sections,
         }
 
 
 def settle(record: dict, pending: list) -> int:
     """Finish a batch record on the writer thread: the statistics put off, then the marks
-    that read statistics (non-finite or mostly-zero outputs). Returns how many failed."""
+    that read statistics (non-finite or mostly-zero outputs, the first non-finite value:
+    ``record["anomalies"]``). Returns how many failed."""
     failed = tensors.fill(pending)
+    checks, exits, arrivals, line_inputs = record.pop(ANOMALY_INPUTS, ([], {}, [], []))
     entries = record["tensors"]
     for call in record["calls"]:
         if call["kind"] == "function":
@@ -367,7 +401,18 @@ def settle(record: dict, pending: list) -> int:
             if "tensor" in arg:
                 flags = schema.stat_flags(entries[arg["tensor"]]["stats"])
                 call["flags"].extend(f for f in flags if f not in call["flags"])
+    try:
+        found = anomalies.locate(record, checks, exits, arrivals, line_inputs)
+    except Exception:
+        found, failed = {}, failed + 1
+    if found:
+        record["anomalies"] = found
     return failed
+
+
+# Key under which the recorder hands the writer thread what ``anomalies.locate`` reads;
+# taken out of the record before it is written.
+ANOMALY_INPUTS = "_anomaly_inputs"
 
 
 def _flatten(name: str, value: Any, out: list, batch: BatchBuilder, keep: bool) -> None:

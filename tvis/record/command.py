@@ -25,6 +25,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=2_000_000,
         help="values kept of a tensor without a batch dim",
     )
+    parser.add_argument(
+        "--param-elems",
+        type=int,
+        default=2_000_000,
+        help="parameter elements kept with exact weight, gradient and Δw per step (2000000)",
+    )
     parser.add_argument("--max-batches", type=int, default=64, help="stop after this many batches")
     parser.add_argument(
         "--max-bytes", type=_size, default=512 * 2**20, help="run size budget, e.g. 512M (512M)"
@@ -68,7 +74,7 @@ def _problem(args: argparse.Namespace) -> str | None:
         parse_ranks(args.ranks)
     except ValueError as e:
         return f"{e}."
-    for flag in ("steps", "samples", "max_elems", "max_batches", "max_bytes"):
+    for flag in ("steps", "samples", "max_elems", "param_elems", "max_batches", "max_bytes"):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})."
     return None
@@ -106,6 +112,7 @@ def main(args: argparse.Namespace) -> int:
         steps=args.steps,
         samples=args.samples,
         max_elems=args.max_elems,
+        param_elems=args.param_elems,
         max_batches=args.max_batches,
         max_bytes=args.max_bytes,
         functions=not args.no_functions,
@@ -147,6 +154,8 @@ def report(outcome, rank: RankInfo | None = None) -> None:
         print(f"tvis: largest parts: {largest}", file=err)
     for text in outcome.notices:
         print(f"tvis: note: {text}", file=err)
+    for text in outcome.anomalies:
+        print(f"tvis: anomaly: {text}", file=err)
     path = outcome.run_dir.parent if rank is not None else outcome.run_dir
     if rank is not None:
         print(f"tvis: {rank.world_size} ranks, each in its own rank<N>/ folder", file=err)

@@ -12,6 +12,7 @@ import sys
 
 import torch
 
+from tvis.record import ops
 from tvis.record.builder import Call
 from tvis.record.data import note_normalize
 from tvis.record.extension import Extension
@@ -96,6 +97,8 @@ class FunctionTracer(Extension):
             frame=frame,
             project=True,
         )
+        if back is not None and rec.project.relpath(back.f_code.co_filename) is not None:
+            call.line_key = (back.f_code.co_filename, back.f_lineno)
         n_args = code.co_argcount + code.co_kwonlyargcount
         local = frame.f_locals
         if rec.in_data and code.co_name == "__call__":
@@ -130,6 +133,7 @@ class FunctionTracer(Extension):
                     return
                 call.fwd_ms = (rec.work.started - rec.overhead - batch.started) * 1e3 - call.t0
                 call.outputs = batch.args([("return", value)], keep_values=not batch.light)
+                ops.note_call_result(rec, batch, call, value)
                 if not batch.light and torch.is_grad_enabled():
                     rec.watch_gradients(batch, call)
             except Exception as e:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import cuda_timing
+from tvis.record import cuda_timing, ops
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call
 from tvis.record.data import note_normalize
@@ -31,6 +31,11 @@ def _is_patch_embedding(module: torch.nn.Module) -> bool:
         and max(module.kernel_size) > 1
         and module.padding in ((0, 0), "valid")
     )
+
+
+# torch's module call machinery (``_wrapped_call_impl``, ``_call_impl``), between a module
+# call and the line that made it.
+_MODULE_FILE = torch.nn.modules.module.__file__
 
 
 class ModuleCalls:
@@ -115,6 +120,7 @@ class ModuleCalls:
         self.open_modules += 1
         if batch.full:
             batch.dropped_calls += 1
+            batch.dropped_sites[(self.module_name(module), type(module).__name__)] += 1
             self.stack.append(None)  # keeps pre/post hooks paired
             return
         cls = type(module)
@@ -130,6 +136,7 @@ class ModuleCalls:
             phase="loss" if (is_loss or self.in_loss) else self._phase(),
             definition=self._class_location(cls),
             site=self.call_site(),
+            line_key=self._caller_line(),
             t0=(t0 - batch.started) * 1e3,
             no_grad=not grad,
             project=self.project.is_project_class(cls),
@@ -179,11 +186,14 @@ class ModuleCalls:
         if call is None or batch is None or call.owner != batch.index:
             return
         call.fwd_ms = (end - batch.started) * 1e3 - call.t0
+        batch.seq += 1
+        batch.exit_seq[call.id] = batch.seq
         cuda_timing.stop(call)
         keep = not batch.light
         if kwargs:
             call.inputs += batch.args(list(kwargs.items()), keep)
         call.outputs = batch.args([("out", output)], keep)
+        ops.note_call_result(self, batch, call, output)
         if call.depth == 0:
             phase = "loss" if call.kind == "loss" else "forward"
             batch.phase_ms[phase] = batch.phase_ms.get(phase, 0) + call.fwd_ms
@@ -205,6 +215,16 @@ class ModuleCalls:
     def _class_location(self, cls: type) -> list | None:
         code = getattr(getattr(cls, "forward", None), "__code__", None)
         return self.project.where(code.co_filename, code.co_firstlineno) if code else None
+
+    def _caller_line(self) -> tuple | None:
+        """(file, line) of the project line calling this module directly (through torch's
+        call machinery only), or None: a submodule called by library code."""
+        frame = sys._getframe(3)
+        while frame is not None and frame.f_code.co_filename == _MODULE_FILE:
+            frame = frame.f_back
+        if frame is None or self.project.relpath(frame.f_code.co_filename) is None:
+            return None
+        return (frame.f_code.co_filename, frame.f_lineno)
 
     def call_site(self) -> list | None:
         """The innermost project frame calling into torch (what the user wrote)."""

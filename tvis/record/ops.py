@@ -7,10 +7,15 @@ their ops run at full speed: the module's call already records its output.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from functools import partial
+
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tvis.record import attention
+from tvis.record import anomalies, attention
 from tvis.record.extension import Extension
 
 
@@ -21,6 +26,8 @@ class LineOps(Extension):
         self.mode = _LineMode(recorder)
         self.active = False
         self._wanted_before_pause = False
+        show = warnings._showwarnmsg  # type: ignore[attr-defined]
+        recorder.patches.set(warnings, "_showwarnmsg", partial(_at_user_line, show))
         self._set(True)
 
     def uninstall(self, recorder) -> None:
@@ -49,6 +56,22 @@ class LineOps(Extension):
         self.active = wanted
 
 
+def _at_user_line(show, message: warnings.WarningMessage) -> None:
+    """Show a warning raised by a torch op under the line mode at the user's line, as
+    plain Python does, not inside the dispatch the mode adds (this file, or torch's
+    ``handle_torch_function``): the first frame outside torch and tvis, past the mode."""
+    if message.filename in _DISPATCH:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not _TORCH_FUNCTION:
+            frame = frame.f_back
+        while frame is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+            frame = frame.f_back
+        if frame is not None:
+            message.filename, message.lineno = frame.f_code.co_filename, frame.f_lineno
+            message.line = None
+    show(message)
+
+
 class _LineMode(TorchFunctionMode):
     def __init__(self, recorder) -> None:
         super().__init__()
@@ -58,33 +81,93 @@ class _LineMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         rec = self.recorder
-        stack = rec.stack
-        if rec.busy or not stack or rec.paused:
+        if rec.busy or rec.paused:
             return func(*args, **kwargs)
-        top = stack[-1]
-        if top is None or top.frame is None:
-            return func(*args, **kwargs)
+        if rec.stack:
+            top = rec.stack[-1]
+            if top is None or top.frame is None:
+                return func(*args, **kwargs)
+            frame = top.frame
+        else:
+            # Top-level code (a script's training loop outside any function): the
+            # project line calling this op directly (through torch's wrappers only).
+            top, frame = None, _calling_line(rec, sys._getframe(1))
+            if frame is None:
+                return func(*args, **kwargs)
         start = rec.clock()
         out = func(*args, **kwargs)
         with rec.work:
             try:
-                _note(rec, top, func, out, (rec.work.started - rec.overhead - start) * 1e3)
-                if getattr(func, "__name__", None) == "softmax":
+                ms = (rec.work.started - rec.overhead - start) * 1e3
+                _note(rec, top, frame, func, args, out, ms)
+                if top is not None and getattr(func, "__name__", None) == "softmax":
                     attention.capture(rec, top, args, kwargs, out)
             except Exception as e:
                 rec.guard("attributing an op to its line", e)
         return out
 
 
-def _note(rec, call, func, out, ms: float) -> None:
+_TORCH_FUNCTION = _LineMode.__torch_function__.__code__
+_DISPATCH = (__file__, torch.overrides.__file__)
+_LIBRARIES = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+# torch's Python entry points between a user's line and the op it calls (``x + y`` goes
+# through Tensor.__add__, ``F.relu`` through torch.nn.functional): an op called from any
+# other library code (inside an optimizer's step) is not the line's own result.
+_WRAPPERS = {
+    torch.overrides.__file__,
+    torch._tensor.__file__,
+    torch.functional.__file__,
+    torch.nn.functional.__file__,
+}
+
+
+def _calling_line(rec, frame):
+    while frame is not None and frame.f_code.co_filename in _WRAPPERS:
+        frame = frame.f_back
+    if frame is None or rec.project.relpath(frame.f_code.co_filename) is None:
+        return None
+    return frame
+
+
+def _target(rec) -> tuple:
+    """The batch an op's line belongs to and its lines: the open batch, or — between
+    batches (none open yet, or an evaluation group while training code runs again) —
+    the next one, which takes these lines when it opens."""
     batch = rec.batch
-    if batch is None or call.owner != batch.index:
+    if batch is None or (batch.light and torch.is_grad_enabled()):
+        return None, rec.early_lines
+    return batch, batch.lines
+
+
+def _note(rec, call, frame, func, args, out, ms: float) -> None:
+    name = getattr(func, "__name__", str(func))
+    if name.startswith("_") and not name.startswith("__"):
+        return  # torch's own bookkeeping (profiler ranges, foreach kernels), not a result
+    batch, lines = _target(rec)
+    # A call opened in an earlier batch (a training loop inside ``main()``) still runs
+    # lines that belong to this batch; they are attributed to no call of it.
+    owned = batch is not None and call is not None and call.owner == batch.index
+    call_id = call.id if owned else None
+    line = _line(rec, lines, (frame.f_code.co_filename, frame.f_lineno), call_id)
+    _result(line, name, out, ms)
+    if batch is not None:
+        anomalies.note_op(batch, call_id, func, args, out, line)
+
+
+def note_call_result(rec, batch, call, value) -> None:
+    """A module or project-function call's result on the project line that made it: the
+    line "only calls a module" (``x = self.conv1(x)``) and shows that module's output."""
+    if call.line_key is None:
         return
-    frame = call.frame
-    key = (frame.f_code.co_filename, frame.f_lineno)
-    line = batch.lines.get(key)
+    parent = call.parent if call.parent >= 0 else None
+    line = _line(rec, batch.lines, call.line_key, parent)
+    _result(line, call.name, value, call.fwd_ms or 0.0)
+
+
+def _line(rec, lines: dict, key: tuple[str, int], call_id: int | None) -> dict:
+    line = lines.get(key)
     if line is None:
-        line = batch.lines[key] = {
+        line = lines[key] = {
             "file": rec.project.relpath(key[0]) or key[0],
             "line": key[1],
             "op": None,
@@ -92,8 +175,16 @@ def _note(rec, call, func, out, ms: float) -> None:
             "dtype": None,
             "count": 0,
             "ms": 0.0,
-            "call": call.id,
+            "call": call_id,
         }
+        if not torch.is_grad_enabled():
+            line["no_grad"] = True  # a light (no-grad) forward's line
+    line["call"] = call_id
+    return line
+
+
+def _result(line: dict, op: str, out, ms: float) -> None:
+    """The line's latest result: what its last op or call returned."""
     first = (
         out
         if isinstance(out, torch.Tensor)
@@ -101,9 +192,8 @@ def _note(rec, call, func, out, ms: float) -> None:
         if isinstance(out, (tuple, list))
         else None
     )
-    line["op"] = getattr(func, "__name__", str(func))
+    line["op"] = op
     if first is not None:
         line["shape"], line["dtype"] = list(first.shape), str(first.dtype).removeprefix("torch.")
     line["count"] += 1
     line["ms"] += ms
-    line["call"] = call.id

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tvis.record import anomalies
 from tvis.record.builder import Settings
 from tvis.store.format import COMPLETE, FAILED, INTERRUPTED
 from tvis.store.writer import RunWriter
@@ -30,6 +31,7 @@ class Outcome:
     bytes: int
     notices: tuple
     contributors: tuple = ()  # (name, bytes) of the largest parts of the run
+    anomalies: tuple = ()  # one sentence per anomaly (anomalies.summary)
 
 
 def run_dir_for(out: Path, script: Path) -> Path:
@@ -168,8 +170,17 @@ def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code:
         batches=sum(1 for b in recorder.batch_maps if not b["light"]),
         bytes=writer.bytes_written,
         notices=tuple(n["text"] for n in recorder.notices),
-        contributors=tuple(recorder.contributors.most_common(3)),
+        contributors=tuple(_contributors(recorder).most_common(3)),
+        anomalies=tuple(a["text"] for a in recorder.anomalies),
     )
+
+
+def _contributors(recorder):
+    """Stored bytes by source: batch values by call, parameter values as encoded."""
+    parts = recorder.contributors.copy()
+    if recorder.writer.param_bytes:
+        parts["parameters (weight, grad, Δw)"] = recorder.writer.param_bytes
+    return parts
 
 
 def _main_module(script: Path) -> types.ModuleType:
@@ -198,10 +209,21 @@ def _finalize(recorder, background, writer, status, exit_code, error) -> None:
     background.close()
     for problem in background.errors:
         recorder.notice(f"tvis could not write part of the run: {problem}")
-    if background.errors:
+    recorder.anomalies = anomalies.summary(
+        recorder.loss_bad, background.origins, background.grad_norms, _never_graded(recorder)
+    )
+    if background.errors or recorder.anomalies:
         writer.write_index(recorder.index())
     writer.write_sources(recorder.project.sources)
     writer.write_meta(status=status, exit_code=exit_code, error=error, ended=time.time())
+
+
+def _never_graded(recorder) -> set[str]:
+    """Parameters an optimizer stepped without a gradient at every recorded step."""
+    steps = [s.get("no_grad") or [] for s in recorder.step_maps if s.get("optimizers")]
+    if not steps:
+        return set()
+    return set(steps[0]).intersection(*steps[1:])
 
 
 def _exit_code(code) -> int:

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from tvis.record import cuda_timing, tensors
-from tvis.record.builder import BatchBuilder, Call, Settings
+from tvis.record import params as param_records
+from tvis.record.builder import ANOMALY_INPUTS, BatchBuilder, Call, Settings
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
@@ -128,6 +129,11 @@ class Recorder(ModuleCalls, Steps):
         self.in_backward = 0
         self.in_loss = 0
         self.snapshots: dict | None = None
+        self.param_state = param_records.ParamState(
+            settings.param_elems if settings.keep_values else 0, digests=settings.rank_digests
+        )
+        self.loss_bad: tuple | None = None  # (batch, step, value) of the first NaN/Inf loss
+        self.anomalies: list[dict] = []  # the run's summary, once the writer is done
         self.no_optimizer: bool | None = None
         self.module_names: dict[int, str] = {}
         self.roots: dict[int, torch.nn.Module] = {}
@@ -148,6 +154,9 @@ class Recorder(ModuleCalls, Steps):
         self.contributors: Counter[str] = Counter()
         self.grad_watched: set[int] = set()  # parameters whose local gradients are noted
         self.local_grads: set[int] = set()  # ... and those that got one since the last step
+        # Lines run between batches (a training loop fetching the next batch): the next
+        # training batch takes them (tvis/record/ops.py).
+        self.early_lines: dict = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -226,6 +235,8 @@ class Recorder(ModuleCalls, Steps):
     def _new_batch(self, light: bool = False) -> BatchBuilder:
         batch = BatchBuilder(self.next_index, self.settings, light=light)
         self.next_index += 1
+        if not light:
+            batch.lines, self.early_lines = self.early_lines, {}
         batch.bytes_left = self._bytes_left()
         batch.samples = self._samples_within_budget(batch.bytes_left)
         self._reopen_carried(batch)
@@ -350,6 +361,13 @@ class Recorder(ModuleCalls, Steps):
                 extension.on_batch_close(self, batch)
             batch.release()
             record = batch.record()
+            record[ANOMALY_INPUTS] = (
+                batch.finite_checks,
+                batch.exit_seq,
+                batch.grad_arrivals,
+                batch.line_inputs,
+            )
+            batch.finite_checks, batch.line_inputs = [], []
             self.batch_maps.append(record["batch"])
             self._account(record, batch.arrays)
             self.writer.put_batch(batch.index, record, batch.arrays, batch.pending)
@@ -467,6 +485,7 @@ class Recorder(ModuleCalls, Steps):
             "steps": self.step_maps,
             "params": list(self.param_table.values()),
             "notices": self.notices,
+            "anomalies": self.anomalies,
             "data": self.data_info,
             "project": self.project.root,
             "model": {

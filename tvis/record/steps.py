@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import threading
 
 import torch
@@ -31,6 +32,8 @@ class Steps:
                 loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
                 if isinstance(loss, torch.Tensor) and loss.numel() == 1:
                     batch.loss = float(loss.detach())
+                    if not math.isfinite(batch.loss) and self.loss_bad is None:
+                        self.loss_bad = (batch.index, self.step_index, batch.loss)
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
                 if self.settings.rank_digests:
@@ -82,7 +85,14 @@ class Steps:
                 if param_records.sharded(params):
                     self.notice(param_records.SHARDED_NOTICE)
                     return
-                self.snapshots = param_records.snapshot_tensors(params)
+                self.snapshots = param_records.snapshot_tensors(params, self.param_state)
+            snap = self._step_snapshot
+            if self.in_step and snap is not None and not snap.get("closure_grads"):
+                # LBFGS and other closure optimizers compute the gradients they use inside
+                # step(closure): the first evaluation's replace what stood before the step.
+                snap["closure_grads"] = True
+                for capture in snap["params"].values():
+                    param_records.capture_grad(capture, self.param_state.digests)
         except Exception as e:
             self.guard("after backward", e)
 
@@ -131,7 +141,7 @@ class Steps:
                 index = self.optimizers.setdefault(id(optimizer), len(self.optimizers))
                 self.steps_per_optimizer.setdefault(index, 0)
                 self._step_started = self.work.started - self.overhead
-                self._step_snapshot = param_records.snapshot_optimizer(optimizer)
+                self._step_snapshot = param_records.snapshot_optimizer(optimizer, self.param_state)
                 if self._step_snapshot.get("sharded"):
                     self.notice(param_records.SHARDED_NOTICE)
             except Exception as e:
@@ -173,28 +183,36 @@ class Steps:
             batch_ids.append(current.index)
             if current.loss is not None:
                 losses.append(current.loss)
-        record, arrays, pending = param_records.build_step(
+        record, jobs, raw_bytes = param_records.build_step(
             step,
             snapshot,
             optimizer,
             self._param_names(),
             batch_ids,
-            self.settings.max_elems,
+            self.param_state,
             self._bytes_left() if self.settings.keep_values else 0,
         )
+        captures = list(snapshot["params"].values())
+        snapshot["params"] = {}  # the jobs hold what is left of the copies
+        dropped = record["step"].get("dropped")
+        if dropped and self.settings.keep_values:
+            self.notice(
+                f"step {step}: --max-bytes left no room for the values of "
+                f"{dropped['param_values']} of {dropped['params']} parameters (weight, "
+                "gradient and Δw); they keep statistics only.",
+            )
         record["step"]["loss"] = sum(losses) / len(losses) if losses else None
         if self.grad_watched:
-            for p, param in zip(snapshot["params"].values(), record["params"], strict=True):
-                if id(p[0]) in self.grad_watched:
-                    param["local_grad"] = id(p[0]) in self.local_grads
+            for c, param in zip(captures, record["params"], strict=True):
+                if id(c.p) in self.grad_watched:
+                    param["local_grad"] = id(c.p) in self.local_grads
             self.local_grads.clear()
         for p in record["params"]:
             self.param_table.setdefault(
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}
             )
         self.step_maps.append(record["step"])
-        self.contributors["parameters (weight, grad, Δw)"] += sum(a.nbytes for a in arrays.values())
-        self.writer.put_step(step, record, arrays, pending)
+        self.writer.put_step(step, record, jobs, raw_bytes)
         self.write_index()
 
     def _param_names(self) -> dict[int, tuple[str, str]]:

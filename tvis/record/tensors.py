@@ -153,14 +153,8 @@ def _sums_cpu(flat: torch.Tensor) -> list[float]:
     """Σx, Σx², min, max, Σ|x| and the non-zero count on the host, chunk by chunk."""
     if flat.numel() <= SMALL:
         a = flat.numpy()
-        return [
-            float(a.sum()),
-            float(np.dot(a, a)),
-            float(a.min()),
-            float(a.max()),
-            float(np.abs(a).sum()),
-            float(np.count_nonzero(a)),
-        ]
+        with np.errstate(all="ignore"):  # inf - inf in a sum is the user's, not a warning
+            return _sums_numpy(a)
     total = sq = l1 = nonzero = 0.0
     lo, hi = math.inf, -math.inf
     scratch = _scratch(flat.dtype)
@@ -177,6 +171,17 @@ def _sums_cpu(flat: torch.Tensor) -> list[float]:
         l1 += float(part.dot(sign))
         nonzero += float(sign.dot(sign))
     return [total, sq, lo, hi, l1, nonzero]
+
+
+def _sums_numpy(a: np.ndarray) -> list[float]:
+    return [
+        float(a.sum()),
+        float(np.dot(a, a)),
+        float(a.min()),
+        float(a.max()),
+        float(np.abs(a).sum()),
+        float(np.count_nonzero(a)),
+    ]
 
 
 # Per thread: statistics run on the training thread, the writer thread and autograd's.

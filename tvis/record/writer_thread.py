@@ -6,6 +6,7 @@ holding an unbounded number of batches in memory.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 
@@ -26,6 +27,10 @@ class BackgroundWriter:
     def __init__(self, writer: RunWriter) -> None:
         self.writer = writer
         self.bytes_queued = 0  # values handed over so far (for the run's byte budget)
+        self.param_bytes = 0  # encoded parameter values written (weight, grad, Δw)
+        # For the run's anomaly summary: (batch, its "anomalies" map), (step, grad norm).
+        self.origins: list[tuple[int, dict]] = []
+        self.grad_norms: list[tuple[int, float]] = []
         self.errors: list[str] = []
         self._queue: queue.Queue = queue.Queue(QUEUE_DEPTH)
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
@@ -35,8 +40,24 @@ class BackgroundWriter:
         """Queue a batch; its ``pending`` statistics are computed here (``builder.settle``)."""
         self._put(builder.settle, self.writer.write_batch, index, record, arrays, pending)
 
-    def put_step(self, index: int, record: dict, arrays: dict, pending: list) -> None:
-        self._put(params.settle, self.writer.write_step, index, record, arrays, pending)
+    def put_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
+        """Queue a step; its values are derived and encoded here (``params.settle``), and
+        the byte count corrected from ``raw_bytes`` to what the encoding took."""
+        self.bytes_queued += raw_bytes
+        self._queue.put((self._settle_step, (index, record, jobs, raw_bytes)))
+
+    def _settle_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
+        arrays, failed = params.settle(record, jobs)
+        jobs.clear()  # the host copies go as soon as they are encoded
+        if failed:
+            self.errors.append(f"statistics of {failed} parameters could not be computed")
+        norms = [p["norms"]["grad"] for p in record["params"] if p["norms"]["grad"] is not None]
+        if norms:
+            self.grad_norms.append((index, math.sqrt(sum(n * n for n in norms))))
+        encoded = sum(a.nbytes for a in arrays.values())
+        self.bytes_queued += encoded - raw_bytes
+        self.param_bytes += encoded
+        self.writer.write_step(index, record, arrays)
 
     def _put(self, settle, write, index: int, record: dict, arrays: dict, pending: list) -> None:
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
@@ -47,6 +68,8 @@ class BackgroundWriter:
         failed = settle(record, pending)
         if failed:
             self.errors.append(f"statistics of {failed} tensors could not be computed")
+        if record.get("anomalies"):
+            self.origins.append((index, record["anomalies"]))
         write(index, record, arrays)
 
     def put_index(self, index: dict) -> None:

@@ -42,7 +42,14 @@ A batch index (``batches/N/index.msgpack``)::
                "digest": str (of the collated batch; ranks of a group only)},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
-     "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms", "call"}, ...],
+     "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms",
+                "call": id | None,   # the call running the line; None: a call of an
+                                     # earlier batch (a loop in main()) or top-level code
+                "no_grad"?: true,    # the line ran with gradients off (evaluation)
+                "flags"?: ["nonfinite_origin" | "nonfinite_grad_origin"]}, ...],
+     "dropped_sites"?: [{"name", "cls", "count"}],  # calls a full light group left out,
+                                                    # per module (batch.dropped_calls in all)
+     "anomalies"?: {"nonfinite"?: origin, "nonfinite_grad"?: origin},
      "data": {"batch": [arg, ...], "indices": [dataset index, ...],
               "items": [{"index", "calls": [first, end)}, ...]},
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
@@ -54,6 +61,25 @@ A batch index (``batches/N/index.msgpack``)::
      "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
      "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample
      "tokens": {...}}                 # texts, ids and token strings of tokenizer calls
+
+Every project line that ran has a ``lines`` entry: ``op`` and ``shape`` are its last
+result — the last torch op it ran, or the module or project function it called (``op`` is
+then the call's name and ``ms`` its forward time). Lines that run between batches (the
+loop fetching the next batch) belong to the next training batch.
+
+``anomalies`` names where the batch first went non-finite::
+
+    origin = {"phase": "forward" | "backward",
+              "kind": "op" | "module" | "input" | "grad",
+              "op": "log" | module name | "x of Net" | "backward of fc2",
+              "call": id | None, "file": str | None, "line": int | None,
+              "path": "model (Net) › fc2 (Linear)", "tensor"?: id (backward: the
+              activation whose gradient first went non-finite)}
+
+``nonfinite`` is the first op, module output or input batch holding NaN/Inf in forward
+(its call and line carry the flag ``nonfinite_origin``); when the forward was finite,
+``nonfinite_grad`` is the first activation gradient that arrived non-finite, named by the
+line or module that consumed the activation (flag ``nonfinite_grad_origin``).
 
 A call::
 
@@ -84,18 +110,56 @@ Files are project-relative for project files (keys of sources.msgpack), absolute
 A step index (``steps/N/index.msgpack``)::
 
     {"step": {"index", "batches": [batch indices], "loss": float | None,
-              "optimizers": [{"cls", "groups": [{hyper-parameters}]}]},
-     "params": [{"name", "module", "shape", "dtype", "optimizer", "group",
-                 "weight": id, "grad": id | None, "update": id,
-                 "norms": {"w", "grad", "update", "ratio"},
+              "optimizers": [{"cls", "groups": [{hyper-parameters}]}],
+              "no_grad"?: [names of stepped parameters without a gradient],
+              "dropped"?: {"param_values": int, "params": int}},  # --max-bytes cut in
+     "params": [{"name", "module", "shape", "dtype", "optimizer",
+                 "weight": id, "grad": id | None, "update": id, "sparse_grad": bool,
+                 "kept": {"kept": "all" | "rows" | "prefix", "count"?} | None,
+                 "norms": {"w", "grad", "update", "ratio", "estimated"?: true},
                  "local_grad": bool}],   # ranks only: this process's backward reached it
      "tensors": [tensor entry, ...]}   # "weight" is the value before the step;
                                        # "update" is p_after - p_before exactly
+
+Parameter values are exact but not always whole. Every parameter keeps the same *region*
+every step: the whole tensor, its first ``count`` rows (``rows``), or the first ``count``
+elements of its first row (``prefix``). The regions are planned once, within
+``--param-elems`` elements per step: a few rows of every parameter first, then whole
+tensors smallest first, the rest as rows of the next. ``kept`` is None when --max-bytes
+left no room (the step's ``dropped`` counts them). Statistics of the weight and gradient
+always cover the whole tensor; Δw's statistics of a partly kept parameter are estimated
+from a fixed sample of about 16k evenly spread elements (its stats carry ``"sampled": n``,
+its norm scaled to the whole tensor, and the param's norms say ``"estimated": true``).
+
+Step values are encoded (tvis/store/codec.py) and their value map says how::
+
+    "value": {"offset", "nbytes" (bytes in the blob), "dtype", "shape", "kept", "count"?,
+              "codec": "zstd-shuffle",          # bytes regrouped by significance, zstd
+              "crc32": int,                     # of the decoded bits (see below)
+              "base"?: {"step": int, "param": name},   # weight: XOR against that step's
+                                                       # weight after the step
+              "delta"?: id}                     # update: XOR against the weight entry
+
+Decoding a value gives its bit pattern, XOR-ed with the base's bits when it has one.
+A weight's decoded bits are its values. An update's decoded bits are the weight *after*
+the step, so ``update = after - weight`` (computed in the stored dtype: bit-exact for
+float32/float64; float16/bfloat16 are stored widened to float32, where the difference is
+exact). A weight with a ``base`` needs that earlier step's after-value of the same
+parameter (a chain the recorder cuts with a full copy every 8 steps). A gradient stands
+alone. ``crc32`` checks the decoded bits: a mismatch means a corrupt or missing link.
+
+Under a launcher (ranks compared) each step entry also has a ``digest``: BLAKE2b of the
+whole weight before the step and of the whole gradient; Δw's is the BLAKE2b of the
+(before, after) digests, since Δw is never whole in memory.
 
 The run index (``run.msgpack``)::
 
     {"batches": [the "batch" map of each batch], "steps": [the "step" map of each step],
      "params": [{"name", "module", "shape", "dtype"}], "notices": [{"level", "text"}],
+     "anomalies": [{"kind": "loss_nonfinite" | "nonfinite" | "nonfinite_grad"
+                            | "exploding_grad" | "no_grad",
+                    "text": one sentence, "batch"?, "step"?, "origin"?: origin,
+                    "params"?: [names]}],   # written when the run ends
      "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
               "tokenizer": {...}, "insights": {...}},   # each key only when known
      "project": str, "model": {"params": int, "modules": int}}
@@ -129,7 +193,7 @@ the run index), for finding ranks that trained on the same samples.
 
 from __future__ import annotations
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 META = "meta.json"
 RUN_INDEX = "run.msgpack"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,16 @@ def human_bytes(n: float) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        return _list(args)
+    except BrokenPipeError:
+        # `tvis ls | head`: the reader left; say nothing more, like ls does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _list(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser()
     if root.exists() and not args.via:
         return _show([summarize(p) for p in find_runs(root)], str(root), args.json)
@@ -102,6 +113,7 @@ def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
     if as_json:
         for row in rows:
             print(json.dumps(row))
+        sys.stdout.flush()
         return 0
     if not rows:
         print(f"no runs under {where}")
@@ -114,4 +126,5 @@ def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
         )
         if r.get("error"):
             print(f"    {r['error']}")
+    sys.stdout.flush()  # inside the caller's BrokenPipeError guard, not at exit
     return 0

@@ -10,6 +10,7 @@ import json
 import mmap
 import os
 import socket
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from tvis.store import codec
 from tvis.store.format import (
     BATCHES,
     BLOB,
@@ -31,6 +33,10 @@ from tvis.store.format import (
     STEPS,
     folder_name,
 )
+
+# Decoding a weight follows XOR deltas back through earlier steps; the recorder stores a
+# full copy every few steps (tvis/record/params.py KEYFRAME), so a longer chain is corrupt.
+MAX_CHAIN = 64
 
 
 class StoreError(Exception):
@@ -65,26 +71,52 @@ def describe_group(group: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+# How deep under a folder runs are looked for: ``examples/<project>/tvis_runs/<run>`` is
+# three levels down. Folders that never hold runs are skipped, and the search gives up
+# after MAX_FOLDERS folders so `tvis ls ~` stays quick.
+SEARCH_DEPTH = 4
+MAX_FOLDERS = 20_000
+_NEVER_RUNS = {"node_modules", "__pycache__", "site-packages", "venv", "batches", "steps"}
+
+
 def find_runs(root: Path) -> list[Path]:
-    """Run folders at ``root`` or one or two levels below it (``<project>/tvis_runs/<run>``),
-    newest first; the ranks of a group are listed together, rank 0 first."""
+    """Run folders at ``root`` or up to SEARCH_DEPTH levels below it, newest first
+    (``<project>/tvis_runs/<run>``, ``examples/<project>/tvis_runs/<run>``); the ranks
+    of a group are listed together, rank 0 first."""
     root = Path(root)
     if is_run(root):
         return [root]
     if is_group(root):
         return rank_runs(root)
     found: list[tuple[str, int, Path]] = []
-    for depth_glob in ("*", "*/*"):
-        for p in root.glob(depth_glob):
-            if not p.is_dir():
-                continue
-            if is_run(p):
-                found.append((p.name, 0, p))
-            elif is_group(p):
-                found += [(p.name, -i, r) for i, r in enumerate(rank_runs(p))]
-        if found:
-            break
+    level, seen = [root], 0
+    for _ in range(SEARCH_DEPTH):
+        below: list[Path] = []
+        for folder in level:
+            for path in _subfolders(folder):
+                seen += 1
+                if is_run(path):
+                    found.append((path.name, 0, path))
+                elif is_group(path):
+                    found += [(path.name, -i, r) for i, r in enumerate(rank_runs(path))]
+                else:
+                    below.append(path)
+            if seen > MAX_FOLDERS:
+                break
+        level = below
     return [p for *_, p in sorted(found, key=lambda f: f[:2], reverse=True)]
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return [
+                Path(e.path)
+                for e in entries
+                if not e.name.startswith(".") and e.name not in _NEVER_RUNS and e.is_dir()
+            ]
+    except OSError:
+        return []
 
 
 def _load(path: Path, what: str) -> Any:
@@ -150,7 +182,7 @@ class RunReader:
         return Chunk(self.path / BATCHES / folder_name(index), f"batch {index}")
 
     def step(self, index: int) -> Chunk:
-        return Chunk(self.path / STEPS / folder_name(index), f"step {index}")
+        return Chunk(self.path / STEPS / folder_name(index), f"step {index}", self.step)
 
     def sources(self) -> dict[str, str]:
         if not (self.path / SOURCES).exists():
@@ -192,11 +224,18 @@ def _recorder_alive(meta: dict[str, Any]) -> bool:
 
 
 class Chunk:
-    """One batch or step folder: its index record and its tensor values."""
+    """One batch or step folder: its index record and its tensor values.
 
-    def __init__(self, path: Path, what: str) -> None:
+    ``open_step`` opens another step of the same run: a step's weights are stored as XOR
+    deltas against an earlier step's (format.py), decoded here on demand."""
+
+    def __init__(
+        self, path: Path, what: str, open_step: Callable[[int], Chunk] | None = None
+    ) -> None:
         self.path = path
         self.what = what
+        self.open_step = open_step
+        self._decoded: dict[int, np.ndarray] = {}
 
     @cached_property
     def record(self) -> dict[str, Any]:
@@ -220,6 +259,8 @@ class Chunk:
         value = self.tensor(tensor_id).get("value")
         if not value:
             return None
+        if value.get("codec"):
+            return self._encoded_array(tensor_id, value)
         try:
             dtype = np.dtype(value["dtype"])
             shape = tuple(int(s) for s in value["shape"])
@@ -236,6 +277,65 @@ class Chunk:
         return np.frombuffer(
             buf, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset
         ).reshape(shape)
+
+    def _encoded_array(self, tensor_id: int, value: dict[str, Any]) -> np.ndarray:
+        """An encoded value: the decoded array, or for a Δw entry after - before."""
+        decoded = self._decode(tensor_id)
+        before_id = value.get("delta")
+        if before_id is None:
+            return decoded
+        return np.subtract(decoded, self._decode(before_id))
+
+    def _decode(self, tensor_id: int, depth: int = 0) -> np.ndarray:
+        """The stored bits of an encoded entry, XOR-ed back with their base: a weight's
+        values, a gradient's, or the weight after the step for a Δw entry."""
+        cached = self._decoded.get(tensor_id)
+        if cached is not None:
+            return cached
+        value = self.tensor(tensor_id).get("value") or {}
+        try:
+            dtype = np.dtype(value["dtype"])
+            shape = tuple(int(s) for s in value["shape"])
+            offset, nbytes = int(value["offset"]), int(value["nbytes"])
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.") from None
+        if value.get("codec") != codec.CODEC or dtype.hasobject:
+            raise StoreError(
+                f"tensor {tensor_id} of {self.what} uses an encoding this tvis cannot read "
+                f"({value.get('codec')!r}); upgrade tvis on this machine."
+            )
+        if value.get("delta") is not None:
+            base = self._decode(int(value["delta"]), depth + 1)
+        elif value.get("base") is not None:
+            base = self._after_at(value["base"], depth + 1)
+        else:
+            base = None
+        buf = self._blob
+        if offset < 0 or offset + nbytes > len(buf):
+            raise StoreError(f"the values of {self.what} are truncated ({self.path / BLOB}).")
+        try:
+            array = codec.decode(
+                memoryview(buf)[offset : offset + nbytes], dtype, shape, base, value.get("crc32")
+            )
+        except ValueError as e:
+            raise StoreError(
+                f"tensor {tensor_id} of {self.what}: {e}; re-record the run."
+            ) from None
+        self._decoded[tensor_id] = array
+        return array
+
+    def _after_at(self, base: Any, depth: int) -> np.ndarray:
+        """A parameter's weight after an earlier step: the base of a weight delta."""
+        if depth > MAX_CHAIN or self.open_step is None or not isinstance(base, dict):
+            raise StoreError(f"{self.what} refers to an earlier step it cannot reach.")
+        earlier = self.open_step(int(base.get("step", -1)))
+        name = base.get("param")
+        param = next((p for p in earlier.record.get("params") or [] if p.get("name") == name), None)
+        if param is None or not isinstance(param.get("update"), int):
+            raise StoreError(
+                f"{self.what} refers to parameter {name!r}, missing in {earlier.what}."
+            )
+        return earlier._decode(param["update"], depth)
 
     @cached_property
     def _blob(self) -> mmap.mmap | bytes:

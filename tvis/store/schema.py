@@ -60,11 +60,28 @@ TRUNCATED = "truncated"
 BWD_INFERRED = "bwd_inferred"
 CUDA_EVENTS = "cuda_events"
 CARRIED = "carried"
+NONFINITE_ORIGIN = "nonfinite_origin"
+NONFINITE_GRAD_ORIGIN = "nonfinite_grad_origin"
 
 FLAGS: dict[str, Flag] = {
     f.key: f
     for f in (
         Flag(NONFINITE, "bad", "✖", "NaN/Inf", "an output holds NaN or Inf values"),
+        Flag(
+            NONFINITE_ORIGIN,
+            "bad",
+            "✖",
+            "NaN/Inf starts here",
+            "the first op or output of the batch to hold NaN/Inf in forward (the run's "
+            "anomaly summary names it)",
+        ),
+        Flag(
+            NONFINITE_GRAD_ORIGIN,
+            "bad",
+            "✖",
+            "NaN/Inf gradient starts here",
+            "its backward gave the batch's first non-finite gradient (the forward was finite)",
+        ),
         Flag(DEAD, "warn", "∅", "dead units?", f"more than {DEAD_ZEROS:.0%} of the output is 0"),
         Flag(VANISHING, "warn", "↓", "vanishing", f"‖dL/d(output)‖ below {VANISHING_GRAD:g}"),
         Flag(
@@ -103,7 +120,7 @@ FLAGS: dict[str, Flag] = {
 """Every flag the recorder or agent may attach to a call. A flag missing here is a bug: the
 viewer could not draw it (tests check recorded runs against this table)."""
 
-WARNING_ORDER = (NONFINITE, DEAD, VANISHING)
+WARNING_ORDER = (NONFINITE_ORIGIN, NONFINITE_GRAD_ORIGIN, NONFINITE, DEAD, VANISHING)
 """Warnings, most severe first."""
 
 
@@ -136,6 +153,7 @@ class Stats(TypedDict, total=False):
     zeros: float
     nan: int
     inf: int
+    sampled: int  # estimated from this many evenly spread elements (a partly kept Δw)
 
 
 class Hist(TypedDict, total=False):
@@ -155,8 +173,18 @@ class StoredValue(TypedDict):
     nbytes: int
     dtype: str
     shape: list[int]
-    kept: Literal["all", "samples", "rows"]
+    kept: Literal["all", "samples", "rows", "prefix"]
     count: int
+
+
+class EncodedValue(StoredValue, total=False):
+    """A step's parameter value, stored encoded (tvis/store/codec.py; format.py says how a
+    reader decodes it)."""
+
+    codec: Literal["zstd-shuffle"]
+    crc32: int  # of the decoded bits
+    base: dict[str, Any]  # {"step", "param"}: a weight XOR-ed against that step's after
+    delta: int  # an update: its bits are the weight after the step XOR this weight entry
 
 
 class TensorEntry(TypedDict, total=False):
@@ -168,7 +196,7 @@ class TensorEntry(TypedDict, total=False):
     device: str
     stats: Stats
     hist: Hist | None
-    value: StoredValue | None
+    value: StoredValue | EncodedValue | None
     batch_dim: int | None
     batch_dim_inferred: bool
     grad: int | None
@@ -316,6 +344,7 @@ class ParamNorms(TypedDict, total=False):
     grad: float | None
     update: float | None
     ratio: float | None
+    estimated: bool  # ‖Δw‖ (and the ratio) estimated from a sample of a partly kept Δw
 
 
 class ParamRecord(TypedDict, total=False):
@@ -332,6 +361,9 @@ class ParamRecord(TypedDict, total=False):
     grad: int | None
     update: int
     norms: ParamNorms
+    sparse_grad: bool
+    kept: dict[str, Any] | None  # the region kept with values ({"kept", "count"}), or None
+    local_grad: bool  # ranks only: this process's backward reached it
 
 
 class StepInfo(TypedDict, total=False):
@@ -341,6 +373,8 @@ class StepInfo(TypedDict, total=False):
     batches: list[int]
     loss: float | None
     optimizers: list[dict[str, Any]]
+    no_grad: list[str]  # stepped parameters without a gradient
+    dropped: dict[str, int]  # {"param_values", "params"}: values --max-bytes left out
 
 
 class Notice(TypedDict):

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from tvis.store import atomic
+from tvis.store.codec import Encoded
 from tvis.store.format import (
     ALIGN,
     BATCHES,
@@ -46,8 +47,9 @@ class RunWriter:
         from ``arrays`` (tensor id -> array). Returns the bytes written."""
         return self._write_chunk(self.path / BATCHES / folder_name(index), record, arrays)
 
-    def write_step(self, index: int, record: dict, arrays: dict[int, np.ndarray]) -> int:
-        """Write optimizer step ``index`` (parameter records, same layout as a batch)."""
+    def write_step(self, index: int, record: dict, arrays: dict[int, Encoded]) -> int:
+        """Write optimizer step ``index`` (parameter records, same layout as a batch, values
+        encoded by tvis/store/codec.py)."""
         return self._write_chunk(self.path / STEPS / folder_name(index), record, arrays)
 
     def write_index(self, index: dict[str, Any]) -> None:
@@ -75,13 +77,16 @@ class RunWriter:
         return written
 
 
-def _write_blob(path: Path, entries: list[dict], arrays: dict[int, np.ndarray]) -> int:
+def _write_blob(path: Path, entries: list[dict], arrays: dict[int, np.ndarray | Encoded]) -> int:
     offset = 0
     with open(path, "wb") as f:
         for entry in entries:
             array = arrays.get(entry["id"])
             if array is None:
                 entry.setdefault("value", None)
+                continue
+            if isinstance(array, Encoded):
+                offset = _write_encoded(f, offset, entry, array)
                 continue
             array = np.ascontiguousarray(array)
             if array.dtype.byteorder == ">":
@@ -102,3 +107,19 @@ def _write_blob(path: Path, entries: list[dict], arrays: dict[int, np.ndarray]) 
             entry["value"] = value
             offset += array.nbytes
     return offset
+
+
+def _write_encoded(f, offset: int, entry: dict, encoded: Encoded) -> int:
+    """Append an encoded array; its entry's ``value`` already says how it was encoded."""
+    pad = -offset % ALIGN
+    f.write(b"\0" * pad)
+    offset += pad
+    f.write(encoded.payload)
+    entry["value"].update(
+        offset=offset,
+        nbytes=encoded.nbytes,
+        dtype=encoded.dtype.str,
+        shape=list(encoded.shape),
+        crc32=encoded.crc32,
+    )
+    return offset + encoded.nbytes

@@ -1,0 +1,171 @@
+"""Parameter records: exact, compact, and light on memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from helpers import record_here
+from torch import nn
+
+from tvis.record import params as param_records
+from tvis.store.reader import RunReader
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    # Sizes chosen so a small budget keeps some tensors whole and some as leading rows.
+    return nn.Sequential(nn.Linear(32, 256), nn.Tanh(), nn.Linear(256, 64), nn.Linear(64, 3))
+
+
+def _reference_hooks(opt: torch.optim.Optimizer, names: dict, seen: list) -> None:
+    """Exact copies of every weight, gradient and Δw, taken by the test itself."""
+
+    def pre(optimizer, args, kwargs):
+        seen.append(
+            {
+                names[id(p)]: (p.detach().clone(), p.grad.detach().clone())
+                for g in optimizer.param_groups
+                for p in g["params"]
+            }
+        )
+
+    def post(optimizer, args, kwargs):
+        for g in optimizer.param_groups:
+            for p in g["params"]:
+                before, grad = seen[-1][names[id(p)]]
+                seen[-1][names[id(p)]] = (before, grad, p.detach() - before)
+
+    opt.register_step_pre_hook(pre)
+    opt.register_step_post_hook(post)
+
+
+def _train(model, opt, steps: int) -> None:
+    torch.manual_seed(1)
+    for _ in range(steps):
+        x, y = torch.randn(8, 32), torch.randint(0, 3, (8,))
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def _region(t: torch.Tensor, kept: dict) -> np.ndarray:
+    if kept["kept"] == "all":
+        return t.numpy()
+    if kept["kept"] == "rows":
+        return t[: kept["count"]].numpy()
+    return t.reshape(-1)[: kept["count"]].numpy()
+
+
+def test_weight_grad_and_update_reconstruct_bit_exactly_over_steps(tmp_path):
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    names = {id(p): n for n, p in model.named_parameters()}
+    seen: list = []
+    _reference_hooks(opt, names, seen)
+    steps = param_records.KEYFRAME + 2  # crosses a full copy of every weight
+    outcome = record_here(lambda: _train(model, opt, 100), tmp_path, steps=steps, param_elems=6000)
+    assert outcome.steps == steps
+    run = RunReader(outcome.run_dir)
+    kinds = set()
+    for index in range(steps):
+        step = run.step(index)
+        for p in step.record["params"]:
+            before, grad, update = seen[index][p["name"]]
+            kept = p["kept"]
+            kinds.add(kept["kept"])
+            for which, reference in (("weight", before), ("grad", grad), ("update", update)):
+                got = step.array(p[which])
+                want = _region(reference, kept)
+                assert got.dtype == want.dtype and got.shape == want.shape, (index, p["name"])
+                assert got.tobytes() == want.tobytes(), (index, p["name"], which)
+    assert kinds == {"all", "rows"}
+    later = run.step(1).tensor(run.step(1).record["params"][0]["weight"])["value"]
+    assert later["base"] == {"step": 0, "param": "0.weight"}  # stored as a delta
+
+
+def test_partly_kept_parameter_has_whole_statistics_and_estimated_update_norm(tmp_path):
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    seen: list = []
+    _reference_hooks(opt, names, seen)
+    outcome = record_here(lambda: _train(model, opt, 100), tmp_path, steps=1, param_elems=6000)
+    step = RunReader(outcome.run_dir).step(0)
+    big = next(p for p in step.record["params"] if p["name"] == "0.weight")
+    assert big["kept"]["kept"] == "rows"
+    before, grad, update = seen[0]["0.weight"]
+    w_stats = step.tensor(big["weight"])["stats"]
+    assert w_stats["numel"] == before.numel()
+    assert np.isclose(w_stats["norm"], float(before.norm()), rtol=1e-5)
+    g_stats = step.tensor(big["grad"])["stats"]
+    assert np.isclose(g_stats["norm"], float(grad.norm()), rtol=1e-5)
+    assert big["norms"]["estimated"] is True
+    # SGD moves every element by lr * grad: the sample's estimate is close, not exact.
+    assert np.isclose(big["norms"]["update"], float(update.norm()), rtol=0.1)
+
+
+def test_closure_optimizer_step_records_the_closure_gradients(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=3)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    first: dict = {}
+
+    def closure():
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        first.setdefault("grad", model.weight.grad.detach().clone())
+        return loss
+
+    outcome = record_here(lambda: [opt.step(closure) for _ in range(5)], tmp_path, steps=1)
+    step = RunReader(outcome.run_dir).step(0)
+    weight = next(p for p in step.record["params"] if p["name"] == "weight")
+    assert weight["grad"] is not None
+    assert step.array(weight["grad"]).tobytes() == first["grad"].numpy().tobytes()
+
+
+def test_plan_keeps_small_tensors_whole_and_every_tensor_some_rows():
+    params = [torch.zeros(1000, 1000), torch.zeros(10), torch.zeros(300, 10), torch.zeros(50)]
+    keep = param_records.plan(params, 20_000)
+    assert keep[id(params[1])] == 10 and keep[id(params[3])] == 50
+    assert keep[id(params[2])] == 3000
+    assert 1000 <= keep[id(params[0])] <= 20_000 and keep[id(params[0])] % 1000 == 0
+    assert sum(keep.values()) <= 20_000
+
+
+def test_model_of_40m_parameters_records_under_100_mb(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(10)])
+    assert sum(p.numel() for p in model.parameters()) >= 40_000_000
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def train():
+        for _ in range(100):
+            opt.zero_grad()
+            model(torch.randn(4, 2048)).square().mean().backward()
+            opt.step()
+
+    outcome = record_here(train, tmp_path, steps=3)
+    assert outcome.steps == 3 and outcome.status == "complete"
+    assert outcome.bytes < 100 * 2**20
+    step = RunReader(outcome.run_dir).step(2)
+    assert all(p["kept"] is not None for p in step.record["params"])  # nothing dropped
+
+
+def test_agent_decodes_a_weight_stored_as_a_delta_of_the_previous_step(tmp_path):
+    from tvis.agent.api import AgentAPI
+
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    names = {id(p): n for n, p in model.named_parameters()}
+    seen: list = []
+    _reference_hooks(opt, names, seen)
+    outcome = record_here(lambda: _train(model, opt, 100), tmp_path, steps=2)
+    api = AgentAPI(outcome.run_dir.parent)
+    run = outcome.run_dir.name
+    reply = api.array(run, tensor=api.step(run, 1)["params"][2]["update"], step=1)
+    name = api.step(run, 1)["params"][2]["name"]
+    assert reply["array"].tobytes() == seen[1][name][2].numpy().tobytes()
+    view = api.param(run, 1, name, which="weight")
+    assert view["name"] == name and view["array"].size > 0
