@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from conftest import make_app, open_explore, render_text, screen_text, wait_for
 from fake_client import FakeClient
-from rich.console import Console
 from textual.command import CommandPalette
 
 from tvis.tui import keys
