@@ -33,6 +33,7 @@ from tvis.agent.protocol import (
     require_non_negative,
 )
 from tvis.agent.ranks import RanksAPI
+from tvis.agent.replay import ReplayAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.agent.weights import WeightsAPI
@@ -75,11 +76,12 @@ def _sorted_rows(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict
     return present + absent
 
 
-class AgentAPI(InsightsAPI, RanksAPI, WeightsAPI):
+class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
     The insight pages' methods come from ``InsightsAPI`` (agent/insights/), the comparison
     of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py), the Weights
-    page's views from ``WeightsAPI`` (agent/weights.py)."""
+    page's views from ``WeightsAPI`` (agent/weights.py), Replay's from ``ReplayAPI``
+    (agent/replay.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)

@@ -26,7 +26,7 @@ last several hundred cursor positions while staying a few MB at the agent's view
 NEVER_CACHED = frozenset({"hello", "runs", "run"})
 """Answers that change while a run is being recorded."""
 
-LIVE_UNCACHED = frozenset({"source", "sources", "find"})
+LIVE_UNCACHED = frozenset({"source", "sources", "find", "replay"})
 """Answers that merge every batch so far, so they grow while a recording is running."""
 
 
@@ -84,6 +84,16 @@ class Data:
                 self._cache.popitem(last=False)
         future.set_result(result)
         return result
+
+    def peek(self, method: str, **params: Any) -> tuple[bool, Any]:
+        """``(True, answer)`` when ``call`` would answer from the cache, else ``(False, None)``:
+        a prefetched answer can then be drawn at once, without a worker round trip."""
+        key = (method, _freeze(params))
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return True, self._cache[key]
+        return False, None
 
     def prefetch(self, method: str, **params: Any) -> Any:
         """``call``, for warming the cache: a failure here is left to the real request."""

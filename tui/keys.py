@@ -94,6 +94,7 @@ INSPECTOR = [
     _b("greater_than_sign,l,right", "index(1)", "Next leading index", "inspector.index_next"),
     _b("less_than_sign,h,left", "index(-1)", "Previous leading index", "inspector.index_prev"),
     _b("e", "export", "Save the tensor to .npy (and .pt)", "inspector.export"),
+    _b("v", "cycle_view", "Layer view (On image · Neurons · Stats)", "inspector.view"),
 ]
 
 TIMELINE = [
@@ -146,6 +147,27 @@ RUNS = [
 
 HELP = [
     _b("escape,q,question_mark,f1", "dismiss", "Close the keys", "help.close"),
+]
+
+REPLAY = [
+    _b("space", "play", "Play / pause", "replay.play", show=True),
+    _b("right,l", "step(1)", "Step forward", "replay.next"),
+    _b("left,h", "step(-1)", "Step back", "replay.prev"),
+    _b("n", "jump(1)", "Next phase", "replay.phase_next"),
+    _b("N", "jump(-1)", "Previous phase", "replay.phase_prev"),
+    _b("home", "seek_end(0)", "Start of the recording", "replay.start"),
+    _b("end", "seek_end(1)", "End of the recording", "replay.end"),
+    _b("z", "cycle_size", "Step size (layer · call · phase · batch)", "replay.size", show=True),
+    _b("plus,equals_sign", "speed(1)", "Faster", "replay.faster"),
+    _b("minus", "speed(-1)", "Slower", "replay.slower"),
+    _b("v", "cycle_view", "Layer view (On image · Neurons · Stats)", "replay.view", show=True),
+    _b("pagedown", "neurons_page(1)", "Next neurons", "replay.neurons_next"),
+    _b("pageup", "neurons_page(-1)", "Previous neurons", "replay.neurons_prev"),
+    _b("shift+up", "place(-1,0)", "Picked place up", "replay.place_up"),
+    _b("shift+down", "place(1,0)", "Picked place down", "replay.place_down"),
+    _b("shift+left", "place(0,-1)", "Picked place left", "replay.place_left"),
+    _b("shift+right", "place(0,1)", "Picked place right", "replay.place_right"),
+    _b("enter", "explore", "Open the layer in Explore", "replay.explore"),
 ]
 
 LOSS = [
@@ -202,6 +224,7 @@ INSIGHTS = [
 
 SCOPES: list[tuple[str, list[Binding]]] = [
     ("Everywhere", APP),
+    ("Replay", REPLAY),
     ("Explore", EXPLORE),
     ("Call tree", TREE),
     ("Inspector", INSPECTOR),

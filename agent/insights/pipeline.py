@@ -42,11 +42,11 @@ class PipelineAPI(InsightBase):
         if isinstance(size, int) and sample >= size:
             raise AgentError(f"batch {batch} has no sample {sample}.", NOT_FOUND)
         render = _Renderer(chunk, tree, data, width, height, size)
-        calls = _item_calls(tree, section, sample)
+        calls = item_calls(tree, section, sample)
         raw = next((r for r in (_raw_of(render, tree.by_id[c]) for c in calls) if r), None)
         stages = []
         seen: set[int] = set()
-        for cid in _returned_order(tree, calls):  # a stage's output exists once it returns
+        for cid in returned_order(tree, calls):  # a stage's output exists once it returns
             stage = _stage(render, tree.by_id[cid], seen)
             if stage is not None and len(stages) < MAX_STAGES:
                 stages.append(stage)
@@ -62,7 +62,7 @@ class PipelineAPI(InsightBase):
         }
 
 
-def _item_calls(tree: CallTree, section: dict[str, Any], sample: int) -> list[int]:
+def item_calls(tree: CallTree, section: dict[str, Any], sample: int) -> list[int]:
     """The calls recorded while the sample's dataset item was fetched, in call order."""
     items = section.get("items") if isinstance(section.get("items"), list) else []
     if sample < len(items) and isinstance(items[sample], dict):
@@ -80,7 +80,7 @@ def _item_calls(tree: CallTree, section: dict[str, Any], sample: int) -> list[in
     return _subtree(tree, roots[sample])
 
 
-def _returned_order(tree: CallTree, calls: list[int]) -> list[int]:
+def returned_order(tree: CallTree, calls: list[int]) -> list[int]:
     """``calls`` (a pre-order run of the tree) in the order they returned: children first."""
     inside = set(calls)
     out: list[int] = []
@@ -138,9 +138,10 @@ def _raw_of(render: _Renderer, call: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _stage(render: _Renderer, call: dict[str, Any], seen: set[int]) -> dict[str, Any] | None:
-    """A call whose output is a new picture, tensor or text: one stage of the pipeline.
-    Compositions (``Compose``) are left out: their stages are listed instead."""
+def stage_output(call: dict[str, Any], seen: set[int]) -> dict[str, Any] | None:
+    """The argument that makes ``call`` one stage of a pipeline: its first output that is a
+    new picture, tensor or text (``seen`` collects the tensors already shown). None for
+    compositions (``Compose``; their stages are listed) and calls with nothing new."""
     if "Compose" in f"{call.get('cls') or ''}{call.get('name') or ''}":
         return None
     for arg in call.get("outputs") or []:
@@ -153,13 +154,21 @@ def _stage(render: _Renderer, call: dict[str, Any], seen: set[int]) -> dict[str,
             if key in seen:
                 return None
             seen.add(key)
-        return {
-            "call": call.get("id"),
-            "name": call.get("name"),
-            "kind": call.get("kind"),
-            "output": render.value(arg),
-        }
+        return arg
     return None
+
+
+def _stage(render: _Renderer, call: dict[str, Any], seen: set[int]) -> dict[str, Any] | None:
+    """One stage of the pipeline with its output rendered (see ``stage_output``)."""
+    arg = stage_output(call, seen)
+    if arg is None:
+        return None
+    return {
+        "call": call.get("id"),
+        "name": call.get("name"),
+        "kind": call.get("kind"),
+        "output": render.value(arg),
+    }
 
 
 class _Renderer:

@@ -82,6 +82,7 @@ def explore(app):
 async def open_explore(pilot):
     """Wait for the first complete Explore screen: tree roots, a selected call, its cards."""
     app = pilot.app
+    await goto_page(pilot, "explore")
     page = await wait_for(pilot, app.explore_page, "the Explore page")
     await wait_for(
         pilot,
@@ -95,12 +96,36 @@ async def open_explore(pilot):
     return page
 
 
+async def goto_page(pilot, page_id: str) -> None:
+    """Switch to page ``page_id`` once the run is open (the app opens on Replay)."""
+    app = pilot.app
+    ids = await wait_for(
+        pilot,
+        lambda: app.run_name and app.current_mode != "_default" and [p.id for p in app.pages()],
+        "the run's first page",
+    )
+    if app.current_mode != page_id:
+        await app.action_page(ids.index(page_id) + 1)
+    await wait_for(pilot, lambda: app.current_mode == page_id, f"the {page_id} page")
+
+
 def node_named(page, name: str):
     """The loaded tree row of the call named ``name``."""
     for node in page.calls.call_tree.call_nodes():
         if node.data.row.get("name") == name:
             return node
     return None
+
+
+@pytest.fixture
+def no_torch(tmp_path: Path) -> Path:
+    """A folder that, first on PYTHONPATH, makes `import torch` fail."""
+    blocker = tmp_path / "no_torch"
+    (blocker / "torch").mkdir(parents=True)
+    (blocker / "torch" / "__init__.py").write_text(
+        'raise ImportError("the viewer must not import torch")\n'
+    )
+    return blocker
 
 
 @pytest.fixture(scope="session")

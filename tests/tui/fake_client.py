@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from tvis.agent.protocol import AgentError
+
 
 class FakeClient:
     """A protocol-shaped client over a synthetic run of ``n_batches`` batches."""
@@ -29,7 +31,10 @@ class FakeClient:
         pass
 
     def call(self, method: str, **params: Any) -> Any:
-        return getattr(self, f"_{method}")(**params)
+        answer = getattr(self, f"_{method}", None)
+        if answer is None:  # as the real agent answers a method it does not know
+            raise AgentError(f"unknown method {method!r}.", 400)
+        return answer(**params)
 
     # -- the synthetic model -------------------------------------------------------------
 

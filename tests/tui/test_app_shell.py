@@ -43,12 +43,13 @@ async def test_connection_failure_shows_one_sentence_and_quits_with_an_error(tmp
     assert app.return_code == 1
 
 
-async def test_single_run_opens_in_explore_with_status_line(run_dir: Path):
+async def test_single_run_opens_on_replay_then_explore_with_status_line(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page first")
         await open_explore(pilot)
         text = screen_text(app)
-        assert "1 Explore" in text
+        assert "2 Explore" in text
         status = text.splitlines()[-1]
         for part in (
             run_dir.name[:10],
@@ -227,15 +228,16 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
-        await pilot.press("5")
+        await pilot.press("6")
         await wait_for(pilot, lambda: app.current_mode == "live", "the Live page")
         await wait_for(
             pilot,
             lambda: app.screen.query("PageTabs") and app.screen.query("StatusLine"),
             "tab bar and status line on the Live page",
         )
-        assert "1 Explore" in screen_text(app) and "5 Live" in screen_text(app)
+        text = screen_text(app)
+        assert "1 Replay" in text and "2 Explore" in text and "6 Live" in text
         assert app.page_screens["live"].server is None  # visiting binds no port
-        await pilot.press("1")
+        await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
         assert app.internal_errors == []

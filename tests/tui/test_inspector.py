@@ -7,6 +7,7 @@ from pathlib import Path
 from conftest import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.picture import Picture
+from tvis.tui.widgets.layer_views import LayerViews, OnImageView
 
 
 async def _select(pilot, page, name: str) -> None:
@@ -95,4 +96,31 @@ async def test_a_sample_that_was_not_kept_says_so(run_dir: Path):
             pilot,
             lambda: "not kept" in card._note or "was not kept" in screen_text(app),
             "a sentence about the missing sample",
+        )
+
+
+async def test_the_layer_views_follow_the_inspected_call_sample_and_gradient(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "features")
+        call = page.inspector.selection.call
+
+        def drawn_views():
+            for views in page.inspector.query(LayerViews):
+                drawn = views.query_one(OnImageView).drawn
+                if drawn is not None and drawn.call == call:
+                    return views
+            return None
+
+        views = await wait_for(pilot, drawn_views, "the layer painted on the input")
+        page.inspector.focus()
+        await pilot.press("v")
+        assert views.current == "neurons"
+        await pilot.press("g", "right_square_bracket")
+        await wait_for(
+            pilot,
+            lambda: views.shown_layer.grad and views.shown_layer.sample == 1,
+            "the views on sample 1's gradient",
         )

@@ -53,10 +53,10 @@ def _script_tokenizer():
     return module.CharTokenizer((path.parent / "data.txt").read_text(encoding="utf-8"))
 
 
-async def _open_page(pilot, number: str, mode: str):
+async def _open_page(pilot, mode: str):
     app = pilot.app
     await open_explore(pilot)
-    await pilot.press(number)
+    await pilot.press(str([p.id for p in app.pages()].index(mode) + 1))  # its number key
     await wait_for(pilot, lambda: app.current_mode == mode, f"the {mode} page")
     return app.screen
 
@@ -64,7 +64,7 @@ async def _open_page(pilot, number: str, mode: str):
 async def test_loss_page_of_a_classifier_shows_the_confusion_matrix(run_dir):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "2", "loss")
+        page = await _open_page(pilot, "loss")
         view = page.query_one(LossView)
         await wait_for(pilot, lambda: view.samples and view.detail, "the confusion matrix")
         picture = view.query_one("#loss-picture", Picture)
@@ -85,7 +85,7 @@ async def test_loss_page_of_a_classifier_shows_the_confusion_matrix(run_dir):
 async def test_loss_page_lists_the_samples_of_a_chosen_confusion_cell(run_dir):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "2", "loss")
+        page = await _open_page(pilot, "loss")
         view = page.query_one(LossView)
         await wait_for(pilot, lambda: view.samples, "the batch's samples")
         first = view.samples[0]
@@ -107,7 +107,7 @@ async def test_loss_page_of_a_language_model_colours_tokens_with_the_scripts_tex
     tokenizer = _script_tokenizer()
     app = make_app(text_lm)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "2", "loss")
+        page = await _open_page(pilot, "loss")
         view = page.query_one(LossView)
         await wait_for(pilot, lambda: view.tokens, "the tokens of sample 0")
         # Follow the shortest sequence: it has padding to strike out.
@@ -158,7 +158,7 @@ async def test_explore_samples_table_shows_decoded_text_of_a_language_model(text
 async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_grid(vit):
     app = make_app(vit)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "3", "weights")
+        page = await _open_page(pilot, "weights")
         table = page.query_one(ParamList)
         await wait_for(pilot, lambda: table.row_count, "the parameter list")
         names = [p["name"] for p in table.params]
@@ -193,7 +193,7 @@ async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_
 async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):
     app = make_app(vit)
     async with app.run_test(size=(120, 30)) as pilot:
-        page = await _open_page(pilot, "3", "weights")
+        page = await _open_page(pilot, "weights")
         await wait_for(pilot, lambda: page.query_one(ParamList).row_count, "the parameter list")
         await pilot.press("a")
         grid = page.query_one(AllLayers)
@@ -213,7 +213,7 @@ async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit)
 async def test_weights_list_sorts_by_its_headed_columns(run_dir):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "3", "weights")
+        page = await _open_page(pilot, "weights")
         table = page.query_one(ParamList)
         await wait_for(pilot, lambda: table.row_count, "the parameter list")
         for _ in range(4):  # parameter → shape → ‖w‖ → ‖grad‖ → ‖Δw‖/‖w‖
@@ -251,11 +251,12 @@ def test_loss_and_weights_pages_read_at_80x24_in_tmux(run_dir):
     command = f"{TVIS} tui {shlex.quote(str(run_dir))}; echo TVIS-EXIT=$?; sleep 600"
     tmux("new-session", "-d", "-s", "main", "-x", "80", "-y", "24", command)
     try:
-        wait("ShapesCNN")
-        tmux("send-keys", "-t", "main", "2")
+        wait("1 Replay")  # the viewer opens on Replay; Loss is page 3, Weights page 4
+        wait("paused")
+        tmux("send-keys", "-t", "main", "3")
         for text in ("✓ matches", "F.cross_entropy", "p(target)", "confusion"):
             wait(text)
-        tmux("send-keys", "-t", "main", "3")
+        tmux("send-keys", "-t", "main", "4")
         screen = wait("‖Δw‖/‖w‖")
         assert "features.0.0.weight" in screen and "filters 0–" in wait("filters 0–")
         tmux("send-keys", "-t", "main", "q")

@@ -23,21 +23,11 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 STRAY_ESCAPES = re.compile(r"\x1b|\^\[|\[\?\d|\[\d+;\d+R|\[0m")
 
 
-@pytest.fixture
-def no_torch(tmp_path: Path) -> Path:
-    """A folder that, first on PYTHONPATH, makes `import torch` fail."""
-    blocker = tmp_path / "no_torch"
-    (blocker / "torch").mkdir(parents=True)
-    (blocker / "torch" / "__init__.py").write_text(
-        'raise ImportError("the viewer must not import torch")\n'
-    )
-    return blocker
-
-
 class Tmux:
-    """One tmux server of our own (a private socket) running one command in a 120×40 pane."""
+    """One tmux server of our own (a private socket) running one command in a pane of
+    ``size`` (120×40 unless asked)."""
 
-    def __init__(self, tmp_path: Path, command: str) -> None:
+    def __init__(self, tmp_path: Path, command: str, size: tuple[int, int] = (120, 40)) -> None:
         self.socket = f"tvis-test-{os.getpid()}-{time.monotonic_ns()}"
         self.tmux(
             "new-session",
@@ -45,9 +35,9 @@ class Tmux:
             "-s",
             "main",
             "-x",
-            "120",
+            str(size[0]),
             "-y",
-            "40",
+            str(size[1]),
             f"{command}; echo TVIS-EXIT=$?; sleep 600",
         )
 
@@ -86,7 +76,11 @@ class Tmux:
 
 
 def _drive(term: Tmux) -> None:
-    """What a user does: see the tree and the inspector, expand, move, open help, quit."""
+    """What a user does: Replay opens first; go to Explore, see the tree and the inspector,
+    expand, move, open help, quit."""
+    term.wait("1 Replay")
+    term.wait("paused")
+    term.keys("2")
     screen = term.wait("ShapesCNN")
     term.wait("outputs")
     assert "images halfcell" in term.screen()  # tmux: half blocks, no graphics probe

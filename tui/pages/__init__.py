@@ -34,6 +34,12 @@ class PageSpec:
         return importlib.util.find_spec(self.module) is not None
 
 
+def _replay(app: TvisApp) -> Screen:
+    from tvis.tui.pages.replay import ReplayPage
+
+    return ReplayPage()
+
+
 def _explore(app: TvisApp) -> Screen:
     from tvis.tui.pages.explore import ExplorePage
 
@@ -74,6 +80,7 @@ def _ranks(app: TvisApp) -> Screen:
 
 
 PAGES = [
+    PageSpec("replay", "Replay", True, _replay, "tvis.tui.pages.replay"),
     PageSpec("explore", "Explore", True, _explore, "tvis.tui.pages.explore"),
     PageSpec("loss", "Loss", True, _loss, "tvis.tui.pages.loss"),
     PageSpec("weights", "Weights", True, _weights, "tvis.tui.pages.weights"),

@@ -4,7 +4,8 @@ It draws real pixels with sixel or kitty graphics where the app's image mode all
 half-block cells elsewhere (tmux, tests, ``--images halfcell``). Values are coloured through
 ``colormaps`` at the terminal's colour depth, scaled by a whole number of pixels per value
 when they fit (a 32×32 map is 32×32 crisp squares), with optional tick labels on both axes
-(tokens, indices, class names) and a legend. Clicking a value posts ``Picture.Picked``.
+(tokens, indices, class names) and a legend. Clicking a value (or a pixel of a picture) posts
+``Picture.Picked``.
 """
 
 from __future__ import annotations
@@ -399,15 +400,16 @@ class Picture(Widget):
         return text
 
     def value_at(self, x: int, y: int) -> tuple[int, int] | None:
-        """The (row, col) of the array value under canvas cell (x, y), if any."""
+        """The (row, col) of the array value (or picture pixel) under canvas cell (x, y)."""
         content = self._content
-        if content is None or content.values is None or not self._pixels[0]:
+        if content is None or not self._pixels[0]:
             return None
+        source = content.values if content.values is not None else content.rgb
         (cw, ch), (px_h, px_w) = self._cell, self._pixels
         px, py = x * cw + cw // 2, y * ch + ch // 2
         if not (0 <= px < px_w and 0 <= py < px_h):
             return None
-        return raster.value_at(content.values.shape, self._pixels, py, px)
+        return raster.value_at(source.shape[:2], self._pixels, py, px)
 
     def on_click(self, event: Click) -> None:
         canvas = self._graphics or self.query_one(_Cells)

@@ -6,6 +6,7 @@ moves; the tensor cards follow when the agent answers ``call``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rich.table import Table
@@ -19,6 +20,7 @@ from textual.widgets import Static
 from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.fetch import fetch
 from tvis.tui.messages import Selection
+from tvis.tui.widgets.layer_views import Layer, LayerViews
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef, ValueLine, decoded_text
 
@@ -258,6 +260,7 @@ class Inspector(VerticalScroll, can_focus=True):
         self.query_one("#header", Static).update(call_header(row))
         widgets: list = []
         refs: list[tuple[TensorCard, TensorRef]] = []
+
         for side, args in (
             ("outputs", call.get("outputs") or []),
             ("inputs", call.get("inputs") or []),
@@ -288,6 +291,10 @@ class Inspector(VerticalScroll, can_focus=True):
         for record in call.get("tokens") or []:
             widgets.append(Static("tokenizer", classes="section"))
             widgets.append(Static(tokenizer_text(record), classes="decoded"))
+        layer = self._layer_of(selection, call)
+        if layer is not None:  # after the cards: On image · Neurons · Stats of the output
+            widgets += [Static("this layer, for the followed sample", classes="section")]
+            widgets += [LayerViews(layer, classes="layer-views")]
         self._set_args(widgets, refs)
 
     def _show_param(self, selection: Selection, entries: dict[str, dict]) -> None:
@@ -327,6 +334,39 @@ class Inspector(VerticalScroll, can_focus=True):
         for card, ref in self._refs:
             if card.is_mounted:
                 card.show(ref, self.app.show_grad, self.app.sample)
+        for views in self.query(LayerViews):
+            if views.shown_layer is not None:
+                views.show(
+                    replace(views.shown_layer, sample=self.app.sample, grad=self.app.show_grad)
+                )
+
+    def _layer_of(self, selection: Selection, call: dict[str, Any]) -> Layer | None:
+        """The layer views' subject: a model call's first output, when it has one."""
+        if call.get("kind") not in ("module", "function") or call.get("phase") != "forward":
+            return None
+        entry = next(
+            (
+                a["entry"]
+                for a in call.get("outputs") or []
+                if isinstance(a, dict) and a.get("entry")
+            ),
+            None,
+        )
+        if entry is None or selection.batch is None or selection.call is None:
+            return None
+        return Layer(
+            run=self.app.run_name or "",
+            batch=selection.batch,
+            call=selection.call,
+            sample=self.app.sample,
+            grad=self.app.show_grad,
+            tensor=entry.get("id"),
+            name=str(call.get("name") or ""),
+        )
+
+    def action_cycle_view(self) -> None:
+        for views in self.query(LayerViews):
+            views.cycle()
 
     # -- keys ----------------------------------------------------------------------------
 

@@ -1,0 +1,545 @@
+"""The replay methods of the agent API: a recording as an ordered list of events (what
+Replay plays back), and the per-layer views each event shows (see PROTOCOL.md).
+
+Events of a batch, in the order training made them happen::
+
+    batch (data) → each pipeline stage of the followed sample (data)
+    → each forward layer, in the order it returned (forward) → the loss (loss)
+    → each layer again as its gradient arrived (backward)
+    → after the last batch of a step: one update per parameter group (optimizer)
+
+Gradient arrival order is read from the gradient entries' ids: the recorder adds a
+gradient's entry the moment it first arrives, so a lower id arrived earlier. Batches kept
+as statistics only (light) or run without gradients follow one another as one collapsible
+``light`` event. ``ReplayAPI`` is mixed into ``AgentAPI``, whose store and lookups it uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tvis.agent import layer_views as lv
+from tvis.agent import views
+from tvis.agent.calltree import CallTree
+from tvis.agent.dispatch import rpc
+from tvis.agent.insights.common import stamp
+from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
+from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.samples import model_input
+from tvis.agent.store import _LRU
+from tvis.store.format import COMPLETE
+from tvis.store.reader import Chunk
+from tvis.store.schema import stat_flags
+
+DETAILS = ("layer", "call")
+# Events sent at once: a page of ~200 bytes each stays far below a screenful of pictures,
+# and a client asks for the pages around its cursor only.
+MAX_EVENTS = 2000
+# Parameters listed per group in an update event: the ones that moved most.
+TOP_PARAMS = 5
+# Layers whose thumbnails one request asks for: a stack shows a screenful; 128 × 2 small
+# maps stay well within a frame's budget.
+MAX_THUMBS = 128
+# A thumbnail is a hint of where a layer is active, not a picture to read.
+MAX_THUMB_CELLS = 64
+# Event lists kept built (per run, followed sample and detail): a viewer follows one
+# sample at a time and prefetches its neighbours.
+EVENT_CACHE = 16
+
+
+class ReplayAPI:
+    """Replay methods; expects ``store``, ``_tree`` and ``_normalize`` from the class it is
+    mixed into."""
+
+    @property
+    def _event_lists(self) -> _LRU:
+        cache = self.__dict__.get("_replay_events")
+        if cache is None:
+            cache = self.__dict__.setdefault("_replay_events", _LRU(EVENT_CACHE))
+        return cache
+
+    @rpc
+    def replay(
+        self, run: str, sample: int = 0, detail: str = "layer", offset: int = 0, limit: int = 200
+    ) -> dict[str, Any]:
+        """One page of the run's events for followed ``sample``, with the outline of the
+        whole recording (phase runs and batch starts) a scrubber draws."""
+        if detail not in DETAILS:
+            raise AgentError(f"detail must be one of {', '.join(DETAILS)}.", BAD_REQUEST)
+        if sample < 0 or offset < 0 or limit < 0:
+            raise AgentError("sample, offset and limit must be 0 or more.", BAD_REQUEST)
+        index = self.store.index(run)
+        key = (str(self.store.run_path(run)), sample, detail, stamp(index))
+        whole = self._event_lists.get(key, lambda: self._build(run, index, sample, detail))
+        events = whole["events"]
+        return {
+            "total": len(events),
+            "sample": sample,
+            "detail": detail,
+            "status": self.store.reader(run).status,
+            "outline": whole["outline"],
+            "batches": whole["batches"],
+            "missing": whole["missing"],
+            "events": events[offset : offset + min(limit, MAX_EVENTS)],
+        }
+
+    def _build(self, run: str, index: dict[str, Any], sample: int, detail: str) -> dict[str, Any]:
+        events: list[dict[str, Any]] = []
+        batches: list[dict[str, Any]] = []
+        missing: list[str] = []
+        steps = {s["index"]: s for s in index.get("steps") or [] if isinstance(s, dict)}
+        last_of_step = {max(s.get("batches") or [-1]): i for i, s in steps.items()}
+        kept: int | None = None
+        light: dict[str, Any] | None = None
+        for info in index.get("batches") or []:
+            if not isinstance(info, dict) or not isinstance(info.get("index"), int):
+                continue
+            b = info["index"]
+            if info.get("light") or info.get("no_grad"):
+                if light is None:
+                    light = _event("forward", "light", info, batches=[], name="")
+                    events.append(light)
+                light["batches"].append(b)
+                light["name"] = _light_name(light["batches"], info)
+                batches.append(_batch_row(info, len(events) - 1, 1, None))
+                continue
+            light = None
+            start = len(events)
+            try:
+                chunk = self.store.chunk(run, "batch", b)
+                tree = self._tree(run, b)
+            except AgentError as e:
+                missing.append(f"batch {b} cannot be read: {e.message}")
+                continue
+            built = batch_events(chunk, tree, info, sample, detail)
+            events.extend(built)
+            kept = _min(kept, _kept_samples(chunk, tree))
+            note = _batch_note(chunk.record, info)
+            if note:
+                missing.append(note)
+            step = last_of_step.get(b)
+            if step is not None and step in steps:
+                events.extend(self._update_events(run, steps[step], info))
+            batches.append(_batch_row(info, start, len(events) - start, note))
+        for i, event in enumerate(events):
+            event["seq"] = i
+        missing[:0] = self._run_notes(run, index, kept, sample)
+        return {
+            "events": events,
+            "outline": _outline(events),
+            "batches": batches,
+            "missing": missing,
+        }
+
+    def _run_notes(self, run: str, index: dict[str, Any], kept: int | None, sample: int) -> list:
+        notes = []
+        status = self.store.reader(run).status
+        if status != COMPLETE:
+            n = len(index.get("batches") or [])
+            notes.append(f"the run is {status}: replaying the {n} batch(es) recorded so far.")
+        if kept == 0:
+            notes.append(
+                "no sample values were kept in this recording (raise --max-bytes to keep "
+                "them): layers show statistics only."
+            )
+        elif kept is not None and sample >= kept:
+            notes.append(
+                f"sample {sample} was not kept (values exist for the first {kept}); "
+                "pictures show what exists."
+            )
+        return notes
+
+    def _update_events(self, run: str, step: dict[str, Any], info: dict) -> list[dict[str, Any]]:
+        try:
+            params = self.store.chunk(run, "step", step["index"]).record.get("params") or []
+        except AgentError:
+            params = []
+        groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        for p in params:
+            if isinstance(p, dict):
+                groups.setdefault((p.get("optimizer") or 0, p.get("group") or 0), []).append(p)
+        hyper = {
+            (o.get("index", i), g): group
+            for i, o in enumerate(step.get("optimizers") or [])
+            for g, group in enumerate(o.get("groups") or [])
+        }
+        classes = {
+            o.get("index", i): o.get("cls") for i, o in enumerate(step.get("optimizers") or [])
+        }
+        events = []
+        for (opt, group), members in sorted(groups.items()):
+            ranked = sorted(members, key=lambda p: -_ratio(p))
+            events.append(
+                _event(
+                    "optimizer",
+                    "update",
+                    info,
+                    step=step["index"],
+                    name=f"{classes.get(opt) or 'optimizer'} group {group}",
+                    optimizer=opt,
+                    group=group,
+                    lr=(hyper.get((opt, group)) or {}).get("lr"),
+                    n_params=len(members),
+                    top=[
+                        {
+                            "name": p.get("name"),
+                            "ratio": (p.get("norms") or {}).get("ratio"),
+                            "update": (p.get("norms") or {}).get("update"),
+                            "w": (p.get("norms") or {}).get("w"),
+                        }
+                        for p in ranked[:TOP_PARAMS]
+                    ],
+                )
+            )
+        return events
+
+    # -- per-layer views ------------------------------------------------------------------
+
+    def _layer_values(
+        self, run: str, batch: int, call: int, sample: int, grad: bool, weights: bool = False
+    ) -> tuple[Chunk, CallTree, dict[str, Any], np.ndarray]:
+        """One sample's values of a call's first output (or its gradient; or, ``weights``,
+        the attention weights an attention owner computed). A tensor without a batch dim
+        (a position embedding) is the same for every sample and comes whole."""
+        chunk = self.store.chunk(run, "batch", batch)
+        tree = self._tree(run, batch)
+        if call not in tree.by_id:
+            raise AgentError(f"batch {batch} has no call {call}.", NOT_FOUND)
+        name = tree.by_id[call].get("name")
+        owned = _attention_of(chunk.record, call) if weights and not grad else None
+        entry = tree.tensor(owned) if owned is not None else tree.first_output(tree.by_id[call])
+        if entry is None:
+            raise AgentError(f"{name} returned no tensor.", NOT_FOUND)
+        if grad:
+            entry = tree.grad_of(entry)
+            if entry is None:
+                raise AgentError(f"{name}'s output has no recorded gradient.", NOT_FOUND)
+        values = chunk.array(entry["id"])
+        if values is None:
+            what = "gradient" if grad else "output"
+            raise AgentError(
+                f"{name}'s {what} has statistics only; its values were not kept.", NOT_FOUND
+            )
+        return chunk, tree, entry, views.take_sample(values, entry.get("batch_dim"), sample)
+
+    def _picture(self, run: str, chunk: Chunk, tree: CallTree, sample: int) -> np.ndarray | None:
+        """The followed sample's input picture at its stored size, or None without one."""
+        given = model_input(chunk.record, tree)
+        values = chunk.array(given["id"]) if given else None
+        if values is None or values.ndim != 4 or values.shape[1] not in (1, 3, 4):
+            return None
+        return views.take_sample(values, 0, sample)
+
+    @rpc
+    def on_image(
+        self,
+        run: str,
+        batch: int,
+        call: int,
+        sample: int = 0,
+        grad: bool = False,
+        query: int = 0,
+        at: list[int] | None = None,
+        picture: bool = False,
+        width: int = 48,
+        height: int = 48,
+    ) -> dict[str, Any]:
+        """A layer's activation (or gradient) for ``sample`` painted over the input picture:
+        ``map`` in [0, 1] at the picture's shrunk size; ``at = [row, col]`` (in the map's own
+        grid) adds every neuron's raw value there; ``picture`` adds the picture itself.
+        ``applies: false`` with ``why`` (one sentence) when the layer has no place on it."""
+        views.check_size(width, height)
+        if width * height * 4 > lv.MAX_VIEW_BYTES:
+            raise AgentError("an on-image map is at most 6144 cells (e.g. 96 × 64).", BAD_REQUEST)
+        chunk, tree, entry, values = self._layer_values(
+            run, batch, call, sample, grad, weights=True
+        )
+        pixels = self._picture(run, chunk, tree, sample)
+        how = lv.layout(values.shape, pixels is not None, _is_attention(chunk.record, entry))
+        base = {
+            "call": call,
+            "sample": sample,
+            "grad": grad,
+            "tensor": entry["id"],
+            "kind": how.kind,
+        }
+        if how.kind == "none" or pixels is None:
+            return {**base, "applies": False, "why": how.why}
+        shown = views.picture(pixels, self._normalize(run), width, height)
+        size = tuple(shown["array"].shape[:2])
+        result = {
+            **base,
+            "applies": True,
+            "grid": how.grid,
+            **lv.on_image(values, how, size, query),
+        }
+        result["image"] = shown["array"] if picture else None
+        if at is not None:
+            if len(at) != 2:
+                raise AgentError("at must be [row, col].", BAD_REQUEST)
+            result["location"] = lv.at_location(values, how, at[0], at[1])
+        return result
+
+    @rpc
+    def neurons(
+        self,
+        run: str,
+        batch: int,
+        call: int,
+        sample: int = 0,
+        grad: bool = False,
+        position: int | None = None,
+        offset: int = 0,
+        limit: int = 16,
+        width: int = 12,
+        height: int = 12,
+    ) -> dict[str, Any]:
+        """Every channel / hidden unit of a layer for ``sample``, most active first, one page
+        (see ``layer_views.neurons``); vectors as bars labelled with class names or tokens."""
+        chunk, tree, entry, values = self._layer_values(run, batch, call, sample, grad)
+        data = self.store.index(run).get("data") or {}
+        labels = _labels(data, values.shape[-1] if values.ndim else 0)
+        grid = None
+        if values.ndim == 2 and self._picture(run, chunk, tree, sample) is not None:
+            grid = lv.layout(values.shape, True).grid
+        result = lv.neurons(
+            values,
+            grid=grid,
+            labels=labels,
+            position=position,
+            offset=offset,
+            limit=limit,
+            width=width,
+            height=height,
+        )
+        result.update(
+            call=call, sample=sample, grad=grad, tensor=entry["id"], shape=list(values.shape)
+        )
+        return result
+
+    @rpc
+    def thumbs(
+        self,
+        run: str,
+        batch: int,
+        calls: list[int],
+        sample: int = 0,
+        grad: bool = False,
+        width: int = 8,
+        height: int = 4,
+    ) -> dict[str, Any]:
+        """Small maps of several layers for ``sample`` (a layer stack's thumbnails): mean |x|
+        per location; a layer without values gets ``array: null`` and ``why``."""
+        if len(calls) > MAX_THUMBS:
+            raise AgentError(f"ask for at most {MAX_THUMBS} thumbnails at once.", BAD_REQUEST)
+        if not (1 <= width and 1 <= height and width * height <= MAX_THUMB_CELLS):
+            raise AgentError(f"a thumbnail is at most {MAX_THUMB_CELLS} cells.", BAD_REQUEST)
+        rows = []
+        for call in calls:
+            try:
+                _, _, entry, values = self._layer_values(run, batch, call, sample, grad)
+            except AgentError as e:
+                rows.append({"call": call, "array": None, "why": e.message})
+                continue
+            small = lv.thumbnail(values, width, height)
+            lo, hi = views.finite_range(small)
+            rows.append({"call": call, "array": small, "lo": lo, "hi": hi})
+        return {"sample": sample, "grad": grad, "thumbs": rows}
+
+
+# -- building events ------------------------------------------------------------------------
+
+
+def _event(phase: str, kind: str, info: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {
+        "seq": -1,
+        "phase": phase,
+        "kind": kind,
+        "batch": info.get("index"),
+        "step": info.get("step"),
+        "micro": info.get("micro"),
+        **fields,
+    }
+
+
+def _forward_calls(tree: CallTree, detail: str, owners: set[int]) -> list[int]:
+    """The calls a forward pass shows, in the order they returned: every module and project
+    function (``call``), or the leaf modules, project functions and attention owners
+    (``layer``)."""
+    forward = [
+        cid
+        for cid in tree.order
+        if tree.by_id[cid].get("phase") == "forward"
+        and tree.by_id[cid].get("kind") in ("module", "function")
+    ]
+    if detail == "layer":
+        forward = [
+            cid
+            for cid in forward
+            if tree.by_id[cid].get("kind") == "function"
+            or cid in owners
+            or not any(tree.by_id[c].get("kind") == "module" for c in tree.children.get(cid, []))
+        ]
+    return returned_order(tree, forward)
+
+
+def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> dict[str, Any]:
+    call = tree.by_id[cid]
+    out = tree.first_output(call)
+    grad = tree.grad_of(out)
+    norm = ((grad or {}).get("stats") or {}).get("norm")
+    return _event(
+        phase,
+        "layer" if phase == "forward" else "grad",
+        info,
+        call=cid,
+        name=call.get("name"),
+        cls=call.get("cls"),
+        depth=call.get("depth"),
+        tensor=out.get("id") if out else None,
+        grad=grad.get("id") if grad else None,
+        shape=out.get("shape") if out else None,
+        absmean=((out or {}).get("stats") or {}).get("absmean"),
+        grad_norm=norm,
+        flags=(call.get("flags") or [])
+        + [
+            f
+            for f in stat_flags((out or {}).get("stats"), norm)
+            if f not in (call.get("flags") or [])
+        ],
+    )
+
+
+def batch_events(
+    chunk: Chunk, tree: CallTree, info: dict[str, Any], sample: int, detail: str
+) -> list[dict[str, Any]]:
+    """The events of one training batch, data to backward (see the module docstring)."""
+    record = chunk.record
+    events = [_event("data", "batch", info, name=f"batch {info['index']}", loss=info.get("loss"))]
+    section = record.get("data") if isinstance(record.get("data"), dict) else {}
+    seen: set[int] = set()
+    for cid in returned_order(tree, item_calls(tree, section, sample)):
+        arg = stage_output(tree.by_id[cid], seen)
+        if arg is not None:
+            call = tree.by_id[cid]
+            events.append(
+                _event("data", "stage", info, call=cid, name=call.get("name"), cls=call.get("cls"))
+            )
+    owners = {a.get("call") for a in record.get("attention") or [] if isinstance(a, dict)}
+    forward = _forward_calls(tree, detail, owners)
+    events.extend(_layer_event(tree, cid, "forward", info) for cid in forward)
+    loss = record.get("loss") if isinstance(record.get("loss"), dict) else {}
+    if loss.get("call") in tree.by_id:
+        call = tree.by_id[loss["call"]]
+        events.append(
+            _event(
+                "loss",
+                "loss",
+                info,
+                call=loss["call"],
+                name=call.get("name"),
+                fn=loss.get("fn"),
+                value=loss.get("value"),
+                reduction=loss.get("reduction"),
+            )
+        )
+    arrived = []
+    for position, cid in enumerate(forward):
+        grad = tree.grad_of(tree.first_output(tree.by_id[cid]))
+        if grad is not None:
+            arrived.append((grad["id"], -position, cid))
+    events.extend(_layer_event(tree, cid, "backward", info) for _, _, cid in sorted(arrived))
+    return events
+
+
+def _batch_row(info: dict, start: int, count: int, note: str | None) -> dict[str, Any]:
+    return {
+        "batch": info.get("index"),
+        "step": info.get("step"),
+        "micro": info.get("micro"),
+        "loss": info.get("loss"),
+        "light": bool(info.get("light") or info.get("no_grad")),
+        "start": start,
+        "count": count,
+        "note": note,
+    }
+
+
+def _batch_note(record: dict[str, Any], info: dict[str, Any]) -> str | None:
+    """One sentence on what a training batch lacks (a crash mid-forward leaves no loss)."""
+    calls = record.get("calls") or []
+    if not any(isinstance(c, dict) and c.get("phase") == "forward" for c in calls):
+        return (
+            f"batch {info['index']} has no forward calls: the script stopped before the model ran."
+        )
+    if not isinstance(record.get("loss"), dict):
+        return f"batch {info['index']} stopped before its loss: no loss and no gradients to replay."
+    return None
+
+
+def _light_name(batches: list[int], info: dict) -> str:
+    what = "without gradients" if info.get("no_grad") else "statistics only"
+    span = f"{batches[0]}" if len(batches) == 1 else f"{batches[0]}–{batches[-1]}"
+    return f"batch {span} ({what})"
+
+
+def _outline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of one phase within one batch: ``[{phase, batch, start, count}]``."""
+    runs: list[dict[str, Any]] = []
+    for e in events:
+        last = runs[-1] if runs else None
+        if last and last["phase"] == e["phase"] and last["batch"] == e["batch"]:
+            last["count"] += 1
+        else:
+            runs.append({"phase": e["phase"], "batch": e["batch"], "start": e["seq"], "count": 1})
+    return runs
+
+
+def _kept_samples(chunk: Chunk, tree: CallTree) -> int | None:
+    """How many samples of the batch have values (from the model input), None if unknown."""
+    given = model_input(chunk.record, tree)
+    if given is None:
+        return None
+    value = given.get("value")
+    if not value:
+        return 0
+    if value.get("kept") == "samples":
+        return int(value.get("count") or 0)
+    shape = value.get("shape") or []
+    return int(shape[0]) if shape else None
+
+
+def _attention_of(record: dict[str, Any], call: int) -> int | None:
+    """The attention weights tensor the attention owner ``call`` computed, if recorded."""
+    for found in record.get("attention") or []:
+        if isinstance(found, dict) and found.get("call") == call:
+            return found.get("tensor")
+    return None
+
+
+def _is_attention(record: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Whether ``entry`` holds attention weights: recorded as such, or a tensor of their
+    shape (the dropout applied to them)."""
+    shapes = [a.get("shape") for a in record.get("attention") or [] if isinstance(a, dict)]
+    found = {a.get("tensor") for a in record.get("attention") or [] if isinstance(a, dict)}
+    return entry.get("id") in found or entry.get("shape") in shapes
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _ratio(p: dict[str, Any]) -> float:
+    ratio = (p.get("norms") or {}).get("ratio")
+    return float(ratio) if isinstance(ratio, (int, float)) and np.isfinite(ratio) else -1.0
+
+
+def _labels(data: dict[str, Any], n: int) -> list[str] | None:
+    """Class names or vocabulary tokens for a vector of ``n`` units, when one matches."""
+    for key in ("classes", "vocab"):
+        names = data.get(key)
+        if isinstance(names, list) and len(names) == n and n > 0:
+            return [str(x) for x in names]
+    return None

@@ -1,0 +1,315 @@
+"""Replay's methods: the event list of a recording, and the per-layer views (on_image,
+neurons, thumbs) over the image-classifier recording and variants of the synthetic run
+(light batches, a batch that stopped before its loss, no kept samples, a run still being
+written)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic_run import SyntheticRun
+
+from tvis.agent import layer_views as lv
+from tvis.agent import views
+from tvis.agent.api import AgentAPI
+from tvis.agent.client import LocalClient
+from tvis.agent.protocol import AgentError, encode
+from tvis.store.format import COMPLETE, RUNNING
+from tvis.store.reader import RunReader
+from tvis.store.writer import RunWriter
+
+FRAME_BUDGET = 32 << 10
+
+
+@pytest.fixture(scope="module")
+def recorded(recorded_run):
+    with LocalClient(recorded_run.parent) as client:
+        yield client, recorded_run.name, RunReader(recorded_run)
+
+
+def all_events(client, name, **params) -> list[dict]:
+    first = client.call("replay", run=name, limit=2000, **params)
+    assert len(first["events"]) == first["total"]
+    return first["events"]
+
+
+def first_batch(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["batch"] == events[0]["batch"]]
+
+
+# -- the event list ----------------------------------------------------------------------
+
+
+def test_replay_events_follow_a_training_step_in_order(recorded):
+    client, name, _ = recorded
+    events = first_batch(all_events(client, name))
+    phases = [e["phase"] for e in events]
+    order = ["data", "forward", "loss", "backward", "optimizer"]
+    assert sorted(phases, key=order.index) == phases
+    assert events[0]["kind"] == "batch" and set(phases) == set(order)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+
+
+def test_replay_layers_are_leaves_and_project_functions(recorded):
+    client, name, _ = recorded
+    forward = [e for e in first_batch(all_events(client, name)) if e["phase"] == "forward"]
+    names = [e["name"] for e in forward]
+    assert names[0] == "features.0.0" and names[-1] == "head"
+    assert "flatten_features" in names  # a project function
+    assert "features" not in names and "ShapesCNN" not in names  # containers only with "call"
+    every = [e["name"] for e in first_batch(all_events(client, name, detail="call"))]
+    assert "features.0" in every and "ShapesCNN" in every
+    assert every.index("features.0.3") < every.index("features.0")  # in the order they returned
+
+
+def test_replay_backward_follows_gradient_arrival(recorded):
+    client, name, _ = recorded
+    events = first_batch(all_events(client, name))
+    forward = [e["call"] for e in events if e["phase"] == "forward"]
+    backward = [e for e in events if e["phase"] == "backward"]
+    # A sequential CNN's gradients arrive from the head back to the first conv.
+    assert [e["call"] for e in backward] == forward[::-1]
+    assert all(e["grad"] is not None and e["grad_norm"] > 0 for e in backward)
+
+
+def test_replay_update_lists_the_parameters_that_moved_most(recorded):
+    client, name, _ = recorded
+    events = all_events(client, name)
+    update = next(e for e in events if e["kind"] == "update")
+    params = client.call("step", run=name, step=update["step"])["params"]
+    ratios = sorted((p["norms"]["ratio"] or -1.0 for p in params), reverse=True)
+    assert [t["ratio"] for t in update["top"]] == ratios[: len(update["top"])]
+    assert update["lr"] > 0 and update["n_params"] == len(params)
+
+
+def test_replay_pages_and_outline_cover_the_whole_recording(recorded):
+    client, name, _ = recorded
+    events = all_events(client, name)
+    page = client.call("replay", run=name, offset=10, limit=7)
+    assert page["events"] == events[10:17]
+    outline = page["outline"]
+    assert sum(r["count"] for r in outline) == page["total"]
+    assert [r["start"] for r in outline] == [
+        sum(r["count"] for r in outline[:i]) for i in range(len(outline))
+    ]
+    assert [b["batch"] for b in page["batches"]] == [0, 1] and page["missing"] == []
+
+
+def test_replay_follows_the_asked_sample_through_its_pipeline(recorded):
+    client, name, _ = recorded
+    stages = [e for e in first_batch(all_events(client, name, sample=1)) if e["kind"] == "stage"]
+    pipeline = client.call("pipeline", run=name, batch=0, sample=1)
+    assert [e["call"] for e in stages] == [s["call"] for s in pipeline["stages"]]
+
+
+def test_replay_refuses_an_unknown_detail(api: AgentAPI, run: SyntheticRun):
+    with pytest.raises(AgentError, match="detail must be one of"):
+        api.replay(run.name, detail="pixel")
+
+
+# -- recordings that lack something --------------------------------------------------------
+
+
+def rewrite(
+    run: SyntheticRun,
+    root: Path,
+    edit: Callable[[int, dict, dict], None] = lambda b, record, arrays: None,
+    status: str = COMPLETE,
+) -> str:
+    """A copy of the synthetic run under ``root`` with each batch passed through ``edit``
+    (batch index, record, arrays) and the meta ``status``."""
+    source = RunReader(run.path)
+    index = source.index()
+    writer = RunWriter(
+        root / run.name, {"script": "train.py", "host": socket.gethostname(), "pid": os.getpid()}
+    )
+    for b in source.batch_ids():
+        chunk = source.batch(b)
+        record = dict(chunk.record)
+        arrays = {t["id"]: np.array(chunk.array(t["id"])) for t in record["tensors"] if t["value"]}
+        edit(b, record, arrays)
+        writer.write_batch(b, record, arrays)
+        index["batches"][b] = record["batch"]
+    step = source.step(0)
+    writer.write_step(
+        0, step.record, {t["id"]: np.array(step.array(t["id"])) for t in step.record["tensors"]}
+    )
+    writer.write_index(index)
+    writer.write_meta(status=status)
+    return run.name
+
+
+def test_replay_collapses_light_batches_into_one_event(run: SyntheticRun, tmp_path: Path):
+    def light(b, record, arrays):
+        record["batch"] = {**record["batch"], "index": b, "light": b == 1}
+
+    api = AgentAPI(tmp_path)
+    name = rewrite(run, tmp_path, light)
+    result = api.replay(name, limit=2000)
+    (event,) = [e for e in result["events"] if e["kind"] == "light"]
+    assert event["batches"] == [1] and "statistics only" in event["name"]
+    assert [b["light"] for b in result["batches"]] == [False, True]
+
+
+def test_replay_says_a_batch_stopped_before_its_loss(run: SyntheticRun, tmp_path: Path):
+    def crash(b, record, arrays):
+        if b == 1:
+            record.pop("loss")
+            record["calls"] = [c for c in record["calls"] if c["kind"] != "loss"]
+
+    api = AgentAPI(tmp_path)
+    result = api.replay(rewrite(run, tmp_path, crash), limit=2000)
+    assert any("batch 1 stopped before its loss" in m for m in result["missing"])
+    second = [e["phase"] for e in result["events"] if e["batch"] == 1]
+    assert "forward" in second and "loss" not in second
+
+
+def test_replay_says_when_no_sample_values_were_kept(run: SyntheticRun, tmp_path: Path):
+    def stats_only(b, record, arrays):
+        record["tensors"] = [{**t, "value": None} for t in record["tensors"]]
+        arrays.clear()
+
+    api = AgentAPI(tmp_path)
+    name = rewrite(run, tmp_path, stats_only)
+    result = api.replay(name)
+    assert any("no sample values were kept" in m for m in result["missing"])
+    thumbs = api.thumbs(name, batch=0, calls=[run.conv_call])["thumbs"]
+    assert thumbs[0]["array"] is None and "statistics only" in thumbs[0]["why"]
+
+
+def test_replay_plays_a_run_still_being_written(run: SyntheticRun, tmp_path: Path):
+    api = AgentAPI(tmp_path)
+    name = rewrite(run, tmp_path, status=RUNNING)
+    result = api.replay(name)
+    assert result["status"] == RUNNING
+    assert result["missing"][0] == "the run is running: replaying the 2 batch(es) recorded so far."
+
+
+# -- per-layer views -----------------------------------------------------------------------
+
+
+def conv_event(client, name, layer="features.0.0") -> dict:
+    return next(e for e in all_events(client, name) if e["name"] == layer)
+
+
+def test_on_image_paints_mean_abs_of_a_conv_map_over_the_picture(recorded):
+    client, name, reader = recorded
+    event = conv_event(client, name)
+    view = client.call(
+        "on_image", run=name, batch=0, call=event["call"], sample=1, picture=True, width=64
+    )
+    assert view["applies"] and view["kind"] == "conv"
+    stored = np.asarray(reader.batch(0).array(event["tensor"]))[1]
+    strength = np.abs(stored).mean(axis=0)
+    assert view["map_shape"] == list(strength.shape)
+    assert view["peak"] == pytest.approx(strength.max(), rel=1e-5)
+    assert view["map"].shape == view["image"].shape[:2]
+    assert view["map"].min() >= 0 and view["map"].max() == pytest.approx(1.0)
+
+
+def test_on_image_location_lists_every_channel_there(recorded):
+    client, name, reader = recorded
+    event = conv_event(client, name)
+    view = client.call("on_image", run=name, batch=0, call=event["call"], sample=2, at=[3, 5])
+    stored = np.asarray(reader.batch(0).array(event["tensor"]))[2]
+    np.testing.assert_array_equal(view["location"]["values"], stored[:, 3, 5])
+
+
+def test_on_image_of_the_gradient_uses_dl_d_output(recorded):
+    client, name, reader = recorded
+    event = conv_event(client, name, "features.1.0")
+    view = client.call("on_image", run=name, batch=0, call=event["call"], sample=0, grad=True)
+    stored = np.asarray(reader.batch(0).array(event["grad"]))[0]
+    assert view["tensor"] == event["grad"]
+    assert view["peak"] == pytest.approx(np.abs(stored).mean(axis=0).max(), rel=1e-5)
+
+
+def test_on_image_does_not_apply_to_a_vector_and_says_why(recorded):
+    client, name, _ = recorded
+    head = conv_event(client, name, "head")
+    view = client.call("on_image", run=name, batch=0, call=head["call"])
+    assert not view["applies"] and "has no place on the picture" in view["why"]
+
+
+def test_neurons_of_a_conv_map_come_most_active_first(recorded):
+    client, name, reader = recorded
+    event = conv_event(client, name, "features.1.0")
+    page = client.call("neurons", run=name, batch=0, call=event["call"], sample=0, limit=8)
+    stored = np.asarray(reader.batch(0).array(event["tensor"]))[0]
+    activity = np.abs(stored).reshape(stored.shape[0], -1).mean(axis=1)
+    assert page["kind"] == "maps" and page["total"] == stored.shape[0]
+    assert page["units"] == list(np.argsort(-activity, kind="stable")[:8])
+    top = stored[page["units"][0]]
+    np.testing.assert_allclose(page["maps"][0], views.block_mean(top, 12, 12), rtol=1e-6)
+    rest = client.call("neurons", run=name, batch=0, call=event["call"], offset=8, limit=8)
+    assert not set(rest["units"]) & set(page["units"])
+
+
+def test_neurons_of_logits_are_bars_labelled_with_class_names(recorded):
+    client, name, reader = recorded
+    head = conv_event(client, name, "head")
+    bars = client.call("neurons", run=name, batch=0, call=head["call"], sample=0)
+    classes = client.call("run", run=name)["data"]["classes"]
+    logits = np.asarray(reader.batch(0).array(head["tensor"]))[0]
+    assert bars["kind"] == "bars" and bars["values"] == sorted(bars["values"], reverse=True)
+    assert bars["labels"][0] == classes[int(logits.argmax())]
+
+
+def test_thumbs_give_one_small_map_per_layer(recorded):
+    client, name, _ = recorded
+    calls = [e["call"] for e in first_batch(all_events(client, name)) if e["phase"] == "forward"]
+    thumbs = client.call("thumbs", run=name, batch=0, calls=calls, grad=True)["thumbs"]
+    assert [t["call"] for t in thumbs] == calls
+    assert all(t["array"].shape[0] <= 4 and t["array"].shape[1] <= 8 for t in thumbs)
+
+
+def test_every_view_reply_fits_a_frame_budget(recorded):
+    client, name, _ = recorded
+    events = first_batch(all_events(client, name))
+    calls = [e["call"] for e in events if e["phase"] == "forward"]
+    for call in calls:
+        for method, params in (
+            ("on_image", {"picture": True, "at": [0, 0]}),
+            ("neurons", {"limit": 64}),
+        ):
+            try:
+                reply = client.call(method, run=name, batch=0, call=call, **params)
+            except AgentError:
+                continue  # a location on a vector: refused, which is its own test
+            assert len(encode(reply)) <= FRAME_BUDGET, (method, call)
+    assert len(encode(client.call("thumbs", run=name, batch=0, calls=calls))) <= FRAME_BUDGET
+
+
+# -- layouts over a vision transformer's tokens and attention ------------------------------
+
+
+def test_layout_of_vit_tokens_and_attention_uses_the_patch_grid():
+    tokens = lv.layout([65, 32], picture=True)
+    assert tokens.kind == "tokens" and tokens.grid == {"h": 8, "w": 8, "offset": 1}
+    attention = lv.layout([4, 65, 65], picture=True, attention=True)
+    assert attention.kind == "attention"
+    assert lv.layout([16, 16, 16], picture=True).kind == "conv"  # a square conv map stays one
+    assert "not a picture" in (lv.layout([16, 16, 16], picture=False).why or "")
+
+
+def test_attention_on_image_shows_where_the_query_token_looks():
+    weights = np.zeros((2, 5, 5), np.float32)
+    weights[:, 0, 4] = 1.0  # [CLS] looks at the last of 2 × 2 patches
+    how = lv.layout(weights.shape, picture=True, attention=True)
+    view = lv.on_image(weights, how, (4, 4))
+    assert view["map_shape"] == [2, 2] and view["peak"] == 1.0
+    assert view["map"][-1, -1] == 1.0 and view["map"][0, 0] == 0.0
+
+
+def test_neurons_of_token_features_are_strips_without_a_picture():
+    x = np.arange(6 * 3, dtype=np.float32).reshape(6, 3)  # T=6, D=3
+    page = lv.neurons(
+        x, grid=None, labels=None, position=None, offset=0, limit=8, width=4, height=4
+    )
+    assert page["kind"] == "strips" and page["units"] == [2, 1, 0]
+    np.testing.assert_array_equal(page["maps"][0], x[:, 2][None, :])

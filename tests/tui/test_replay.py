@@ -1,0 +1,375 @@
+"""The Replay page over example recordings (image classifier, ViT, text LM): every control,
+the scrubber, sample following, the layer stack, each layer view, and recordings that lack
+something (no kept samples, a run still being written, no picture input)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import make_app, screen_text, wait_for
+from support import EXAMPLES, run_tvis
+
+from tvis.tui.picture import Picture
+from tvis.tui.replay_model import SPEEDS
+from tvis.tui.widgets.layer_stack import LayerStack
+from tvis.tui.widgets.layer_views import LayerViews, NeuronsView, OnImageView, StatsView
+from tvis.tui.widgets.replay_bar import Scrubber
+from tvis.tui.widgets.replay_cards import InputCard, ResultCard
+
+
+def record(tmp_path_factory, example: str, *extra: str) -> Path:
+    """One step of ``example`` recorded into a fresh folder; the run's path."""
+    out = tmp_path_factory.mktemp(example)
+    script = EXAMPLES / example / "train.py"
+    result = run_tvis("run", "--steps", "1", *extra, "--out", str(out), str(script), cwd=out)
+    assert result.returncode == 0, result.stderr
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    return run
+
+
+@pytest.fixture(scope="module")
+def vit_run(tmp_path_factory) -> Path:
+    return record(tmp_path_factory, "vit")
+
+
+@pytest.fixture(scope="module")
+def lm_run(tmp_path_factory) -> Path:
+    return record(tmp_path_factory, "text_lm")
+
+
+@pytest.fixture(scope="module")
+def no_samples_run(tmp_path_factory) -> Path:
+    return record(tmp_path_factory, "image_classifier", "--max-bytes", "1K")
+
+
+async def open_replay(pilot):
+    """The Replay page once its recording is loaded and the first frame drawn."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page first")
+    page = app.screen
+    await wait_for(pilot, lambda: page.recording and page.current_event(), "the first event")
+    return page
+
+
+async def seek_to(pilot, page, name: str, kind: str = "layer"):
+    """Seek to the first event of ``kind`` named ``name``; the event."""
+    rec = page.recording
+    seq = next(
+        s
+        for s in range(rec.total)
+        if (e := rec.event(s)) and e["kind"] == kind and e["name"] == name
+    )
+    page.seek(seq)
+    await pilot.pause()
+    return rec.event(seq)
+
+
+async def picture_drawn(pilot, widget) -> None:
+    await wait_for(
+        pilot, lambda: widget.query_one(Picture).has_data, f"{type(widget).__name__}'s picture"
+    )
+
+
+# -- opening and the transport -----------------------------------------------------------------
+
+
+async def test_replay_is_the_default_page_and_starts_at_the_first_batch(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        text = screen_text(app)
+        assert "1 Replay" in text and "paused" in text and f"1/{page.recording.total}" in text
+        assert "batch 0 loads" in text
+        await wait_for(pilot, lambda: page.query_one(InputCard).pipeline, "the input card")
+        assert app.internal_errors == []
+
+
+async def test_space_plays_and_pauses(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await pilot.press("space")
+        assert page.playing and "playing" in screen_text(app)
+        await wait_for(pilot, lambda: page.cursor >= 3, "playback moving on")
+        await pilot.press("space")
+        stopped = page.cursor
+        await pilot.pause(0.6)
+        assert not page.playing and page.cursor == stopped
+
+
+async def test_arrows_step_one_event_and_n_jumps_by_phase(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await pilot.press("right", "right")
+        assert page.cursor == 2
+        await pilot.press("left")
+        assert page.cursor == 1
+        await pilot.press("n")
+        forward = next(r for r in page.recording.outline if r["phase"] == "forward")
+        assert page.cursor == forward["start"] and page.current_event()["phase"] == "forward"
+        await pilot.press("n")
+        assert page.current_event()["phase"] == "loss"
+        await pilot.press("N")
+        assert page.cursor == forward["start"]
+        await pilot.press("end")
+        assert page.cursor == page.recording.total - 1
+        await pilot.press("home")
+        assert page.cursor == 0
+
+
+async def test_step_size_cycles_layer_call_phase_and_batch(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        layer_total = page.recording.total
+        await pilot.press("z")
+        assert page.size_name == "call"
+        await wait_for(pilot, lambda: page.recording.detail == "call", "the every-call events")
+        assert page.recording.total > layer_total  # containers and the model call join
+        await pilot.press("z")
+        assert page.size_name == "phase"
+        await pilot.press("right")
+        assert page.cursor == page.recording.outline[1]["start"]
+        await pilot.press("z", "right")
+        assert page.size_name == "batch"
+        assert page.current_event()["batch"] == page.recording.batches[1]["batch"]
+        assert page.current_event()["kind"] == "batch"
+        assert "step batch" in screen_text(app)
+
+
+async def test_plus_and_minus_change_the_speed(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        before = page.speed
+        await pilot.press("plus")
+        assert page.speed == before + 1
+        assert f"{SPEEDS[page.speed]}/s" in screen_text(app)
+        await pilot.press("minus", "minus")
+        assert page.speed == before - 1
+
+
+async def test_the_scrubber_spans_the_recording_and_a_click_seeks(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        scrubber = page.query_one(Scrubber)
+        lines = str(scrubber.render()).splitlines()
+        assert "b0" in lines[1] and "b1" in lines[1]  # batch starts ticked under the bar
+        width = min(scrubber.size.width - 2, page.recording.total * 4)
+        await pilot.click(Scrubber, offset=(1 + width // 2, 0))
+        half = page.recording.total // 2
+        assert abs(page.cursor - half) <= page.recording.total // width + 1
+
+
+async def test_playing_to_the_end_stops_and_says_so(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        for _ in range(len(SPEEDS)):
+            await pilot.press("plus")
+        page.seek(page.recording.total - 4)
+        await pilot.press("space")
+        await wait_for(pilot, lambda: page.ended, "the end of the recording")
+        assert not page.playing and "end of the recording" in screen_text(app)
+        await pilot.press("space")  # playing again starts over
+        assert page.playing and page.cursor < page.recording.total // 2
+
+
+async def test_enter_opens_the_current_layer_in_explore(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        event = await seek_to(pilot, page, "features.1.0")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_mode == "explore", "the Explore page")
+        explore = await wait_for(pilot, app.explore_page, "Explore built")
+        await wait_for(
+            pilot,
+            lambda: explore.selection and explore.selection.call == event["call"],
+            "the layer selected in Explore",
+        )
+
+
+# -- sample following, cards and the layer stack ------------------------------------------------
+
+
+async def test_brackets_follow_another_sample_everywhere(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "features.0.0")
+        await pilot.press("right_square_bracket")
+        assert app.sample == 1
+        await wait_for(pilot, lambda: page.recording.sample == 1, "events for sample 1")
+        view = page.query_one(OnImageView)
+        await wait_for(pilot, lambda: view.shown_layer and view.shown_layer.sample == 1, "the view")
+        assert page.current_event()["name"] == "features.0.0"  # the same moment, another sample
+        card = page.query_one(InputCard)
+        await wait_for(pilot, lambda: card.pipeline and card.pipeline["sample"] == 1, "its input")
+
+
+async def test_the_layer_stack_lights_forward_and_switches_to_gradients(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        stack = page.query_one(LayerStack)
+        await seek_to(pilot, page, "features.1.0")
+        await wait_for(pilot, lambda: stack._thumbs[False], "activation thumbnails")
+        _, reached, arrived = stack._state()
+        assert reached == 4 and arrived == -1
+        assert "░" * 8 in str(stack.render())  # no gradient bars before backward
+        await seek_to(pilot, page, "features.1.0", kind="grad")
+        await wait_for(pilot, lambda: stack._thumbs[True], "gradient thumbnails")
+        _, reached, arrived = stack._state()
+        assert reached == len(stack.forward_layers) and arrived > 0
+        assert "█" in str(stack.render())  # ‖dL/d(output)‖ bars of the layers gradients reached
+
+
+async def test_result_card_appears_at_the_loss_with_prediction_and_losses(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        result = page.query_one(ResultCard)
+        assert not result.reached
+        await pilot.press("n", "n")
+        assert page.current_event()["phase"] == "loss"
+        await wait_for(pilot, lambda: result.table, "the sample's result")
+        text = screen_text(app)
+        assert "predicted" in text and "p(target)" in text and "batch loss" in text
+        await pilot.press("n", "n")
+        assert page.current_event()["kind"] == "update"
+        assert "‖Δw‖/‖w‖" in screen_text(app) and "lr 0.05" in screen_text(app)
+
+
+# -- the layer views -----------------------------------------------------------------------------
+
+
+async def test_on_image_paints_a_conv_layer_and_lists_values_at_a_clicked_place(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "features.0.0")
+        view = page.query_one(OnImageView)
+        await picture_drawn(pilot, view)
+        assert "mean over channels" in screen_text(app)
+        await pilot.click(OnImageView, offset=(4, 2))
+        await wait_for(pilot, lambda: "at (" in screen_text(app), "values at the place")
+        assert "16 neurons" in screen_text(app)  # features.0.0 has 16 channels
+        await pilot.press("shift+right")
+        assert view.location is not None
+
+
+async def test_neurons_show_channels_and_logits_as_labelled_bars(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "features.1.0")
+        await pilot.press("v")
+        assert page.query_one(LayerViews).current == "neurons"
+        neurons = page.query_one(NeuronsView)
+        await wait_for(pilot, lambda: "channels, most active first" in screen_text(app), "maps")
+        first = neurons.page_offset
+        await pilot.press("pagedown")
+        await wait_for(pilot, lambda: neurons.page_offset > first, "the next page of channels")
+        await seek_to(pilot, page, "head")
+        classes = (app.run_info or {}).get("data", {}).get("classes") or []
+        await wait_for(pilot, lambda: "values, highest first" in screen_text(app), "the bars")
+        assert sum(name in screen_text(app) for name in classes) == len(classes)
+
+
+async def test_stats_view_is_the_tensor_card(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "features.2.0")
+        await pilot.press("v", "v")
+        stats = page.query_one(StatsView)
+        await wait_for(pilot, lambda: stats.card and stats.card.ref, "the tensor card")
+        assert "mean|x|" in screen_text(app) and "features.2.0" in screen_text(app)
+
+
+async def test_vit_tokens_and_attention_are_painted_on_the_patch_grid(vit_run: Path):
+    app = make_app(vit_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        view = page.query_one(OnImageView)
+        await seek_to(pilot, page, "blocks.0.norm2")
+        await picture_drawn(pilot, view)
+        await wait_for(pilot, lambda: "per patch token" in screen_text(app), "patch strength")
+        assert view.map_shape == (8, 8)
+        await seek_to(pilot, page, "blocks.0.attn")
+        await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "attention")
+
+
+async def test_a_text_model_says_why_there_is_no_on_image_and_labels_logits_with_tokens(
+    lm_run: Path,
+):
+    app = make_app(lm_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "lm_head")
+        await wait_for(pilot, lambda: "not a picture" in screen_text(app), "the reason")
+        card = page.query_one(InputCard)
+        await wait_for(pilot, lambda: card.pipeline, "the input card")
+        assert "The sea" in screen_text(app) or card.pipeline.get("raw", {}).get("kind") == "text"
+        await pilot.press("v")
+        await wait_for(pilot, lambda: "position" in screen_text(app), "bars at a position")
+        vocab = (app.run_info or {}).get("data", {}).get("vocab") or []
+        bars = str(page.query_one(NeuronsView).query_one(".bars").render())
+        assert any(
+            f" {token} " in bars or f"{token} █" in bars for token in vocab if token.isalpha()
+        )
+
+
+# -- what a recording lacks ----------------------------------------------------------------------
+
+
+async def test_a_run_without_kept_samples_plays_and_says_what_is_missing(no_samples_run: Path):
+    app = make_app(no_samples_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await wait_for(
+            pilot, lambda: "no sample values were kept" in screen_text(app), "the missing line"
+        )
+        await seek_to(pilot, page, "features.0.0")
+        view = page.query_one(OnImageView)
+        await wait_for(
+            pilot, lambda: "values were not kept" in screen_text(app), "the view's reason"
+        )
+        assert view.map_shape is None
+        page.seek(page.recording.total - 1)
+        await pilot.pause(0.3)
+        assert app.internal_errors == []
+
+
+async def test_a_run_still_being_written_plays_what_exists(run_dir: Path, tmp_path: Path):
+    live = tmp_path / run_dir.name
+    shutil.copytree(run_dir, live)
+    meta = json.loads((live / "meta.json").read_text())
+    meta.update(status="running", pid=os.getpid())  # this process stands in for the recorder
+    (live / "meta.json").write_text(json.dumps(meta))
+    app = make_app(live)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await wait_for(pilot, lambda: "the run is running" in screen_text(app), "the missing line")
+        assert page.recording.total > 0
+        await pilot.press("n")
+        assert page.current_event()["phase"] == "forward"
+
+
+async def test_replay_is_readable_at_80x24(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_replay(pilot)
+        assert page.has_class("-compact")
+        await seek_to(pilot, page, "features.0.0")
+        await picture_drawn(pilot, page.query_one(OnImageView))
+        text = screen_text(app)
+        assert "features.0.0" in text and "sample 0" in text and "paused" in text
+        assert app.internal_errors == []

@@ -1,0 +1,474 @@
+"""Replay: the recorded steps played back like training happening.
+
+The batch loads and the followed sample goes through its transforms; each layer lights up
+with its activation for that sample; the loss appears; gradients flow back up, each layer
+with ‖dL/d(output)‖; the optimizer updates; the next batch starts. The agent's ``replay``
+method gives the events; every picture is fetched lazily for the event on screen, and the
+next frames' pictures are prefetched into the client's cache so playing never waits.
+
+Layout: transport and scrubber on top; the input, result and update cards, the layer stack
+and the current layer's views side by side (the cards fold into one line below 100
+columns); one line saying what the recording lacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from tvis.store.schema import FLAGS, MIXES_SAMPLES
+from tvis.tui import colors, fmt, keys
+from tvis.tui.pane import AgentPane
+from tvis.tui.replay_model import PAGE, SPEEDS, STEP_SIZES, Recording
+from tvis.tui.widgets.layer_stack import LayerStack
+from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, OnImageView
+from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
+from tvis.tui.widgets.replay_cards import InputCard, ResultCard, update_text
+
+COMPACT_BELOW = 100
+"""Columns below which the cards fold into one summary line (80×24 stays readable)."""
+
+PREFETCH = 6
+"""Frames whose pictures are fetched ahead while playing: about 1.5 s at 4 events/s,
+enough to hide an ssh round trip, few enough that a seek wastes little."""
+
+DEFAULT_SPEED = 2
+"""Index into SPEEDS: 4 events a second."""
+
+
+class EventFeed(AgentPane):
+    """Fetches the recording's event pages for the page (a line of text: the transport)."""
+
+    DEFAULT_CSS = "EventFeed { height: 1; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.line = Text()
+
+    def render(self) -> Text:
+        return self.line
+
+    def load(self, run: str, sample: int, detail: str, offset: int = 0) -> None:
+        self.ask(
+            "replay",
+            tag=f"page:{offset // PAGE}" if offset else "first",
+            run=run,
+            sample=sample,
+            detail=detail,
+            offset=offset,
+            limit=PAGE,
+        )
+
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        page = self.screen
+        if isinstance(page, ReplayPage):
+            page.events_arrived(tag, result)
+
+    def failed(self, tag: str, message: str) -> None:
+        page = self.screen
+        if isinstance(page, ReplayPage):
+            page.say_missing(message)
+
+
+class ReplayPage(Screen):
+    """The Replay page."""
+
+    BINDINGS = keys.REPLAY
+
+    DEFAULT_CSS = """
+    ReplayPage #body { height: 1fr; }
+    ReplayPage #cards { width: 30; height: 1fr; border-right: vkey $panel-lighten-2; }
+    ReplayPage #cards > Static { height: auto; padding: 0 1; }
+    ReplayPage #stack { width: 46; border-right: vkey $panel-lighten-2; }
+    ReplayPage.-compact #stack { width: 36; }
+    ReplayPage #right { width: 1fr; height: 1fr; padding: 0 1; }
+    ReplayPage #event-title { height: 2; }
+    ReplayPage #summary { height: 2; display: none; padding: 0 1; }
+    ReplayPage #missing { height: 1; padding: 0 1; }
+    ReplayPage #key { height: 1; padding: 0 1; }
+    ReplayPage.-compact #cards { display: none; }
+    ReplayPage.-compact #summary { display: block; }
+    ReplayPage.-compact #key { display: none; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recording: Recording | None = None
+        self.cursor = 0
+        self.playing = False
+        self.size_name = "layer"
+        self.speed = DEFAULT_SPEED
+        self.ended = False
+        self._timer: Timer | None = None
+        self._asked_pages: set[int] = set()
+        self._keep: dict[str, Any] | None = None  # the event to land on after a reload
+        self._note = ""
+        self._texts: dict[str, Text] = {}
+
+    def compose(self) -> ComposeResult:
+        yield EventFeed(id="transport")
+        yield Scrubber(id="scrubber")
+        yield Static(phase_key(), id="key")
+        with Horizontal(id="body"):
+            with Vertical(id="cards"):
+                yield InputCard(id="input")
+                yield ResultCard(id="result")
+                yield Static(id="update")
+            yield LayerStack(id="stack")
+            with Vertical(id="right"):
+                yield Static(id="event-title")
+                yield Static(id="summary")
+                yield LayerViews(id="views")
+        yield Static(id="missing")
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "run_name", self._reload, init=False)
+        self.watch(self.app, "run_info", self._run_info_changed, init=False)
+        self.watch(self.app, "sample", self._reload, init=False)
+        self.watch(self.app, "batch", self._batch_changed, init=False)
+        self._timer = self.set_interval(1 / SPEEDS[self.speed], self._tick, pause=True)
+        self.set_class(self.app.size.width < COMPACT_BELOW, "-compact")
+        self._reload()
+
+    def on_resize(self) -> None:
+        self.set_class(self.app.size.width < COMPACT_BELOW, "-compact")
+        self._draw_transport()
+
+    # -- the recording -----------------------------------------------------------------------
+
+    def _detail(self) -> str:
+        return "call" if self.size_name == "call" else "layer"
+
+    def _reload(self, *_: Any) -> None:
+        run = self.app.run_name
+        if run is None:
+            return
+        self._keep = self.current_event()
+        self._asked_pages = {0}
+        self.query_one(EventFeed).load(run, self.app.sample, self._detail())
+
+    def _run_info_changed(self, *_: Any) -> None:
+        # A run being recorded gains batches: take the new events, stay where we are.
+        if self.recording is not None and self.app.run_status == "running":
+            self._reload()
+
+    def events_arrived(self, tag: str, result: dict[str, Any]) -> None:
+        offset = int((result.get("events") or [{}])[0].get("seq", 0)) if result.get("events") else 0
+        if tag == "first":
+            self.recording = Recording.from_reply(result)
+            target = self.recording.find(self._keep) if self._keep else 0
+            self._keep = None
+            self.cursor = max(0, min(target, self.recording.total - 1))
+            self._show_missing()
+        elif self.recording is not None:
+            self.recording.add_page(offset, result.get("events") or [])
+        self.frame()
+
+    def _fetch_pages(self) -> None:
+        rec, run = self.recording, self.app.run_name
+        if rec is None or run is None:
+            return
+        for page in rec.missing_pages(self.cursor):
+            if page not in self._asked_pages:
+                self._asked_pages.add(page)
+                self.query_one(EventFeed).load(run, rec.sample, rec.detail, page * PAGE)
+
+    def current_event(self) -> dict[str, Any] | None:
+        return self.recording.event(self.cursor) if self.recording else None
+
+    # -- one frame -----------------------------------------------------------------------------
+
+    def frame(self) -> None:
+        """Draw what the event under the cursor shows; fetch what it needs; prefetch ahead."""
+        rec, run = self.recording, self.app.run_name
+        self._fetch_pages()
+        self._draw_transport()
+        self.query_one(Scrubber).show(rec, self.cursor)
+        event = self.current_event()
+        if rec is None or run is None or event is None:
+            return
+        batch, sample = event.get("batch"), self.app.sample
+        events = rec.batch_events(batch)
+        stack = self.query_one(LayerStack)
+        stack.load(run, batch, sample, events)
+        stack.show(event)
+        phase, kind = event.get("phase"), event.get("kind")
+        if kind != "light":
+            self.query_one(InputCard).load(run, batch, sample)
+            self.query_one(InputCard).show_stage(event.get("call") if kind == "stage" else None)
+            row = rec.batch_row(batch) or {}
+            result = self.query_one(ResultCard)
+            result.load(run, batch, sample, row.get("loss"))
+            result.reach(phase in ("loss", "backward", "optimizer"))
+        updates = [e for e in events if e.get("kind") == "update"]
+        self._put("#update", update_text(updates, phase == "optimizer", 32))
+        self._put("#event-title", self._event_title(event), layout=False)
+        self._put("#summary", self._summary(event, updates), layout=False)
+        views = self.query_one(LayerViews)
+        # Data, update and collapsed events have no layer of their own: the cards say it all.
+        views.display = kind in ("layer", "grad", "loss")
+        if kind in ("layer", "grad"):
+            views.show(self._layer(event))
+        elif kind == "loss":
+            # The loss is computed from the model's output: show the last layer's.
+            last = [e for e in events if e.get("kind") == "layer"]
+            if last:
+                views.show(self._layer(last[-1]))
+        self._sync_batch(batch)
+        self._prefetch()
+
+    def _put(self, selector: str, text: Text, layout: bool = True) -> None:
+        """Update a line of text only when it changed: every update costs a repaint (and a
+        layout pass with ``layout``), which at 30 frames a second adds up."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text, layout=layout)
+
+    def _layer(self, event: dict[str, Any]) -> Layer:
+        return Layer(
+            run=self.app.run_name or "",
+            batch=event["batch"],
+            call=event["call"],
+            sample=self.app.sample,
+            grad=event.get("kind") == "grad",
+            tensor=event.get("tensor"),
+            name=str(event.get("name") or ""),
+        )
+
+    def _event_title(self, event: dict[str, Any]) -> Text:
+        kind, phase = event.get("kind"), event.get("phase")
+        text = Text(f"{colors.phase_label(phase)} ", style=f"bold {colors.phase_color(phase)}")
+        name = str(event.get("name") or "")
+        if kind == "batch":
+            text.append(f"{name} loads", style="bold")
+            text.append(" · the followed sample goes through its transforms", style=colors.MUTED)
+        elif kind == "stage":
+            text.append(f"transform {name}", style="bold")
+            text.append(" · its output is in the input card", style=colors.MUTED)
+        elif kind == "layer":
+            text.append(f"{name}", style="bold")
+            text.append(
+                f" {event.get('cls') or ''} → {fmt.shape(event.get('shape'))}", style=colors.MUTED
+            )
+            text.append(f" · mean|x| {fmt.num(event.get('absmean'))}", style=colors.MUTED)
+        elif kind == "grad":
+            text.append(f"dL/d {name}", style="bold")
+            text.append(f" · ‖dL/d(output)‖ {fmt.num(event.get('grad_norm'))}", style=colors.MUTED)
+        elif kind == "loss":
+            text.append(f"{event.get('fn') or name} = {fmt.num(event.get('value'))}", style="bold")
+            text.append(f" ({event.get('reduction') or '?'} over the batch)", style=colors.MUTED)
+        elif kind == "update":
+            text.append(f"{name} steps", style="bold")
+            text.append(
+                f" · lr {fmt.num(event.get('lr'))} · {event.get('n_params')} parameters",
+                style=colors.MUTED,
+            )
+        elif kind == "light":
+            text.append(name, style="bold")
+            text.append(" · collapsed: these batches kept statistics only", style=colors.MUTED)
+        for key in event.get("flags") or []:
+            flag = FLAGS.get(key)
+            if flag is not None and (flag.warning or key == MIXES_SAMPLES):
+                style = colors.BAD if flag.severity == "bad" else colors.WARN
+                text.append(f"  {flag.symbol} {flag.label}".replace("   ", "  "), style=style)
+        return text
+
+    def _summary(self, event: dict[str, Any], updates: list[dict[str, Any]]) -> Text:
+        """The cards in one line, for compact terminals."""
+        result = self.query_one(ResultCard)
+        text = Text(f"sample {self.app.sample}", style=colors.PHASE["data"])
+        target = self.query_one(InputCard).target
+        if target:
+            text.append(f" · target {fmt.clip(target, 20)}")
+        table = result.table if result.reached else None
+        rows = (table or {}).get("rows") or []
+        row = next((r for r in rows if r.get("sample") == self.app.sample), None)
+        if row is not None and table.get("kind") == "samples":
+            text.append(f" → {row.get('pred_name') or row.get('pred')}", style="bold")
+            text.append(f" p {fmt.num(row.get('p_target'), 2)} loss {fmt.num(row.get('loss'), 3)}")
+        if event.get("phase") == "optimizer" and updates:
+            top = (updates[0].get("top") or [{}])[0]
+            text.append(
+                f" · moved most {top.get('name')} {fmt.num(top.get('ratio'), 2)}",
+                style=colors.PHASE["optimizer"],
+            )
+        return text
+
+    def _draw_transport(self) -> None:
+        feed = self.query_one(EventFeed)
+        feed.line = transport_text(
+            self.recording,
+            self.current_event(),
+            self.cursor,
+            self.playing,
+            self.size_name,
+            SPEEDS[self.speed],
+            (self.app.size.width or 80) - 1,
+        )
+        feed.refresh()
+
+    def _show_missing(self) -> None:
+        rec = self.recording
+        notes = list(rec.missing) if rec else []
+        if rec is not None and not rec.total:
+            notes.insert(0, "this run has no training batch to replay yet.")
+        self._note = (
+            notes[0] + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
+        )
+        self._draw_missing()
+
+    def say_missing(self, message: str) -> None:
+        self._note = message
+        self._draw_missing()
+
+    def _draw_missing(self) -> None:
+        text = Text(self._note, style=colors.WARN) if self._note else Text("")
+        if self.ended:
+            text.append(
+                ("  · " if self._note else "") + "end of the recording (home: start again)",
+                style=colors.MUTED,
+            )
+        self._put("#missing", text, layout=False)
+
+    def _sync_batch(self, batch: int | None) -> None:
+        batches = (self.app.run_info or {}).get("batches") or []
+        position = next((i for i, b in enumerate(batches) if b.get("index") == batch), None)
+        if position is not None and position != self.app.batch:
+            self.app.batch = position
+
+    def _batch_changed(self, position: int) -> None:
+        """The user moved to another batch (``,`` ``.``): play from its start."""
+        event, rec = self.current_event(), self.recording
+        batches = (self.app.run_info or {}).get("batches") or []
+        if rec is None or not 0 <= position < len(batches):
+            return
+        index = batches[position].get("index")
+        if event is not None and event.get("batch") == index:
+            return
+        row = rec.batch_row(index)
+        if row is not None:
+            self.seek(int(row["start"]))
+
+    # -- prefetch ------------------------------------------------------------------------------
+
+    def _prefetch(self) -> None:
+        rec, views = self.recording, self.query_one(LayerViews)
+        if rec is None:
+            return
+        requests = []
+        for seq in range(self.cursor + 1, min(rec.total, self.cursor + 1 + PREFETCH * 2)):
+            event = rec.event(seq)
+            if event is None or event.get("kind") not in ("layer", "grad"):
+                continue
+            request = views.request(self._layer(event))
+            if request is not None:
+                requests.append(request)
+            if len(requests) >= PREFETCH:
+                break
+        if requests:
+            self._warm(requests)
+
+    @work(thread=True, exclusive=True, group="replay-prefetch", exit_on_error=False)
+    def _warm(self, requests: list[tuple[str, dict[str, Any]]]) -> None:
+        # Exclusive: a seek starts a new prefetch and cancels this one between requests.
+        worker = get_current_worker()
+        data = self.app.data
+        for method, params in requests:
+            if worker.is_cancelled or data is None:
+                return
+            data.prefetch(method, **params)
+
+    # -- moving --------------------------------------------------------------------------------
+
+    def seek(self, seq: int) -> None:
+        rec = self.recording
+        if rec is None or not rec.total:
+            return
+        self.cursor = max(0, min(rec.total - 1, seq))
+        if self.ended and self.cursor < rec.total - 1:
+            self.ended = False
+            self._draw_missing()
+        self.frame()
+
+    def on_scrubber_seek(self, message: Scrubber.Seek) -> None:
+        message.stop()
+        self.seek(message.seq)
+
+    def _tick(self) -> None:
+        rec = self.recording
+        if rec is None or not rec.total:
+            return
+        if self.cursor >= rec.total - 1:
+            self._set_playing(False)
+            self.ended = True
+            self._draw_missing()
+            return
+        self.seek(rec.step(self.cursor, self.size_name, 1))
+
+    def _set_playing(self, playing: bool) -> None:
+        self.playing = playing
+        if self._timer is not None:
+            if playing:
+                self._timer.resume()
+            else:
+                self._timer.pause()
+        self._draw_transport()
+
+    def action_play(self) -> None:
+        rec = self.recording
+        if not self.playing and rec is not None and self.cursor >= rec.total - 1:
+            self.seek(0)  # playing again from the end starts over
+        self._set_playing(not self.playing)
+
+    def action_step(self, delta: int) -> None:
+        if self.recording is not None:
+            self.seek(self.recording.step(self.cursor, self.size_name, delta))
+
+    def action_jump(self, delta: int) -> None:
+        if self.recording is not None:
+            self.seek(self.recording.step(self.cursor, "phase", delta))
+
+    def action_seek_end(self, end: int) -> None:
+        if self.recording is not None:
+            self.seek(self.recording.total - 1 if end else 0)
+
+    def action_cycle_size(self) -> None:
+        before = self._detail()
+        self.size_name = STEP_SIZES[(STEP_SIZES.index(self.size_name) + 1) % len(STEP_SIZES)]
+        if self._detail() != before:
+            self._reload()
+        self._draw_transport()
+
+    def action_speed(self, delta: int) -> None:
+        self.speed = max(0, min(len(SPEEDS) - 1, self.speed + delta))
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(1 / SPEEDS[self.speed], self._tick, pause=not self.playing)
+        self._draw_transport()
+
+    def action_cycle_view(self) -> None:
+        self.query_one(LayerViews).cycle()
+
+    def action_neurons_page(self, delta: int) -> None:
+        self.query_one(NeuronsView).page(delta)
+
+    def action_place(self, rows: int, cols: int) -> None:
+        self.query_one(OnImageView).move_location(rows, cols)
+
+    async def action_explore(self) -> None:
+        event = self.current_event()
+        kinds = ("layer", "grad", "loss", "stage")
+        if not event or event.get("call") is None or event.get("kind") not in kinds:
+            return
+        pages = [p.id for p in self.app.pages()]
+        if "explore" in pages:
+            await self.app.action_page(pages.index("explore") + 1)  # builds it on first use
+            self.app.goto_call(event["batch"], event["call"])

@@ -1,0 +1,122 @@
+"""What Replay plays: the recording's events (from the agent's ``replay`` method), fetched
+page by page, and where a step of each size lands. No widgets here: the page draws it.
+
+A step moves by one event (``layer`` and ``call``: the event list of that detail), to the
+start of the next phase run (``phase``), or to the start of the next batch (``batch``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+STEP_SIZES = ("layer", "call", "phase", "batch")
+"""Step sizes in the order ``z`` cycles them; ``call`` plays every module and function."""
+
+SPEEDS = (1, 2, 4, 8, 15, 30)
+"""Events per second while playing. 4 reads comfortably; 30 skims a large model."""
+
+PAGE = 500
+"""Events asked for at once: a few KiB each page; a small model's recording is one page."""
+
+
+@dataclass
+class Recording:
+    """One ``replay`` answer's outline and the event pages fetched so far."""
+
+    total: int = 0
+    detail: str = "layer"
+    sample: int = 0
+    status: str = ""
+    outline: list[dict[str, Any]] = field(default_factory=list)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    pages: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_reply(cls, reply: dict[str, Any], offset: int = 0) -> Recording:
+        rec = cls(
+            total=int(reply.get("total") or 0),
+            detail=reply.get("detail") or "layer",
+            sample=int(reply.get("sample") or 0),
+            status=reply.get("status") or "",
+            outline=list(reply.get("outline") or []),
+            batches=list(reply.get("batches") or []),
+            missing=list(reply.get("missing") or []),
+        )
+        rec.add_page(offset, reply.get("events") or [])
+        return rec
+
+    def add_page(self, offset: int, events: list[dict[str, Any]]) -> None:
+        for i in range(0, len(events), PAGE):
+            self.pages[(offset + i) // PAGE] = events[i : i + PAGE]
+
+    def event(self, seq: int) -> dict[str, Any] | None:
+        """Event ``seq`` if its page is here (None: fetch page ``seq // PAGE``)."""
+        page = self.pages.get(seq // PAGE)
+        if page is None or not 0 <= seq % PAGE < len(page):
+            return None
+        return page[seq % PAGE]
+
+    def missing_pages(self, seq: int, ahead: int = 1) -> list[int]:
+        """Pages around ``seq`` not fetched yet: its own, then ``ahead`` after it."""
+        last = (self.total - 1) // PAGE if self.total else -1
+        wanted = [p for p in range(seq // PAGE, seq // PAGE + 1 + ahead) if p <= last]
+        return [p for p in wanted if p not in self.pages]
+
+    # -- where steps land ------------------------------------------------------------------
+
+    def _starts(self, unit: str) -> list[int]:
+        rows = self.outline if unit == "phase" else self.batches
+        return sorted({int(r["start"]) for r in rows if isinstance(r.get("start"), int)})
+
+    def step(self, seq: int, size: str, delta: int) -> int:
+        """Where a step of ``size`` (``delta`` = ±1) from ``seq`` lands, within the recording."""
+        if not self.total:
+            return 0
+        if size in ("layer", "call"):
+            return max(0, min(self.total - 1, seq + delta))
+        starts = self._starts(size) or [0]
+        i = bisect_right(starts, seq) - 1  # the run (or batch) seq is in
+        if delta > 0:
+            target = starts[i + 1] if i + 1 < len(starts) else self.total - 1
+        else:
+            target = starts[i - 1] if seq == starts[max(i, 0)] and i > 0 else starts[max(i, 0)]
+        return max(0, min(self.total - 1, target))
+
+    def batch_row(self, batch: int | None) -> dict[str, Any] | None:
+        return next((b for b in self.batches if b.get("batch") == batch), None)
+
+    def batch_events(self, batch: int | None) -> list[dict[str, Any]]:
+        """The fetched events of one batch, in order."""
+        row = self.batch_row(batch)
+        if row is None:
+            return []
+        start, count = int(row["start"]), int(row["count"])
+        found = (self.event(s) for s in range(start, start + count))
+        return [e for e in found if e is not None]
+
+    def find(self, like: dict[str, Any] | None) -> int:
+        """The event of this list closest to ``like`` (an event of another detail or
+        sample): the same call in the same batch and phase, else that batch's phase run."""
+        if not like or not self.total:
+            return 0
+        runs = [
+            r
+            for r in self.outline
+            if r["batch"] == like.get("batch") and r["phase"] == like.get("phase")
+        ]
+        for run in runs:
+            for seq in range(run["start"], run["start"] + run["count"]):
+                e = self.event(seq)
+                if (
+                    e is not None
+                    and e.get("call") is not None
+                    and e.get("call") == like.get("call")
+                ):
+                    return seq
+        if runs:
+            return int(runs[0]["start"])
+        row = self.batch_row(like.get("batch"))
+        return int(row["start"]) if row else 0

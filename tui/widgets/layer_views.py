@@ -1,0 +1,482 @@
+"""Every layer's views — On image · Neurons · Stats — for one call of a batch and the
+followed sample, used by Replay and by Explore's inspector.
+
+- On image: the layer's activation (or gradient) painted over the input picture; click a
+  place (or move with shift+arrows) to list every neuron's raw value there.
+- Neurons: every channel / hidden unit as its own small map, most active first, paged;
+  vectors such as logits as bars labelled with class names or tokens.
+- Stats: the tensor card (stats, histogram, heatmap).
+
+``LayerViews.request`` gives the exact agent request a view makes for a layer, so a player
+can prefetch the next frames into the client's cache and find them there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tvis.tui import colors, fmt
+from tvis.tui.pane import AgentPane
+from tvis.tui.picture import Picture, Scale, overlay, to_rgb
+from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
+
+VIEWS = ("image", "neurons", "stats")
+TITLES = {"image": "On image", "neurons": "Neurons", "stats": "Stats"}
+
+PICTURE_PX = 48
+"""Side of the input picture the map is painted on: sharp in half blocks, 9 KiB a map."""
+
+MAP_PX = 8
+"""Side of each neuron's map: 8 × 8 values read as a shape, and 6 fit across 60 columns."""
+
+OVERLAY_ALPHA = 0.55
+"""How strongly the heat covers the picture: the picture still shows through."""
+
+
+def ask_or_draw(pane: AgentPane, method: str, tag: str, params: dict[str, Any]) -> None:
+    """Draw the answer at once when it is in the client's cache (prefetched while playing),
+    else ask for it; either way an older request for ``tag`` is dropped."""
+    data = getattr(pane.app, "data", None)
+    found, answer = data.peek(method, **params) if data is not None else (False, None)
+    if found:
+        pane.cancel(tag)
+        pane.answered(tag, answer)
+    else:
+        pane.ask(method, tag=tag, **params)
+
+
+LOCATION_LISTED = 12
+"""Neurons listed by name at a picked location (largest |value| first); the count says the rest."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Which layer the views show: a call of a batch, for a sample, value or gradient."""
+
+    run: str
+    batch: int
+    call: int
+    sample: int
+    grad: bool
+    tensor: int | None = None  # the output's tensor id (the Stats card needs it)
+    name: str = ""
+
+
+def neurons_limit(width: int, height: int) -> int:
+    """Maps that fit a view of ``width`` × ``height`` cells (a map is 8 cells and a gap
+    wide, 4 rows and a gap tall in half blocks)."""
+    return max(1, (width + 1) // (MAP_PX + 1)) * max(1, (height - 3) // (MAP_PX // 2 + 1))
+
+
+class OnImageView(AgentPane):
+    """The layer painted over the input picture, and the values at a picked place."""
+
+    DEFAULT_CSS = """
+    OnImageView { height: auto; }
+    OnImageView > .info { height: 2; }
+    OnImageView > .location { height: auto; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.shown_layer: Layer | None = None
+        self.location: tuple[int, int] | None = None
+        self.map_shape: tuple[int, int] | None = None
+        self._pictures: dict[tuple, np.ndarray] = {}
+        self._last: dict[str, Any] | None = None
+        self.drawn: Layer | None = None  # the layer on screen now (its answer arrived)
+
+    def compose(self) -> ComposeResult:
+        yield Picture(max_rows=14, legend=False)
+        yield Static(classes="info")
+        yield Static(classes="location")
+
+    @staticmethod
+    def request(layer: Layer, picture: bool) -> tuple[str, dict[str, Any]]:
+        return "on_image", {
+            "run": layer.run,
+            "batch": layer.batch,
+            "call": layer.call,
+            "sample": layer.sample,
+            "grad": layer.grad,
+            "picture": picture,
+            "width": PICTURE_PX,
+            "height": PICTURE_PX,
+        }
+
+    def _picture_key(self, layer: Layer) -> tuple:
+        return (layer.run, layer.batch, layer.sample)
+
+    def show(self, layer: Layer) -> None:
+        if layer == self.shown_layer:
+            return
+        if self.shown_layer is None or (self.shown_layer.batch, self.shown_layer.sample) != (
+            layer.batch,
+            layer.sample,
+        ):
+            self.location = None
+        self.shown_layer = layer
+        method, params = self.request(layer, self._picture_key(layer) not in self._pictures)
+        ask_or_draw(self, method, "map", params)
+        if self.location is not None:
+            self._ask_location()
+
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        if tag == "location":
+            self._show_location(result)
+            return
+        picture = self.query_one(Picture)
+        info = self.query_one(".info", Static)
+        if not result.get("applies"):
+            self.map_shape = None
+            picture.placeholder(result.get("why") or "this layer has no place on the picture.")
+            info.update("", layout=False)
+            self.drawn = self.shown_layer
+            return
+        assert self.shown_layer is not None
+        key = self._picture_key(self.shown_layer)
+        if result.get("image") is not None:
+            if len(self._pictures) > 16:
+                self._pictures.clear()
+            self._pictures[key] = np.asarray(result["image"])
+        image = self._pictures.get(key)
+        if image is None:  # the picture was asked for by an earlier request still in flight
+            method, params = self.request(self.shown_layer, True)
+            self.ask(method, tag="map", **params)
+            return
+        self._last = result
+        self.map_shape = tuple(result.get("map_shape") or (1, 1))  # type: ignore[assignment]
+        painted = overlay(image, np.asarray(result["map"]), OVERLAY_ALPHA)
+        picture.show_rgb(painted)
+        self.drawn = self.shown_layer
+        what = "gradient |dL/dx|" if self.shown_layer.grad else "activation |x|"
+        how = {
+            "conv": "mean over channels",
+            "tokens": "per patch token",
+            "attention": "where [CLS] looks",
+        }.get(result.get("kind"), "")
+        text = Text(f"{what} {how} · peak {fmt.num(result.get('peak'))}", style=colors.MUTED)
+        if result.get("peak") == result.get("low"):
+            text.append(" · the same at every place", style=colors.WARN)
+        grid = result.get("map_shape") or []
+        text.append(f" · {grid[0]}×{grid[1]} map" if len(grid) == 2 else "", style=colors.MUTED)
+        if result.get("kind") in ("conv", "tokens"):
+            text.append(" · click a place for its values", style=colors.MUTED)
+        info.update(text, layout=False)
+
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "location":
+            self.query_one(".location", Static).update(Text(message, style=colors.MUTED))
+            return
+        self.map_shape = None
+        self.query_one(Picture).placeholder(message)
+        self.query_one(".info", Static).update("")
+        self.drawn = self.shown_layer
+
+    # -- picking a place ------------------------------------------------------------------
+
+    def on_picture_picked(self, event: Picture.Picked) -> None:
+        event.stop()
+        image = (
+            self._pictures.get(self._picture_key(self.shown_layer)) if self.shown_layer else None
+        )
+        if image is None or self.map_shape is None:
+            return
+        h, w = image.shape[:2]
+        mh, mw = self.map_shape
+        self.location = (min(mh - 1, event.row * mh // h), min(mw - 1, event.col * mw // w))
+        self._ask_location()
+
+    def move_location(self, rows: int, cols: int) -> None:
+        if self.map_shape is None:
+            return
+        mh, mw = self.map_shape
+        r, c = self.location or (mh // 2, mw // 2)
+        self.location = (max(0, min(mh - 1, r + rows)), max(0, min(mw - 1, c + cols)))
+        self._ask_location()
+
+    def _ask_location(self) -> None:
+        if self.shown_layer is None or self.location is None:
+            return
+        method, params = self.request(self.shown_layer, False)
+        self.ask(method, tag="location", **{**params, "at": list(self.location)})
+
+    def _show_location(self, result: dict[str, Any]) -> None:
+        found = result.get("location") or {}
+        values = np.asarray(found.get("values") if found.get("values") is not None else [])
+        text = Text(f"at ({found.get('row')}, {found.get('col')}): ", style="bold")
+        order = np.argsort(-np.abs(np.nan_to_num(values, nan=np.inf)))[:LOCATION_LISTED]
+        text.append("  ".join(f"#{i} {fmt.num(float(values[i]), 2)}" for i in order))
+        total = found.get("total", values.size)
+        text.append(f"  ({total} neurons, largest |value| first)", style=colors.MUTED)
+        self.query_one(".location", Static).update(text)
+        image = (
+            self._pictures.get(self._picture_key(self.shown_layer)) if self.shown_layer else None
+        )
+        if image is not None and self.map_shape and self._last is not None:
+            mh, mw = self.map_shape
+            h, w = image.shape[:2]
+            painted = overlay(image, np.asarray(self._last["map"]), OVERLAY_ALPHA)
+            r, c = self.location or (0, 0)
+            y0, y1 = r * h // mh, max(r * h // mh + 1, (r + 1) * h // mh)
+            x0, x1 = c * w // mw, max(c * w // mw + 1, (c + 1) * w // mw)
+            painted[y0:y1, x0:x1] = 255 - painted[y0:y1, x0:x1]  # the picked place, inverted
+            self.query_one(Picture).show_rgb(painted)
+
+
+class NeuronsView(AgentPane):
+    """Every channel or unit, most active first, one page at a time."""
+
+    DEFAULT_CSS = """
+    NeuronsView { height: auto; }
+    NeuronsView > Static { height: auto; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.shown_layer: Layer | None = None
+        self.page_offset = 0
+        self.total = 0
+        self.limit = 12
+
+    def compose(self) -> ComposeResult:
+        yield Picture(max_rows=20, legend=False)
+        yield Static(classes="bars")
+        yield Static(classes="info")
+
+    @staticmethod
+    def request(layer: Layer, offset: int, limit: int) -> tuple[str, dict[str, Any]]:
+        return "neurons", {
+            "run": layer.run,
+            "batch": layer.batch,
+            "call": layer.call,
+            "sample": layer.sample,
+            "grad": layer.grad,
+            "offset": offset,
+            "limit": limit,
+            "width": MAP_PX,
+            "height": MAP_PX,
+        }
+
+    def show(self, layer: Layer, limit: int) -> None:
+        if self.shown_layer is None or (layer.batch, layer.call) != (
+            self.shown_layer.batch,
+            self.shown_layer.call,
+        ):
+            self.page_offset = 0
+        if layer == self.shown_layer and limit == self.limit:
+            return
+        self.shown_layer, self.limit = layer, limit
+        self._ask()
+
+    def page(self, delta: int) -> None:
+        if self.shown_layer is None or not self.total:
+            return
+        offset = max(0, min(self.page_offset + delta * self.limit, max(0, self.total - 1)))
+        if offset != self.page_offset:
+            self.page_offset = offset
+            self._ask()
+
+    def _ask(self) -> None:
+        assert self.shown_layer is not None
+        method, params = self.request(self.shown_layer, self.page_offset, self.limit)
+        ask_or_draw(self, method, "main", params)
+
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        self.total = int(result.get("total") or 0)
+        picture, bars = self.query_one(Picture), self.query_one(".bars", Static)
+        units = result.get("units") or []
+        signed = bool(self.shown_layer and self.shown_layer.grad)
+        kind = result.get("kind")
+        if kind == "bars":
+            picture.clear()
+            bars.update(self._bars(result, signed))
+        elif kind == "strips":
+            bars.update("")
+            strips = np.stack([np.asarray(m).reshape(-1) for m in result.get("maps") or []])
+            picture.show_values(strips, Scale.of(strips, signed), y_labels=[f"#{u}" for u in units])
+        else:
+            bars.update("")
+            picture.show_rgb(self._mosaic(result.get("maps") or [], signed))
+        first, last = self.page_offset + 1, self.page_offset + len(units)
+        text = Text(f"{first}–{last} of {self.total} ", style="bold")
+        text.append(
+            {
+                "maps": "channels, most active first",
+                "strips": "units over the tokens, most active first",
+            }.get(kind, "values, highest first"),
+            style=colors.MUTED,
+        )
+        if result.get("position") is not None:
+            text.append(f" · position {result['position']}", style=colors.MUTED)
+        if kind != "bars":
+            text.append("\n" + " ".join(f"#{u}" for u in units), style=colors.MUTED)
+        if self.total > len(units):
+            text.append("  pgup/pgdn: more", style=colors.MUTED)
+        self.query_one(".info", Static).update(text)
+
+    def _mosaic(self, maps: list, signed: bool) -> np.ndarray:
+        """The maps side by side in rows, one colour scale for all, a dark gap between."""
+        if not maps:
+            return np.zeros((1, 1, 3), np.uint8)
+        arrays = [np.asarray(m, dtype=np.float32) for m in maps]
+        scale = Scale.of(np.concatenate([a.reshape(-1) for a in arrays]), signed)
+        h = max(a.shape[0] for a in arrays)
+        w = max(a.shape[1] for a in arrays)
+        width = max(1, (self.size.width or 60) + 1)
+        per_row = max(1, min(len(arrays), width // (w + 1)))
+        rows = -(-len(arrays) // per_row)
+        canvas = np.zeros((rows * (h + 1), per_row * (w + 1), 3), np.uint8)
+        for i, a in enumerate(arrays):
+            r, c = divmod(i, per_row)
+            canvas[
+                r * (h + 1) : r * (h + 1) + a.shape[0], c * (w + 1) : c * (w + 1) + a.shape[1]
+            ] = to_rgb(a, scale)
+        return canvas
+
+    def _bars(self, result: dict[str, Any], signed: bool) -> Text:
+        values = [float(v) for v in result.get("values") or []]
+        labels = result.get("labels") or [f"#{u}" for u in result.get("units") or []]
+        top = max((abs(v) for v in values if np.isfinite(v)), default=1.0) or 1.0
+        width = max(8, (self.size.width or 40) - 22)
+        colour = colors.PHASE["backward" if signed else "forward"]
+        text = Text()
+        for label, value in zip(labels, values, strict=False):
+            cells = int(round(abs(value) / top * width)) if np.isfinite(value) else 0
+            text.append(f"{fmt.clip(str(label), 10):>10} ", style="bold")
+            text.append("█" * cells, style=Style(color=colour, dim=value < 0))
+            text.append(f" {fmt.num(value, 3)}\n", style=colors.MUTED)
+        return text
+
+    def failed(self, tag: str, message: str) -> None:
+        self.query_one(Picture).placeholder(message)
+        self.query_one(".bars", Static).update("")
+        self.query_one(".info", Static).update("")
+
+
+class StatsView(AgentPane):
+    """The layer's output as the inspector's tensor card."""
+
+    DEFAULT_CSS = "StatsView { height: auto; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.shown_layer: Layer | None = None
+        self.card: TensorCard | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="info")
+
+    def show(self, layer: Layer) -> None:
+        if layer == self.shown_layer:
+            return
+        self.shown_layer = layer
+        if layer.tensor is None:
+            self.query_one(".info", Static).update(
+                Text("this call returned no tensor", style=colors.MUTED)
+            )
+            return
+        self.ask("tensor", run=layer.run, batch=layer.batch, tensor=layer.tensor)
+
+    def answered(self, tag: str, entry: dict[str, Any]) -> None:
+        assert self.shown_layer is not None
+        ref = TensorRef(
+            title=self.shown_layer.name or "output",
+            entry=entry,
+            run=self.shown_layer.run,
+            batch=self.shown_layer.batch,
+        )
+        self.query_one(".info", Static).update("")
+        if self.card is None or not self.card.is_mounted:
+            self.card = TensorCard(ref, self.shown_layer.grad, self.shown_layer.sample, max_rows=8)
+            self.mount(self.card)
+        else:
+            self.card.show(ref, self.shown_layer.grad, self.shown_layer.sample)
+
+    def failed(self, tag: str, message: str) -> None:
+        self.query_one(".info", Static).update(Text(message, style=colors.MUTED))
+
+
+class _Switcher(Static):
+    """The ``On image  Neurons  Stats`` line; a click on a name shows that view."""
+
+    def action_switch_view(self, view: str) -> None:
+        if isinstance(self.parent, LayerViews):
+            self.parent.switch(view)
+
+
+class LayerViews(Vertical):
+    """The three views of one layer with a switcher line; ``v`` (or a click) cycles them."""
+
+    DEFAULT_CSS = """
+    LayerViews { height: auto; }
+    LayerViews > .switcher { height: 1; }
+    """
+
+    def __init__(self, layer: Layer | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.current = "image"
+        self.shown_layer: Layer | None = layer
+
+    def compose(self) -> ComposeResult:
+        yield _Switcher(classes="switcher")
+        yield OnImageView()
+        yield NeuronsView()
+        yield StatsView()
+
+    def on_mount(self) -> None:
+        self.switch(self.current)
+
+    def switch(self, view: str) -> None:
+        """Show ``view`` (image, neurons or stats)."""
+        self.current = view
+        panes = {"image": OnImageView, "neurons": NeuronsView, "stats": StatsView}
+        for name, kind in panes.items():
+            self.query_one(kind).display = name == view
+        text = Text()
+        for name in VIEWS:
+            style = Style(
+                reverse=name == view, bold=name == view, meta={"@click": f"switch_view('{name}')"}
+            )
+            text.append(f" {TITLES[name]} ", style=style)
+        text.append("  v switches", style=colors.MUTED)
+        self.query_one(".switcher", Static).update(text)
+        if self.shown_layer is not None:
+            self._show(self.shown_layer)
+
+    def cycle(self) -> None:
+        self.switch(VIEWS[(VIEWS.index(self.current) + 1) % len(VIEWS)])
+
+    def show(self, layer: Layer) -> None:
+        self.shown_layer = layer
+        self._show(layer)
+
+    def _limit(self) -> int:
+        # The views grow with their content; the room they have is their container's.
+        room = self.parent.size if isinstance(self.parent, Widget) else self.size
+        return neurons_limit(room.width or 60, max(10, (room.height or 20) - 2))
+
+    def _show(self, layer: Layer) -> None:
+        if self.current == "image":
+            self.query_one(OnImageView).show(layer)
+        elif self.current == "neurons":
+            self.query_one(NeuronsView).show(layer, self._limit())
+        else:
+            self.query_one(StatsView).show(layer)
+
+    def request(self, layer: Layer) -> tuple[str, dict[str, Any]] | None:
+        """The request the current view makes for ``layer`` (for prefetching)."""
+        if self.current == "image":
+            return OnImageView.request(layer, False)
+        if self.current == "neurons":
+            return NeuronsView.request(layer, 0, self._limit())
+        return None

@@ -1,0 +1,239 @@
+"""Replay's cards around the layer stack: the followed sample as the model received it
+(and its transform stages, its target), the result (prediction, p(target), the sample's
+and the batch's loss), and the optimizer's moment (which parameters moved most)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from tvis.tui import colors, fmt
+from tvis.tui.pane import AgentPane
+from tvis.tui.picture import Picture
+
+INPUT_PX = 48
+"""Side of the input and stage pictures asked for: the card is about 30 columns wide."""
+
+TEXT_CHARS = 240
+"""Decoded text shown on a card: a few lines of the card's width."""
+
+
+def _value_text(value: dict[str, Any] | None) -> Text:
+    """A pipeline value that is not a picture, in a line or two."""
+    if not value:
+        return Text("not recorded", style=colors.MUTED)
+    kind = value.get("kind")
+    if kind == "text":
+        return Text(fmt.clip(str(value.get("text") or ""), TEXT_CHARS))
+    if kind == "ids":
+        tokens = value.get("tokens")
+        if tokens:
+            return Text(fmt.clip("".join(str(t) for t in tokens), TEXT_CHARS))
+        return Text(fmt.clip(" ".join(str(i) for i in value.get("ids") or []), TEXT_CHARS))
+    if kind == "tensor":
+        stats = value.get("stats") or {}
+        return Text(
+            f"{fmt.shape(value.get('shape'))} {value.get('dtype') or ''} "
+            f"μ {fmt.num(stats.get('mean'))} σ {fmt.num(stats.get('std'))}",
+            style=colors.MUTED,
+        )
+    if kind == "value":
+        return Text(fmt.clip(str(value.get("repr")), TEXT_CHARS))
+    return Text("not recorded", style=colors.MUTED)
+
+
+class InputCard(AgentPane):
+    """The followed sample: its picture (or text, or values), its stages, its target."""
+
+    DEFAULT_CSS = """
+    InputCard { height: auto; padding: 0 1; }
+    InputCard > Static { height: auto; }
+    InputCard > .title { text-style: bold; color: #4fb3a9; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key: tuple | None = None
+        self.pipeline: dict[str, Any] | None = None
+        self.stage_call: int | None = None
+        self.target = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("input", classes="title")
+        yield Picture(max_rows=8, legend=False)
+        yield Static(classes="body")
+
+    def load(self, run: str, batch: int, sample: int) -> None:
+        key = (run, batch, sample)
+        if key == self.key:
+            return
+        self.key, self.pipeline, self.target = key, None, ""
+        self.query_one(Picture).placeholder("loading …")
+        self.ask("pipeline", run=run, batch=batch, sample=sample, width=INPUT_PX, height=INPUT_PX)
+        self.ask("sample_table", tag="target", run=run, batch=batch, sample=sample)
+
+    def show_stage(self, call: int | None) -> None:
+        """Show the output of stage ``call`` (None: the input as the model received it)."""
+        if call != self.stage_call:
+            self.stage_call = call
+            self._draw()
+
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        if tag == "target":
+            self.target = _target_text(result, self.key[2] if self.key else 0)
+        else:
+            self.pipeline = result
+        self._draw()
+
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "target":
+            return  # a recording without a loss has no target: the result card says so
+        self.query_one(Picture).placeholder(message)
+        self.query_one(".body", Static).update("")
+
+    def _draw(self) -> None:
+        p = self.pipeline
+        if p is None:
+            return
+        stages = p.get("stages") or []
+        shown = next((s for s in stages if s.get("call") == self.stage_call), None)
+        value = shown["output"] if shown else p.get("input") or p.get("raw")
+        title = "stage: " + str(shown.get("name")) if shown else "as the model received it"
+        picture = self.query_one(Picture)
+        body = Text()
+        if value and value.get("kind") == "image":
+            picture.show_rgb(value["array"])
+        else:
+            picture.clear()
+            body.append_text(_value_text(value))
+            body.append("\n")
+        self.query_one(".title", Static).update(Text(f"sample {p.get('sample')} · {title}"))
+        if p.get("index") is not None:
+            body.append(f"dataset[{p['index']}]", style=colors.MUTED)
+        for stage in stages:
+            here = stage.get("call") == self.stage_call
+            body.append(
+                f"\n {'▸' if here else '·'} {fmt.clip(str(stage.get('name')), 24)}",
+                style="bold" if here else colors.MUTED,
+            )
+        if self.target:
+            body.append("\ntarget ", style=colors.MUTED)
+            body.append(self.target, style="bold")
+        self.query_one(".body", Static).update(body)
+
+
+def _target_text(table: dict[str, Any], sample: int) -> str:
+    if table.get("kind") == "tokens":
+        return fmt.clip(str((table.get("text") or {}).get("target") or ""), TEXT_CHARS)
+    row = next((r for r in table.get("rows") or [] if r.get("sample") == sample), None)
+    if row is None:
+        return ""
+    return str(row.get("target_name") or row.get("target") or "")
+
+
+class ResultCard(AgentPane):
+    """What the model made of the sample: prediction, p(target), the losses. Shown once
+    the loss is reached, as in training."""
+
+    DEFAULT_CSS = """
+    ResultCard { height: auto; padding: 0 1; }
+    ResultCard > Static { height: auto; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key: tuple | None = None
+        self.table: dict[str, Any] | None = None
+        self.batch_loss: float | None = None
+        self.reached = False
+        self.sample = 0
+        self.error = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="body")
+
+    def load(self, run: str, batch: int, sample: int, batch_loss: float | None) -> None:
+        key = (run, batch, sample)
+        self.batch_loss = batch_loss
+        if key == self.key:
+            return
+        self.key, self.table, self.sample, self.error = key, None, sample, ""
+        self.ask("sample_table", run=run, batch=batch, sample=sample)
+
+    def reach(self, reached: bool) -> None:
+        if reached != self.reached:
+            self.reached = reached
+            self._draw()
+
+    def answered(self, tag: str, result: dict[str, Any]) -> None:
+        self.table = result
+        self._draw()
+
+    def failed(self, tag: str, message: str) -> None:
+        self.table, self.error = None, message
+        self._draw()
+
+    def _draw(self) -> None:
+        text = Text("result", style=f"bold {colors.PHASE['loss']}")
+        if not self.reached:
+            text.append("\nappears when the loss is computed", style=colors.MUTED)
+        elif self.error:
+            text.append("\n" + self.error, style=colors.MUTED)
+        elif self.table is not None:
+            text.append_text(_result_text(self.table, self.sample))
+            text.append("\nbatch loss ", style=colors.MUTED)
+            text.append(fmt.num(self.batch_loss), style=colors.PHASE["loss"])
+        self.query_one(".body", Static).update(text)
+
+
+def _result_text(table: dict[str, Any], sample: int) -> Text:
+    text = Text()
+    if table.get("kind") == "tokens":
+        texts = table.get("text") or {}
+        text.append("\npredicted ", style=colors.MUTED)
+        text.append(fmt.clip(str(texts.get("pred") or ""), TEXT_CHARS))
+        text.append(f"\ntoken accuracy {fmt.pct(table.get('accuracy'))}", style=colors.MUTED)
+        losses = [r.get("loss") for r in table.get("rows") or [] if not r.get("pad")]
+        finite = [v for v in losses if isinstance(v, (int, float))]
+        if finite:
+            text.append("\nsample loss ", style=colors.MUTED)
+            text.append(fmt.num(sum(finite) / len(finite)), style=colors.PHASE["loss"])
+        return text
+    row = next((r for r in table.get("rows") or [] if r.get("sample") == sample), None)
+    if row is None:
+        text.append("\nno per-sample result recorded", style=colors.MUTED)
+        return text
+    correct = row.get("correct")
+    text.append("\npredicted ", style=colors.MUTED)
+    text.append(
+        str(row.get("pred_name") or row.get("pred")),
+        style=f"bold {colors.GOOD if correct else colors.BAD}" if correct is not None else "bold",
+    )
+    text.append(f"\np(target) {fmt.num(row.get('p_target'))}", style="")
+    text.append("\nsample loss ", style=colors.MUTED)
+    text.append(fmt.num(row.get("loss")), style=colors.PHASE["loss"])
+    return text
+
+
+def update_text(updates: list[dict[str, Any]], reached: bool, width: int) -> Text:
+    """The optimizer's moment: per group, learning rate and the parameters that moved most."""
+    text = Text("update", style=f"bold {colors.PHASE['optimizer']}")
+    if not updates:
+        text.append("\nno optimizer step after this batch", style=colors.MUTED)
+        return text
+    if not reached:
+        text.append("\nafter backward", style=colors.MUTED)
+        return text
+    for u in updates:
+        text.append(f"\n{u.get('name')} · lr {fmt.num(u.get('lr'))}", style=colors.MUTED)
+        for p in u.get("top") or []:
+            ratio = p.get("ratio")
+            text.append(
+                f"\n {fmt.clip(str(p.get('name')), max(8, width - 12)):<{max(8, width - 12)}}"
+            )
+            text.append(f" {fmt.num(ratio, 2)}", style=colors.ratio_color(ratio))
+        text.append("\n ‖Δw‖/‖w‖, most moved first", style=colors.MUTED)
+    return text
