@@ -27,11 +27,11 @@ from tvis.agent.protocol import AgentError
 from tvis.tui import keys
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
-from tvis.tui.fetch import fetch
 from tvis.tui.help import HelpScreen, ids_on_screen
 from tvis.tui.messages import GotoCall
 from tvis.tui.notice import Notice
 from tvis.tui.pages import PageSpec, build, pages_for
+from tvis.tui.pane import Asks
 from tvis.tui.run_picker import RunPicker
 from tvis.tui.widgets.call_tree import PAGE as TREE_PAGE
 from tvis.tui.widgets.call_tree import first_interesting
@@ -53,7 +53,7 @@ def sentence(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-class TvisApp(App[None]):
+class TvisApp(Asks, App[None]):
     """The terminal viewer."""
 
     CSS_PATH = "tvis.tcss"
@@ -96,6 +96,8 @@ class TvisApp(App[None]):
         self._refocus: Widget | None = None
         self.internal_errors: list[str] = []
         self._poll_timer = None
+        self._asked_run: str | None = None  # the run the "run" reply in flight is for
+        self._polled_run: str | None = None  # and the run the poll in flight is for
 
     # -- shared state --------------------------------------------------------------------
 
@@ -216,27 +218,35 @@ class TvisApp(App[None]):
         self._say(f"opening {run} …")
         self._load_run(run)
 
-    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def _load_run(self, run: str) -> None:
-        fetch(
-            self,
-            lambda info: self._run_loaded(run, info),
-            "run",
-            on_error=lambda m: self._failed(m),
-            run=run,
+        self._asked_run = run
+        self.cancel("poll")  # a poll of the run shown before must not land on this one
+        self.ask("run", tag="run", run=run)
+
+    def answered(self, tag: str, info: dict[str, Any]) -> None:
+        if tag == "run":
+            self._run_loaded(self._asked_run, info)
+            if self.batch_count:
+                self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
+        else:
+            self._run_polled(self._polled_run, info)
+
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "run":
+            self._failed(message)
+
+    @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
+    def _prefetch_first_screen(self, run: str, first: int) -> None:
+        """While the page mounts, ask for what its first screen shows: the roots of the first
+        batch and the call the cursor starts on. The page's own requests then find them ready."""
+        page = self.data.prefetch(
+            "calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE
         )
-        # While the page mounts, ask for what its first screen shows: the roots of the first
-        # batch and the call the cursor starts on. The page's own requests then find them ready.
-        if self.run_name == run and self.batch_count:
-            first = self.batch_indices[0]
-            page = self.data.prefetch(
-                "calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE
+        rows = (page or {}).get("calls") or []
+        if rows:
+            self.data.prefetch(
+                "call", run=run, batch=first, call=rows[first_interesting(rows)]["id"]
             )
-            rows = (page or {}).get("calls") or []
-            if rows:
-                self.data.prefetch(
-                    "call", run=run, batch=first, call=rows[first_interesting(rows)]["id"]
-                )
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
         first = self.run_name is None
@@ -263,10 +273,9 @@ class TvisApp(App[None]):
         if self.run_status == "running":
             self._poll_timer = self.set_interval(LIVE_POLL_S, self._poll_run)
 
-    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
     def _poll_run(self) -> None:
-        run = self.run_name
-        fetch(self, lambda info: self._run_polled(run, info), "run", run=run)
+        self._polled_run = self.run_name
+        self.ask("run", tag="poll", run=self._polled_run)
 
     def _run_polled(self, run: str, info: dict[str, Any]) -> None:
         if run != self.run_name:

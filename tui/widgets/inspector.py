@@ -11,15 +11,14 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Static
 
 from tvis.tui import colors, export, fmt, keys, marks
-from tvis.tui.fetch import fetch
 from tvis.tui.messages import Selection
+from tvis.tui.pane import Asks
 from tvis.tui.widgets.layer_views import Layer, LayerViews
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef, ValueLine, decoded_text
@@ -149,7 +148,11 @@ def tokenizer_text(record: dict[str, Any]) -> Text:
     return text
 
 
-class Inspector(VerticalScroll, can_focus=True):
+PARAM_PARTS = ("weight", "grad", "update")
+"""What a parameter's card shows: its value before the step, its gradient, and Δw."""
+
+
+class Inspector(Asks, VerticalScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first)."""
 
     BINDINGS = keys.INSPECTOR
@@ -169,6 +172,9 @@ class Inspector(VerticalScroll, can_focus=True):
         self.current = 0
         self._timer: Timer | None = None
         self._refs: list[tuple[TensorCard, TensorRef]] = []
+        self._asked_for: Selection | None = None  # what the replies in flight are for
+        self._param_entries: dict[str, dict | None] = {}
+        self._param_parts: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static("Nothing selected yet.", id="header")
@@ -215,40 +221,45 @@ class Inspector(VerticalScroll, can_focus=True):
         else:
             self._set_args([], [])
 
-    @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
     def _load_call(self, selection: Selection) -> None:
-        fetch(
-            self,
-            lambda call: self._show_call(selection, call),
-            "call",
-            on_error=self._error,
-            run=self.app.run_name,
-            batch=selection.batch,
-            call=selection.call,
+        for which in PARAM_PARTS:
+            self.cancel(which)
+        self._asked_for = selection
+        self.ask(
+            "call", tag="call", run=self.app.run_name, batch=selection.batch, call=selection.call
         )
 
-    @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
     def _load_param(self, selection: Selection) -> None:
+        """A parameter's weight, gradient and update entries, shown once all have come."""
         param = selection.param or {}
-        entries = {}
+        self.cancel("call")
+        self._asked_for = selection
+        self._param_entries = {}
+        self._param_parts = [w for w in PARAM_PARTS if isinstance(param.get(w), int)]
+        for which in self._param_parts:
+            self.ask(
+                "tensor", tag=which, run=self.app.run_name, step=selection.step, tensor=param[which]
+            )
+        if not self._param_parts:
+            self._show_param(selection, {})
 
-        def keep(which: str):
-            return lambda entry: entries.__setitem__(which, entry)
+    def answered(self, tag: str, result: Any) -> None:
+        if tag == "call":
+            self._show_call(self._asked_for, result)
+        else:
+            self._param_arrived(tag, result)
 
-        for which in ("weight", "grad", "update"):
-            if isinstance(param.get(which), int):
-                fetch(
-                    self,
-                    keep(which),
-                    "tensor",
-                    run=self.app.run_name,
-                    step=selection.step,
-                    tensor=param[which],
-                )
-        self.app.call_from_thread(self._show_param, selection, entries)
+    def failed(self, tag: str, message: str) -> None:
+        if tag == "call":
+            self._set_args([Static(Text(message, style=colors.BAD))], [])
+        else:
+            self._param_arrived(tag, None)  # shown without that part
 
-    def _error(self, message: str) -> None:
-        self._set_args([Static(Text(message, style=colors.BAD))], [])
+    def _param_arrived(self, which: str, entry: dict | None) -> None:
+        self._param_entries[which] = entry
+        if all(w in self._param_entries for w in self._param_parts):
+            found = {w: e for w, e in self._param_entries.items() if e is not None}
+            self._show_param(self._asked_for, found)
 
     def _show_call(self, selection: Selection, call: dict[str, Any]) -> None:
         if selection != self.selection:
@@ -301,7 +312,7 @@ class Inspector(VerticalScroll, can_focus=True):
         if selection != self.selection:
             return
         widgets, refs = [], []
-        for which in ("weight", "grad", "update"):
+        for which in PARAM_PARTS:
             entry = entries.get(which)
             if entry is None:
                 widgets.append(Static(Text(f"{which}: not recorded", style=colors.MUTED)))
