@@ -224,7 +224,9 @@ class ReplayAPI:
             )
         return chunk, tree, entry, views.take_sample(values, entry.get("batch_dim"), sample)
 
-    def _picture(self, run: str, chunk: Chunk, tree: CallTree, sample: int) -> np.ndarray | None:
+    def _replay_picture(
+        self, run: str, chunk: Chunk, tree: CallTree, sample: int
+    ) -> np.ndarray | None:
         """The followed sample's input picture at its stored size, or None without one."""
         given = model_input(chunk.record, tree)
         values = chunk.array(given["id"]) if given else None
@@ -256,7 +258,7 @@ class ReplayAPI:
         chunk, tree, entry, values = self._layer_values(
             run, batch, call, sample, grad, weights=True
         )
-        pixels = self._picture(run, chunk, tree, sample)
+        pixels = self._replay_picture(run, chunk, tree, sample)
         how = lv.layout(values.shape, pixels is not None, _is_attention(chunk.record, entry))
         base = {
             "call": call,
@@ -302,7 +304,7 @@ class ReplayAPI:
         data = self.store.index(run).get("data") or {}
         labels = _labels(data, values.shape[-1] if values.ndim else 0)
         grid = None
-        if values.ndim == 2 and self._picture(run, chunk, tree, sample) is not None:
+        if values.ndim == 2 and self._replay_picture(run, chunk, tree, sample) is not None:
             grid = lv.layout(values.shape, True).grid
         result = lv.neurons(
             values,

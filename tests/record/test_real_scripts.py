@@ -60,7 +60,8 @@ def test_real_script_records_without_changing_it(name, tmp_path):
     index = run.index()
     problems = [n["text"] for n in index.get("notices", []) if "tvis failed" in n["text"]]
     assert not problems
-    assert run.batch_ids(), f"{name} ran {len(tvis_lines)} logged batches but none was recorded"
+    if tvis_lines:  # a script that trained (launcher-only ones fail alike under both) left batches
+        assert run.batch_ids(), f"{name} logged {len(tvis_lines)} batches but none was recorded"
     for i in run.batch_ids():
         batch = run.batch(i)
         for entry in batch.record["tensors"]:

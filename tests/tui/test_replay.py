@@ -177,6 +177,8 @@ async def test_playing_to_the_end_stops_and_says_so(run_dir: Path):
         await pilot.press("space")
         await wait_for(pilot, lambda: page.ended, "the end of the recording")
         assert not page.playing and "end of the recording" in screen_text(app)
+        for _ in range(len(SPEEDS)):
+            await pilot.press("minus")  # slowest: the restart is seen before playback moves on
         await pilot.press("space")  # playing again starts over
         assert page.playing and page.cursor < page.recording.total // 2
 
