@@ -12,9 +12,10 @@ from live_support import free_port, python
 from textual.app import App
 from textual.widgets import DataTable
 
+from tvis.tui.live_image import fit
 from tvis.tui.pages.live import LivePage
+from tvis.tui.picture import Picture
 from tvis.tui.widgets.live_bars import LiveBars, sparkline
-from tvis.tui.widgets.live_heatmap import LUT, NAN_RGB, LiveHeatmap, fit
 
 SENDER = """
     import torch, tvis
@@ -70,9 +71,8 @@ async def test_live_page_shows_rows_heatmap_and_steps_through_history():
 
         await pilot.press("j")  # the list keys move the table
         assert await settle(pilot, lambda: title(page).startswith("weight · catch #12 · newest"))
-        heatmap = page.query_one(LiveHeatmap)
-        assert heatmap.image is not None and heatmap.image.vmax == 47.0 + 11
-        assert "▀" in "".join(s.text for s in heatmap.render_line(0))
+        heatmap = page.query_one("#live-heatmap Picture", Picture)
+        assert heatmap.has_data and heatmap.scale.hi == 47.0 + 11  # the picture kit draws it
         bars = page.query_one(LiveBars)
         assert sum(bars.heights) == 48
         assert bars.axis == (0.0, max(bars.heights))  # a y-axis from 0 to the tallest bin
@@ -134,20 +134,9 @@ def test_fit_reduces_large_arrays_by_block_means_and_says_so():
     assert image.note == "block means of 20×20 → 10×10"
 
 
-def test_fit_wraps_vectors_and_magnifies_small_arrays():
+def test_fit_wraps_vectors_and_leaves_small_arrays_to_the_picture():
     image = fit(np.arange(25.0), cols=10, pixel_rows=40, vmin=0, vmax=24)
     assert image.note == "1-D, wrapped in rows of 10"
     assert image.pixels.shape == (3, 10) and np.isnan(image.pixels[2, 5:]).all()
     small = fit(np.eye(2), cols=10, pixel_rows=10, vmin=0, vmax=1)
-    assert small.pixels.shape == (10, 10) and small.note == ""
-
-
-def test_heatmap_cells_pair_upper_and_lower_pixels_in_viridis():
-    heatmap = LiveHeatmap()
-    image = fit(np.array([[0.0, np.nan], [1.0, 0.5]]), cols=2, pixel_rows=2, vmin=0, vmax=1)
-    heatmap.show(image)
-    first, second = list(heatmap.render_line(0))
-    assert first.text == "▀" and first.style.color.triplet == tuple(LUT[0])
-    assert first.style.bgcolor.triplet == tuple(LUT[255])
-    assert second.style.color.triplet == NAN_RGB
-    assert second.style.bgcolor.triplet == tuple(LUT[127])
+    assert small.pixels.shape == (2, 2) and small.note == ""  # the picture magnifies it

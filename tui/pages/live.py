@@ -29,9 +29,10 @@ from tvis.live.holder import port_holder
 from tvis.live.server import LiveServer
 from tvis.live.store import Entry
 from tvis.tui import keys
+from tvis.tui.live_image import HeatmapImage, fit
+from tvis.tui.picture import Picture, Scale
 from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.live_bars import LiveBars, sparkline
-from tvis.tui.widgets.live_heatmap import HeatmapImage, LiveHeatmap, fit
 
 REFRESH_HZ = 4
 """View rebuilds per second: smooth for a job catching every step, cheap when nothing changes."""
@@ -125,7 +126,8 @@ class LivePage(Screen):
             yield Static("", id="live-title")
             yield Static("", id="live-stats")
             with Horizontal():
-                yield LiveHeatmap(id="live-heatmap")
+                with Vertical(id="live-heatmap"):
+                    yield Picture()
                 yield LiveBars(id="live-bars")
 
     def on_mount(self) -> None:
@@ -216,13 +218,13 @@ class LivePage(Screen):
         if self.server is None or self._busy:
             return
         self._busy = True
-        heatmap, bars = self.query_one(LiveHeatmap), self.query_one(LiveBars)
+        heatmap, bars = self.query_one("#live-heatmap"), self.query_one(LiveBars)
         request = Request(
             self.selected,
             self._pin,
             self._step,
             max(1, heatmap.size.width),
-            max(2, (heatmap.size.height - 2) * 2),
+            max(2, (heatmap.size.height - 3) * 2),  # the legend and the note take 3 rows
             bars.bar_columns,
             self.rank,
         )
@@ -241,6 +243,14 @@ class LivePage(Screen):
             self.app.call_from_thread(self._apply, view)
         except RuntimeError:
             pass  # The app closed while this view was being built.
+
+    def _show_image(self, image: HeatmapImage | None) -> None:
+        picture = self.query_one("#live-heatmap Picture", Picture)
+        if image is None or not image.pixels.size:
+            picture.placeholder(image.note if image else "")
+            return
+        picture.max_rows = max(1, self.query_one("#live-heatmap").size.height - 3)
+        picture.show_values(image.pixels, Scale(image.vmin, image.vmax), legend=image.note)
 
     def _apply(self, view: View) -> None:
         self._busy = False
@@ -262,7 +272,7 @@ class LivePage(Screen):
         detail = view.detail
         self.query_one("#live-title", Static).update(Text(detail.title if detail else ""))
         self.query_one("#live-stats", Static).update(Text(detail.stats if detail else ""))
-        self.query_one(LiveHeatmap).show(detail.image if detail else None)
+        self._show_image(detail.image if detail else None)
         self.query_one(LiveBars).show(
             detail.bars if detail else [],
             detail.bars_caption if detail else "",
