@@ -252,8 +252,8 @@ def test_insights_page_reads_at_80x24_in_tmux(lm_run, tmp_path):
     term = Tmux(tmp_path, f"{TVIS} tui {shlex.quote(str(lm_run))}")
     try:
         term.tmux("resize-window", "-t", "main", "-x", "80", "-y", "24")
-        term.wait("TinyLM")  # the Explore page's call tree is up
-        term.keys("4")  # Explore, Loss, Weights, Insights
+        term.wait("Replay")  # the viewer is up, on its first page
+        term.keys("5")  # Replay, Explore, Loss, Weights, Insights
         screen = term.wait("weight")
         assert "Attention" in screen and "query 0 '<bos>'" in screen and "<bos>" in screen
         assert all(len(line) <= 80 for line in screen.splitlines())
