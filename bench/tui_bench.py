@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/tui_bench.py [RUN_DIR] [--repeat 5]
 
-- first screen: from starting `tvis tui RUN` (a real process in a 120×40 tmux pane) until the
-  complete Explore screen is on the terminal — tree, selected call, tensor cards with their
+- first screen: from starting `tvis tui RUN` (a real process in a 120×40 tmux pane; it opens
+  on Replay, and `2` is pressed as soon as Replay shows) until the complete Explore screen is
+  on the terminal — tree, selected call, tensor cards with their
   histograms and heatmaps — locally and over a loopback sshd (`tvis tui host:RUN`);
 - bytes: what crossed ssh (agent → viewer) for that first screen;
 - cursor move: in-process, from pressing `j` in the tree to the screen showing the new cursor
@@ -104,6 +105,12 @@ def tmux_first_screen(command: str, env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
     tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", f"{command}; sleep 60")
     try:
+        # The viewer opens on Replay; Explore (key 2) is the screen measured, as before.
+        while "1 Replay" not in tmux("capture-pane", "-p", "-t", "main"):
+            if time.perf_counter() - start > 60:
+                raise RuntimeError("the viewer never showed its first page")
+            time.sleep(POLL_S)
+        tmux("send-keys", "-t", "main", "2")
         while time.perf_counter() - start < 60:
             if first_screen_complete(tmux("capture-pane", "-p", "-t", "main")):
                 return time.perf_counter() - start
@@ -269,6 +276,8 @@ def terminal_cursor_moves(viewer: PtyViewer, repeat: int) -> dict[str, list[floa
     (d) the inspector's own keys: focus it and step through its tensor cards, settled."""
     figures: dict[str, list[float]] = {k: [] for k in ("tree_row", "header", "settled", "card")}
     try:
+        viewer.wait_for("1 Replay", 0.0, timeout=60)  # the viewer opens on Replay
+        viewer.press("2")  # Explore
         viewer.wait_for("values kept", 0.0, timeout=60)
         viewer.wait_for("features", 0.0)  # the model opens on its layers
         time.sleep(0.5)
