@@ -17,7 +17,7 @@ import numpy as np
 
 from tvis import __version__
 from tvis.agent import views
-from tvis.agent.calltree import LAYER_KINDS, LAYER_SORT_KEYS, CallTree
+from tvis.agent.calltree import CallTree
 from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights import InsightsAPI
@@ -38,6 +38,7 @@ from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.agent.weights import WeightsAPI
 from tvis.store.reader import Chunk, RunReader, StoreError
+from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
 
 # A raw array reply stays well under the 64 MiB frame limit with its record around it.
 MAX_ARRAY_BYTES = 48 << 20
@@ -293,9 +294,9 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
         """Every module, function and loss call as one table row, sorted by ``sort``; a page
         of them. ``skip_data`` leaves out the data pipeline's calls; ``locate`` asks where a
         call's row is in this order (so a viewer paging the table can jump to it)."""
-        if sort not in LAYER_SORT_KEYS:
+        if sort not in LAYER_SORTS:
             raise AgentError(
-                f"cannot sort layers by {sort!r}; use one of {', '.join(LAYER_SORT_KEYS)}.",
+                f"cannot sort layers by {sort!r}; use one of {', '.join(LAYER_SORTS)}.",
                 BAD_REQUEST,
             )
         chunk = self.store.chunk(run, "batch", batch)

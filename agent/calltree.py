@@ -8,24 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# Kinds that are a model's own work (shown in the layers table); data and optimizer calls
-# belong to other pages.
-LAYER_KINDS = ("module", "function", "loss")
-
-LAYER_SORT_KEYS = (
-    "order",
-    "name",
-    "cls",
-    "kind",
-    "depth",
-    "out_numel",
-    "std",
-    "absmean",
-    "zeros",
-    "grad_norm",
-    "fwd_ms",
-    "bwd_ms",
-)
+from tvis.store.schema import LAYER_KINDS
 
 
 class CallTree:
