@@ -14,12 +14,15 @@ async def test_batch_keys_walk_every_recorded_batch_of_a_run_with_gaps(gapped_ru
         indices = app.batch_indices
         assert indices != list(range(len(indices)))  # light no-grad groups left gaps
         tree = page.calls.call_tree
+        shown = lambda: tree.batch_index == app.batch and tree.call_nodes()  # noqa: E731
+        await wait_for(pilot, shown, "the first batch's tree")  # the page takes keys now
         seen = [app.batch]
         for _ in indices[1:]:
+            before = app.batch
             await pilot.press("full_stop")
             await wait_for(
                 pilot,
-                lambda: tree.batch_index == app.batch and tree.call_nodes(),
+                lambda before=before: app.batch != before and shown(),
                 "the tree on the next recorded batch",
             )
             seen.append(app.batch)
