@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tvis.targets import add_ssh_options
 from tvis.tui import images
 
 if TYPE_CHECKING:
@@ -37,18 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a runs folder or a run on this machine, HOST:PATH, or a saved target name "
         f"(default: ./{DEFAULT_TARGET} if it exists, else .)",
     )
-    parser.add_argument(
-        "--via",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="jump host(s) in order; repeat or comma-separate",
-    )
-    parser.add_argument(
-        "--remote-tvis",
-        metavar="CMD",
-        help="the tvis command on the remote host when it is not on its PATH",
-    )
+    add_ssh_options(parser)
     parser.add_argument(
         "--images",
         choices=images.MODES,

@@ -226,3 +226,20 @@ def _remove(name: str) -> int:
     save(targets)
     print(f"removed target {name}")
     return 0
+
+
+def add_ssh_options(parser) -> None:
+    """The options that reach a remote target (``tvis tui``, ``tvis ls``): jump hosts and
+    the remote tvis command."""
+    parser.add_argument(
+        "--via",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="jump host(s) in order; repeat or comma-separate",
+    )
+    parser.add_argument(
+        "--remote-tvis",
+        metavar="CMD",
+        help="the tvis command on the remote host when it is not on its PATH",
+    )

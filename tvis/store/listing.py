@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tvis.store.reader import RunReader, StoreError, find_runs, remove_stale_temps
+from tvis.targets import add_ssh_options
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,18 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a runs folder or a project here, HOST:PATH, or a saved target name",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per run")
-    parser.add_argument(
-        "--via",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="jump host(s) in order; repeat or comma-separate",
-    )
-    parser.add_argument(
-        "--remote-tvis",
-        metavar="CMD",
-        help="the tvis command on the remote host when it is not on its PATH",
-    )
+    add_ssh_options(parser)
 
 
 def summarize(path: Path) -> dict[str, Any]:
