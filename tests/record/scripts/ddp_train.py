@@ -96,6 +96,10 @@ def main() -> None:
                 break
         epoch += 1
     log.close()
+    # Tear down while every rank is still here and nothing holds the group: a DDP wrapper
+    # left alive keeps gloo's threads running into interpreter exit, which can abort.
+    dist.barrier()
+    del model
     dist.destroy_process_group()
     print(f"rank {rank} done ({os.getpid()})")
 
