@@ -50,6 +50,21 @@ async def test_cards_show_shape_dtype_stats_histogram_and_heatmap(run_dir: Path)
         assert "tensor(" not in text  # never a repr
 
 
+async def test_a_heatmap_is_asked_for_at_the_width_of_its_card(run_dir: Path):
+    """A card asks for its view while it mounts, before it has a size of its own: the view
+    must still fill the card, not come back as a few block means."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "dropout")  # out: 32×64, one row of 64 values per sample
+        out = page.inspector.cards[0]
+        picture = out.query_one(Picture)
+        await wait_for(pilot, lambda: picture.has_data, "the output heatmap")
+        columns = picture._content.values.shape[1]
+        assert columns >= min(64, out.size.width - 2), (columns, out.size.width)
+
+
 async def test_g_toggles_every_card_between_values_and_gradients(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

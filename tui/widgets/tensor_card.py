@@ -174,7 +174,7 @@ class TensorCard(AgentPane):
             self._lead = []
             return
         self.query_one(".stats", Static).update(stats_text(entry))
-        width = max(16, self.size.width - 4 if self.size.width else 48)
+        width = max(16, self._picture_width() - 2)
         diverging = self._grad or ref.gradient_view
         self.query_one(".hist", Static).update(
             histogram(
@@ -202,6 +202,14 @@ class TensorCard(AgentPane):
         text.append(self._note)
         self.query_one(".dims", Static).update(text)
 
+    def _picture_width(self) -> int:
+        """Columns the picture can use. A card is asked for its view while it mounts, before
+        it is laid out; its parent's width is known then, less the card's border and padding."""
+        width = self.size.width
+        if not width and self.parent is not None:
+            width = self.parent.size.width - self.styles.gutter.width
+        return max(8, width - 2)
+
     def _load_view(self) -> None:
         ref = self.ref
         target = self._entry() if ref is not None else None
@@ -214,7 +222,7 @@ class TensorCard(AgentPane):
             self._no_values("")  # a scalar is its statistics: no picture to draw
             return
         self.query_one(Picture).placeholder("loading …")
-        size = {"width": max(8, self.size.width - 2 or 48), "height": 2 * self.max_rows}
+        size = {"width": self._picture_width(), "height": 2 * self.max_rows}
         if ref.param is not None:
             self.ask(
                 "param",
