@@ -44,7 +44,8 @@ class Asks:
     # -- for subclasses -----------------------------------------------------------------
 
     def ask(self, method: str, tag: str = "main", **params: Any) -> None:
-        """Ask the agent; the answer arrives in ``answered`` unless a newer ask overtakes it."""
+        """Ask the agent; the answer arrives in ``answered`` unless a newer ask overtakes it.
+        An answer already in the client's cache is given at once, before ``ask`` returns."""
         data = getattr(self.app, "data", None)
         if data is None:
             self.failed(tag, "not connected to an agent yet.")
@@ -52,8 +53,8 @@ class Asks:
         generation = next(self._generations)
         self._wanted_replies[tag] = generation
         cached, result = data.peek(method, **params)
-        if cached:  # no thread round trip: the answer joins this frame's repaint
-            self.post_message(Reply(tag, generation, result=result))
+        if cached:  # prefetched or seen before: drawn now, in this frame, with no thread hop
+            self.on_reply(Reply(tag, generation, result=result))
             return
         self.run_worker(
             lambda: self._call(data, tag, generation, method, params),

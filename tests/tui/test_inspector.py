@@ -139,3 +139,44 @@ async def test_the_layer_views_follow_the_inspected_call_sample_and_gradient(run
             lambda: views.shown_layer.grad and views.shown_layer.sample == 1,
             "the views on sample 1's gradient",
         )
+
+
+async def test_the_rows_beside_the_cursor_are_fetched_before_the_cursor_gets_there(
+    run_dir: Path,
+):
+    """Moving the cursor prefetches what the next j/k will show: when it comes, the
+    new call's header, cards and pictures are drawn without asking the agent again."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "dropout")
+        below = page.calls.call_tree.beside_cursor()[0]
+        assert below.row.get("name") == "head"
+        await wait_for(
+            pilot,
+            lambda: all(w.is_finished for w in app.workers),
+            "the prefetch",
+        )
+        asked: list[dict] = []
+        client_call = app.data.client.call
+        app.data.client.call = lambda method, **params: (
+            asked.append({"method": method, **params}),
+            client_call(method, **params),
+        )[1]
+        await pilot.press("j")
+        inspector = page.inspector
+        await wait_for(
+            pilot,
+            lambda: (
+                inspector.shown is not None
+                and inspector.shown.call == below.call
+                and all(c.query_one(Picture).has_data for c in inspector.cards)
+            ),
+            "head's cards drawn",
+        )
+        shown = {c.ref.entry["id"] for c in inspector.cards}
+        assert len(shown) == 2  # head's output and input
+        # What was asked now is the next prefetch (the rows beside head), never head's own.
+        assert not [a for a in asked if a.get("call") == below.call or a.get("tensor") in shown]
+        assert asked  # the prefetch of head's neighbours did run through the same client

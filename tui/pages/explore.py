@@ -348,6 +348,7 @@ class ExplorePage(Asks, Screen):
     async def _selected(self, message: Selected) -> None:
         self.selection = message.selection
         self.inspector.show(message.selection)
+        self.inspector.prefetch(self.calls.call_tree.beside_cursor())
         if message.selection.kind == "call" and message.selection.call is not None:
             for timeline in self.query(Timeline):
                 timeline.select_call(message.selection.call)

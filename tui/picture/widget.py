@@ -78,8 +78,9 @@ class _Cells(Widget):
         self.strips: list[Strip] = []
 
     def set_strips(self, strips: list[Strip]) -> None:
+        resized = [s.cell_length for s in strips] != [s.cell_length for s in self.strips]
         self.strips = strips
-        self.refresh(layout=True)
+        self.refresh(layout=resized)  # a new layout only when the cells' shape changed
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return max((s.cell_length for s in self.strips), default=0)
@@ -132,6 +133,7 @@ class Picture(Widget):
         self._content: _Content | None = None
         self._note = ""
         self._pixels = (0, 0)  # size of the last drawing, in pixels
+        self._drawn_width = -1  # the widget's width when it last drew
         self._cell = (1, 2)  # pixels per cell of the last drawing (half blocks: 1×2)
         self._graphics = None
 
@@ -235,7 +237,10 @@ class Picture(Widget):
         self._draw()
 
     def on_resize(self, event: Resize) -> None:
-        self._draw()
+        # Drawn to the width it has: a new width needs a new drawing; a new height is the
+        # drawing's own (redrawing then would only ask for another layout).
+        if event.size.width != self._drawn_width:
+            self._draw()
 
     def _depth(self) -> Depth:
         return depth_of(self.app.console.color_system)
@@ -259,6 +264,7 @@ class Picture(Widget):
         label_w = 0
         if content.y_labels:
             label_w = min(LABEL_CHARS, max(len(s) for s in content.y_labels)) + 1
+        self._drawn_width = self.size.width
         width = max(4, (self.size.width or self.app.size.width) - label_w)
         cw, ch = cell_size() if self._graphics is not None else (1, 2)
         px_h, px_w = raster.integer_fit(h, w, self.max_rows * ch, width * cw, MAX_VALUE_CELLS * cw)

@@ -314,6 +314,18 @@ class CallTree(Tree[Node], inherit_bindings=False):
         if selection is not None:
             self.post_message(Selected(selection, open_inspector=True))
 
+    def beside_cursor(self, reach: int = 1) -> list[Selection]:
+        """What the rows just below and above the cursor select (nearest first): what the
+        next j/k will show, for the inspector to prefetch."""
+        found = []
+        for distance in range(1, reach + 1):
+            for line in (self.cursor_line + distance, self.cursor_line - distance):
+                node = self.get_node_at_line(line) if line >= 0 else None
+                selection = self.selection_of(node) if node is not None else None
+                if selection is not None:
+                    found.append(selection)
+        return found
+
     @staticmethod
     def selection_of(node: TreeNode[Node]) -> Selection | None:
         data = node.data

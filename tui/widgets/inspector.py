@@ -15,13 +15,22 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.layer_views import Layer, LayerViews
 from tvis.tui.widgets.sparkline import hbar
-from tvis.tui.widgets.tensor_card import TensorCard, TensorRef, ValueLine, decoded_text
+from tvis.tui.widgets.tensor_card import (
+    CARD_ROWS,
+    TensorCard,
+    TensorRef,
+    ValueLine,
+    decoded_text,
+    view_request,
+    why_no_picture,
+)
 
 DEBOUNCE_S = 0.03
 """Wait this long after the cursor stops before asking for a call: holding j down then
@@ -205,7 +214,71 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
             header.update(param_header(selection.param))
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(DEBOUNCE_S, self._load)
+            self._timer = None
+        if self._at_hand(selection):
+            self._load()
+        else:
+            self._timer = self.set_timer(DEBOUNCE_S, self._load)
+
+    def _at_hand(self, selection: Selection) -> bool:
+        """Whether ``selection`` can be shown without a new request to the agent (nothing to
+        ask, or the answer prefetched): then it is drawn at once, with no debounce."""
+        if selection.kind == "param":
+            return False
+        if selection.kind != "call":
+            return True
+        data = getattr(self.app, "data", None)
+        return (
+            data is not None and data.peek("call", **call_request(self.app.run_name, selection))[0]
+        )
+
+    def prefetch(self, selections: list[Selection]) -> None:
+        """Fetch into the client's cache what showing each of ``selections`` (the rows beside
+        the cursor) will ask for, so that the next j/k draws at once, with no round trip."""
+        data = getattr(self.app, "data", None)
+        wanted = [s for s in selections if s.kind == "call" and s.call is not None]
+        if data is None or not wanted:
+            return
+        # What the worker needs from the screen, read here: it never reads the DOM itself.
+        cards = [card for card, _ in self._refs if card.is_mounted]
+        width = cards[0].picture_width() if cards else None
+        views = next(iter(self.query(LayerViews)), None)
+        layer_request = views.requester() if views is not None else None
+        app = self.app
+        context = (app.run_name or "", app.sample, app.show_grad, width, layer_request)
+        self.run_worker(
+            lambda: self._prefetch(data, wanted, *context),
+            group="inspector-prefetch",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def _prefetch(self, data, selections, run, sample, grad, width, layer_request) -> None:
+        worker = get_current_worker()
+        for selection in selections:
+            call = data.prefetch("call", **call_request(run, selection))
+            if not isinstance(call, dict):
+                continue
+            requests = []
+            if width is not None:
+                for _, args in call_args(call):
+                    for arg in args:
+                        entry = arg.get("entry") if isinstance(arg, dict) else None
+                        if entry is None:
+                            continue
+                        ref = TensorRef(title="", entry=entry, run=run, batch=selection.batch)
+                        target = entry.get("grad_entry") if grad else entry
+                        if target is not None and why_no_picture(ref, target) is None:
+                            requests.append(view_request(ref, grad, sample, [], width, CARD_ROWS))
+            layer = layer_of(call, selection, run, sample, grad)
+            if layer is not None and layer_request is not None:
+                requests.append(layer_request(layer))
+            for request in requests:
+                if worker.is_cancelled:
+                    return
+                if request is not None:
+                    data.prefetch(request[0], **request[1])
 
     def _load(self) -> None:
         self._timer = None
@@ -225,9 +298,7 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
         for which in PARAM_PARTS:
             self.cancel(which)
         self._asked_for = selection
-        self.ask(
-            "call", tag="call", run=self.app.run_name, batch=selection.batch, call=selection.call
-        )
+        self.ask("call", tag="call", **call_request(self.app.run_name, selection))
 
     def _load_param(self, selection: Selection) -> None:
         """A parameter's weight, gradient and update entries, shown once all have come."""
@@ -272,12 +343,7 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
         widgets: list = []
         refs: list[tuple[TensorCard, TensorRef]] = []
 
-        for side, args in (
-            ("outputs", call.get("outputs") or []),
-            ("inputs", call.get("inputs") or []),
-        ):
-            if not args:
-                continue
+        for side, args in call_args(call):
             widgets.append(Static(side, classes="section"))
             for i, arg in enumerate(args):
                 entry = arg.get("entry") if isinstance(arg, dict) else None
@@ -302,7 +368,9 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
         for record in call.get("tokens") or []:
             widgets.append(Static("tokenizer", classes="section"))
             widgets.append(Static(tokenizer_text(record), classes="decoded"))
-        layer = self._layer_of(selection, call)
+        layer = layer_of(
+            call, selection, self.app.run_name or "", self.app.sample, self.app.show_grad
+        )
         if layer is not None:  # after the cards: On image · Neurons · Stats of the output
             widgets += [Static("this layer, for the followed sample", classes="section")]
             widgets += [LayerViews(layer, classes="layer-views")]
@@ -334,11 +402,20 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
     def _set_args(self, widgets: list, refs: list[tuple[TensorCard, TensorRef]]) -> None:
         self.shown = self.selection
         args = self.query_one("#args", Vertical)
-        args.remove_children()
+        mounted = list(args.children)
+        if _same_kinds(mounted, widgets):
+            # Moving between calls of one shape (the usual j/k): the mounted widgets take
+            # the new content, so nothing is mounted, composed or laid out from scratch.
+            for old, new in zip(mounted, widgets, strict=True):
+                _take(old, new)
+            now = {id(new): old for old, new in zip(mounted, widgets, strict=True)}
+            refs = [(now[id(card)], ref) for card, ref in refs]
+        else:
+            args.remove_children()
+            if widgets:
+                args.mount_all(widgets)
         self._refs = refs
         self.current = 0
-        if widgets:
-            args.mount_all(widgets)
         self._mark_current()
 
     def _redraw_cards(self, *_: Any) -> None:
@@ -350,30 +427,6 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
                 views.show(
                     replace(views.shown_layer, sample=self.app.sample, grad=self.app.show_grad)
                 )
-
-    def _layer_of(self, selection: Selection, call: dict[str, Any]) -> Layer | None:
-        """The layer views' subject: a model call's first output, when it has one."""
-        if call.get("kind") not in ("module", "function") or call.get("phase") != "forward":
-            return None
-        entry = next(
-            (
-                a["entry"]
-                for a in call.get("outputs") or []
-                if isinstance(a, dict) and a.get("entry")
-            ),
-            None,
-        )
-        if entry is None or selection.batch is None or selection.call is None:
-            return None
-        return Layer(
-            run=self.app.run_name or "",
-            batch=selection.batch,
-            call=selection.call,
-            sample=self.app.sample,
-            grad=self.app.show_grad,
-            tensor=entry.get("id"),
-            name=str(call.get("name") or ""),
-        )
 
     def action_cycle_view(self) -> None:
         for views in self.query(LayerViews):
@@ -436,3 +489,54 @@ class Inspector(Asks, VerticalScroll, can_focus=True):
 
     def action_copy_python(self) -> None:
         self._with_item(export.copy_python)
+
+
+def _same_kinds(mounted: list, widgets: list) -> bool:
+    return len(mounted) == len(widgets) and all(
+        type(old) is type(new) and old.classes == new.classes
+        for old, new in zip(mounted, widgets, strict=True)
+    )
+
+
+def _take(old: Any, new: Any) -> None:
+    """Show in the mounted ``old`` what the unmounted ``new`` of the same kind holds."""
+    if isinstance(new, TensorCard):
+        old.show(*new.initial)
+    elif isinstance(new, LayerViews):
+        if new.shown_layer is not None:
+            old.show(new.shown_layer)
+    else:  # a Static: a section title, a decoded text, a value line
+        old.update(new.content)
+
+
+def call_request(run: str | None, selection: Selection) -> dict[str, Any]:
+    return {"run": run, "batch": selection.batch, "call": selection.call}
+
+
+def call_args(call: dict[str, Any]) -> list[tuple[str, list]]:
+    """A call's outputs, then its inputs: the inspector's sections, in order."""
+    sides = (("outputs", call.get("outputs") or []), ("inputs", call.get("inputs") or []))
+    return [(side, args) for side, args in sides if args]
+
+
+def layer_of(
+    call: dict[str, Any], selection: Selection, run: str, sample: int | None, grad: bool
+) -> Layer | None:
+    """The layer views' subject: a model call's first output, when it has one."""
+    if call.get("kind") not in ("module", "function") or call.get("phase") != "forward":
+        return None
+    entry = next(
+        (a["entry"] for a in call.get("outputs") or [] if isinstance(a, dict) and a.get("entry")),
+        None,
+    )
+    if entry is None or selection.batch is None or selection.call is None:
+        return None
+    return Layer(
+        run=run,
+        batch=selection.batch,
+        call=selection.call,
+        sample=sample,
+        grad=grad,
+        tensor=entry.get("id"),
+        name=str(call.get("name") or ""),
+    )

@@ -13,7 +13,9 @@ can prefetch the next frames into the client's cache and find them there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,18 +42,6 @@ MAP_PX = 8
 
 OVERLAY_ALPHA = 0.55
 """How strongly the heat covers the picture: the picture still shows through."""
-
-
-def ask_or_draw(pane: AgentPane, method: str, tag: str, params: dict[str, Any]) -> None:
-    """Draw the answer at once when it is in the client's cache (prefetched while playing),
-    else ask for it; either way an older request for ``tag`` is dropped."""
-    data = getattr(pane.app, "data", None)
-    found, answer = data.peek(method, **params) if data is not None else (False, None)
-    if found:
-        pane.cancel(tag)
-        pane.answered(tag, answer)
-    else:
-        pane.ask(method, tag=tag, **params)
 
 
 LOCATION_LISTED = 12
@@ -126,7 +116,7 @@ class OnImageView(AgentPane):
             self.location = None
         self.shown_layer = layer
         method, params = self.request(layer, self._picture_key(layer) not in self._pictures)
-        ask_or_draw(self, method, "map", params)
+        self.ask(method, tag="map", **params)
         if self.location is not None:
             self._ask_location()
 
@@ -289,7 +279,7 @@ class NeuronsView(AgentPane):
     def _ask(self) -> None:
         assert self.shown_layer is not None
         method, params = self.request(self.shown_layer, self.page_offset, self.limit)
-        ask_or_draw(self, method, "main", params)
+        self.ask(method, tag="main", **params)
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         self.total = int(result.get("total") or 0)
@@ -475,8 +465,17 @@ class LayerViews(Vertical):
 
     def request(self, layer: Layer) -> tuple[str, dict[str, Any]] | None:
         """The request the current view makes for ``layer`` (for prefetching)."""
-        if self.current == "image":
-            return OnImageView.request(layer, False)
-        if self.current == "neurons":
-            return NeuronsView.request(layer, 0, self._limit())
-        return None
+        return view_request(self.current, layer, self._limit())
+
+    def requester(self) -> Callable[[Layer], tuple[str, dict[str, Any]] | None]:
+        """``request`` with what it reads from the screen taken now: for a worker thread."""
+        return partial(view_request, self.current, limit=self._limit())
+
+
+def view_request(view: str, layer: Layer, limit: int) -> tuple[str, dict[str, Any]] | None:
+    """The request ``view`` makes for ``layer`` once its input picture is held."""
+    if view == "image":
+        return OnImageView.request(layer, False)
+    if view == "neurons":
+        return NeuronsView.request(layer, 0, limit)
+    return None

@@ -66,6 +66,47 @@ def leading_dims(shape: list[int], batch_dim: int | None, sliced: bool) -> list[
     return dims[:-2] if len(dims) > 2 else []
 
 
+CARD_ROWS = 10
+"""Rows of a card's picture in the inspector."""
+
+
+def why_no_picture(ref: TensorRef, target: dict[str, Any]) -> str | None:
+    """Why ``target`` (the entry or its gradient entry) has no picture to draw, or None."""
+    if ref.param is None and not target.get("value"):
+        return "values not kept (stats only)"
+    if (target.get("stats") or {}).get("numel") == 1:
+        return ""  # a scalar is its statistics
+    return None
+
+
+def view_request(
+    ref: TensorRef, grad: bool, sample: int | None, index: list[int], width: int, rows: int
+) -> tuple[str, dict[str, Any]]:
+    """The agent request that draws ``ref`` in a card of ``width`` columns and ``rows``
+    rows (shared with the inspector's prefetch, so what it fetches is what a card asks)."""
+    size = {"width": width, "height": 2 * rows}
+    if ref.param is not None:
+        return "param", {
+            "run": ref.run,
+            "step": ref.step,
+            "name": ref.param,
+            "which": ref.which,
+            "index": index,
+            **size,
+        }
+    where: dict[str, Any] = {"batch": ref.batch} if ref.batch is not None else {"step": ref.step}
+    if sample is not None and ref.entry.get("batch_dim") is not None:
+        where["sample"] = sample
+    return "view", {
+        "run": ref.run,
+        "tensor": ref.entry["id"],
+        "grad": grad,
+        "index": index,
+        **where,
+        **size,
+    }
+
+
 class TensorCard(AgentPane):
     """One tensor argument, output or parameter tensor."""
 
@@ -77,11 +118,11 @@ class TensorCard(AgentPane):
     """
 
     def __init__(
-        self, ref: TensorRef, grad: bool, sample: int | None, max_rows: int = 10, **kwargs
+        self, ref: TensorRef, grad: bool, sample: int | None, max_rows: int = CARD_ROWS, **kwargs
     ) -> None:
         super().__init__(**kwargs)
         self.max_rows = max_rows
-        self._initial = (ref, grad, sample)
+        self.initial = (ref, grad, sample)  # shown once mounted
         self.ref: TensorRef | None = None
         self.index: list[int] = []
         self._lead: list[int] = []
@@ -98,7 +139,7 @@ class TensorCard(AgentPane):
         yield Static(classes="dims")
 
     def on_mount(self) -> None:
-        self.show(*self._initial)
+        self.show(*self.initial)
 
     def show(self, ref: TensorRef, grad: bool, sample: int | None) -> None:
         """Show ``ref``; ``grad`` picks the gradient (for call arguments), ``sample`` the
@@ -174,7 +215,7 @@ class TensorCard(AgentPane):
             self._lead = []
             return
         self.query_one(".stats", Static).update(stats_text(entry))
-        width = max(16, self._picture_width() - 2)
+        width = max(16, self.picture_width() - 2)
         diverging = self._grad or ref.gradient_view
         self.query_one(".hist", Static).update(
             histogram(
@@ -202,7 +243,7 @@ class TensorCard(AgentPane):
         text.append(self._note)
         self.query_one(".dims", Static).update(text)
 
-    def _picture_width(self) -> int:
+    def picture_width(self) -> int:
         """Columns the picture can use. A card is asked for its view while it mounts, before
         it is laid out; its parent's width is known then, less the card's border and padding."""
         width = self.size.width
@@ -215,37 +256,15 @@ class TensorCard(AgentPane):
         target = self._entry() if ref is not None else None
         if ref is None or target is None:
             return
-        if ref.param is None and not target.get("value"):
-            self._no_values("values not kept (stats only)")
-            return
-        if (target.get("stats") or {}).get("numel") == 1:
-            self._no_values("")  # a scalar is its statistics: no picture to draw
+        why = why_no_picture(ref, target)
+        if why is not None:
+            self._no_values(why)
             return
         self.query_one(Picture).placeholder("loading …")
-        size = {"width": self._picture_width(), "height": 2 * self.max_rows}
-        if ref.param is not None:
-            self.ask(
-                "param",
-                run=ref.run,
-                step=ref.step,
-                name=ref.param,
-                which=ref.which,
-                index=self.index,
-                **size,
-            )
-            return
-        where = {"batch": ref.batch} if ref.batch is not None else {"step": ref.step}
-        if self._sliced():
-            where["sample"] = self._sample
-        self.ask(
-            "view",
-            run=ref.run,
-            tensor=ref.entry["id"],
-            grad=self._grad,
-            index=self.index,
-            **where,
-            **size,
+        method, params = view_request(
+            ref, self._grad, self._sample, self.index, self.picture_width(), self.max_rows
         )
+        self.ask(method, **params)
 
     def answered(self, tag: str, view: dict[str, Any]) -> None:
         signed = self._grad or bool(self.ref and self.ref.gradient_view)
