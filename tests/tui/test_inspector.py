@@ -124,3 +124,32 @@ async def test_the_layer_views_follow_the_inspected_call_sample_and_gradient(run
             lambda: views.shown_layer.grad and views.shown_layer.sample == 1,
             "the views on sample 1's gradient",
         )
+
+
+async def test_shift_arrows_pick_a_place_on_the_inspected_layer_and_backspace_forgets_it(
+    run_dir: Path,
+):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "features")  # a conv map
+        call = page.inspector.selection.call
+        view = await wait_for(
+            pilot,
+            lambda: next(
+                (v for v in page.inspector.query(OnImageView) if v.drawn and v.drawn.call == call),
+                None,
+            ),
+            "the layer painted on the input",
+        )
+        page.inspector.focus()
+        await pilot.press("shift+down", "shift+right")
+        mh, mw = view.map_shape
+        assert view.location == (mh // 2 + 1, mw // 2 + 1)  # from the middle, down and right
+        listed = view.query_one(".location")
+        await wait_for(pilot, lambda: "neurons, largest" in str(listed.render()), "its values")
+        assert f"at ({mh // 2 + 1}, {mw // 2 + 1})" in str(listed.render())
+        assert page.inspector.has_focus  # the keys did not move the inspector's cursor
+        await pilot.press("backspace")
+        assert view.location is None and "neurons" not in str(listed.render())
