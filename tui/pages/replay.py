@@ -132,7 +132,7 @@ class ReplayPage(PlaceKeys, Screen):
         yield Static(id="missing")
 
     def on_mount(self) -> None:
-        self.watch(self.app, "run_name", self._reload, init=False)
+        self.watch(self.app, "run_name", self._run_changed, init=False)
         self.watch(self.app, "run_info", self._run_info_changed, init=False)
         self.watch(self.app, "sample", self._reload, init=False)
         self.watch(self.app, "batch", self._batch_changed, init=False)
@@ -156,6 +156,10 @@ class ReplayPage(PlaceKeys, Screen):
         self._keep = self.current_event()
         self._asked_pages = {0}
         self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
+
+    def _run_changed(self, *_: Any) -> None:
+        self.expanded.clear()  # light groups are named by batches of the run left behind
+        self._reload()
 
     def _run_info_changed(self, *_: Any) -> None:
         # A run being recorded gains batches: take the new events, stay where we are.

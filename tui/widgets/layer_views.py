@@ -315,7 +315,10 @@ class PlaceKeys:
     layer views: each moves the place on the On image view that is showing."""
 
     def _image_views(self) -> list[OnImageView]:
-        return [v for v in self.query(OnImageView) if v.display]  # type: ignore[attr-defined]
+        # Shown: the On image view is the current one and its layer views are not hidden
+        # (Replay hides them on events without a layer).
+        views = self.query(OnImageView)  # type: ignore[attr-defined]
+        return [v for v in views if v.display and v.parent is not None and v.parent.display]
 
     def action_place(self, rows: int, cols: int) -> None:
         for view in self._image_views():
