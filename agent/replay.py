@@ -11,11 +11,15 @@ Events of a batch, in the order training made them happen::
 Gradient arrival order is read from the gradient entries' ids: the recorder adds a
 gradient's entry the moment it first arrives, so a lower id arrived earlier. Batches kept
 as statistics only (light) or run without gradients follow one another as one collapsible
-``light`` event. ``ReplayAPI`` is mixed into ``AgentAPI``, whose store and lookups it uses.
+``light`` event; a group named in ``expand`` keeps that event and adds its forward calls
+after it, so a player steps through them. ``ReplayAPI`` is mixed into ``AgentAPI``, whose
+store and lookups it uses.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,12 @@ from tvis.store.reader import Chunk
 from tvis.store.schema import stat_flags
 
 DETAILS = ("layer", "call")
+# Characters of the exception's message quoted in the crash note: enough to recognise it;
+# the whole traceback is in the run's meta.
+MAX_ERROR_CHARS = 80
+# Light groups opened at once: a viewer opens them one keypress at a time; the bound keeps
+# the event cache's keys small.
+MAX_EXPANDED = 64
 # Events sent at once: a page of ~200 bytes each stays far below a screenful of pictures,
 # and a client asks for the pages around its cursor only.
 MAX_EVENTS = 2000
@@ -62,17 +72,27 @@ class ReplayAPI:
 
     @rpc
     def replay(
-        self, run: str, sample: int = 0, detail: str = "layer", offset: int = 0, limit: int = 200
+        self,
+        run: str,
+        sample: int = 0,
+        detail: str = "layer",
+        offset: int = 0,
+        limit: int = 200,
+        expand: list[int] | None = None,
     ) -> dict[str, Any]:
         """One page of the run's events for followed ``sample``, with the outline of the
-        whole recording (phase runs and batch starts) a scrubber draws."""
+        whole recording (phase runs and batch starts) a scrubber draws. ``expand`` names
+        light groups (by their first batch) whose forward calls become events."""
         if detail not in DETAILS:
             raise AgentError(f"detail must be one of {', '.join(DETAILS)}.", BAD_REQUEST)
         if sample < 0 or offset < 0 or limit < 0:
             raise AgentError("sample, offset and limit must be 0 or more.", BAD_REQUEST)
+        if len(expand or []) > MAX_EXPANDED:
+            raise AgentError(f"expand at most {MAX_EXPANDED} light groups.", BAD_REQUEST)
+        opened = frozenset(expand or [])
         index = self.store.index(run)
-        key = (str(self.store.run_path(run)), sample, detail, stamp(index))
-        whole = self._event_lists.get(key, lambda: self._build(run, index, sample, detail))
+        key = (str(self.store.run_path(run)), sample, detail, stamp(index), opened)
+        whole = self._event_lists.get(key, lambda: self._build(run, index, sample, detail, opened))
         events = whole["events"]
         return {
             "total": len(events),
@@ -85,7 +105,9 @@ class ReplayAPI:
             "events": events[offset : offset + min(limit, MAX_EVENTS)],
         }
 
-    def _build(self, run: str, index: dict[str, Any], sample: int, detail: str) -> dict[str, Any]:
+    def _build(
+        self, run: str, index: dict[str, Any], sample: int, detail: str, opened: frozenset[int]
+    ) -> dict[str, Any]:
         events: list[dict[str, Any]] = []
         batches: list[dict[str, Any]] = []
         missing: list[str] = []
@@ -93,17 +115,28 @@ class ReplayAPI:
         last_of_step = {max(s.get("batches") or [-1]): i for i, s in steps.items()}
         kept: int | None = None
         light: dict[str, Any] | None = None
+        light_at = 0  # where the open light group's event is
         for info in index.get("batches") or []:
             if not isinstance(info, dict) or not isinstance(info.get("index"), int):
                 continue
             b = info["index"]
             if info.get("light") or info.get("no_grad"):
                 if light is None:
-                    light = _event("forward", "light", info, batches=[], name="")
+                    light_at = len(events)
+                    light = _event("forward", "light", info, batches=[], name="", group=b)
+                    light.update(open=b in opened, n_calls=0)
                     events.append(light)
                 light["batches"].append(b)
                 light["name"] = _light_name(light["batches"], info)
-                batches.append(_batch_row(info, len(events) - 1, 1, None))
+                light["n_calls"] += int(info.get("n_calls") or 0)
+                # Closed, every batch of the group is its one event; opened, each its calls
+                # (the first batch also owns the group's event, where it starts).
+                start = light_at if b == light["group"] or not light["open"] else len(events)
+                if light["open"]:
+                    events.extend(self._light_calls(run, info, detail, light["group"], missing))
+                if start == len(events):  # opened but without forward calls of its own
+                    start = light_at
+                batches.append(_batch_row(info, start, max(1, len(events) - start), None))
                 continue
             light = None
             start = len(events)
@@ -125,7 +158,12 @@ class ReplayAPI:
             batches.append(_batch_row(info, start, len(events) - start, note))
         for i, event in enumerate(events):
             event["seq"] = i
-        missing[:0] = self._run_notes(run, index, kept, sample)
+        stopped = self._stopped_batch(run, index)
+        crash = crash_note(self.store.reader(run).meta, index, stopped)
+        if crash and stopped:
+            # The crash note says what the stopped batch lacks: one line, not two.
+            missing = [m for m in missing if not m.startswith(f"batch {stopped['batch']} ")]
+        missing[:0] = self._run_notes(run, index, kept, sample, crash)
         return {
             "events": events,
             "outline": _outline(events),
@@ -133,10 +171,39 @@ class ReplayAPI:
             "missing": missing,
         }
 
-    def _run_notes(self, run: str, index: dict[str, Any], kept: int | None, sample: int) -> list:
+    def _light_calls(
+        self, run: str, info: dict[str, Any], detail: str, group: int, missing: list[str]
+    ) -> list[dict[str, Any]]:
+        """An opened light batch's forward calls as layer events (statistics only: a light
+        batch keeps no values and has no gradients), each naming its ``group``."""
+        b = info["index"]
+        try:
+            chunk = self.store.chunk(run, "batch", b)
+            tree = self._tree(run, b)
+        except AgentError as e:
+            missing.append(f"batch {b} cannot be read: {e.message}")
+            return []
+        owners = {a.get("call") for a in chunk.record.get("attention") or [] if isinstance(a, dict)}
+        events = []
+        for cid in _forward_calls(tree, detail, owners):
+            event = _layer_event(tree, cid, "forward", info)
+            event["group"] = group
+            events.append(event)
+        return events
+
+    def _run_notes(
+        self,
+        run: str,
+        index: dict[str, Any],
+        kept: int | None,
+        sample: int,
+        crash: str | None,
+    ) -> list:
         notes = []
         status = self.store.reader(run).status
-        if status != COMPLETE:
+        if crash:
+            notes.append(crash)
+        elif status != COMPLETE:
             n = len(index.get("batches") or [])
             notes.append(f"the run is {status}: replaying the {n} batch(es) recorded so far.")
         if kept == 0:
@@ -150,6 +217,28 @@ class ReplayAPI:
                 "pictures show what exists."
             )
         return notes
+
+    def _stopped_batch(self, run: str, index: dict[str, Any]) -> dict[str, Any] | None:
+        """The last training batch when it stopped before its loss (a crash mid-forward):
+        ``{batch, last}`` with the name of the last call that returned, if any."""
+        trained = [
+            b for b in index.get("batches") or [] if isinstance(b, dict) and not b.get("light")
+        ]
+        if not trained or trained[-1].get("loss") is not None:
+            return None
+        b = trained[-1]["index"]
+        try:
+            chunk, tree = self.store.chunk(run, "batch", b), self._tree(run, b)
+        except AgentError:
+            return {"batch": b, "last": None}
+        if isinstance(chunk.record.get("loss"), dict):
+            return None
+        returned = [
+            tree.by_id[cid].get("name")
+            for cid in _forward_calls(tree, "layer", set())
+            if "raised" not in (tree.by_id[cid].get("flags") or [])
+        ]
+        return {"batch": b, "last": returned[-1] if returned else None}
 
     def _update_events(self, run: str, step: dict[str, Any], info: dict) -> list[dict[str, Any]]:
         try:
@@ -275,6 +364,7 @@ class ReplayAPI:
             **base,
             "applies": True,
             "grid": how.grid,
+            "query": query if how.kind == "attention" else None,
             **lv.on_image(values, how, size, query),
         }
         result["image"] = shown["array"] if picture else None
@@ -479,6 +569,34 @@ def _batch_note(record: dict[str, Any], info: dict[str, Any]) -> str | None:
     if not isinstance(record.get("loss"), dict):
         return f"batch {info['index']} stopped before its loss: no loss and no gradients to replay."
     return None
+
+
+def crash_note(
+    meta: dict[str, Any], index: dict[str, Any], stopped: dict[str, Any] | None
+) -> str | None:
+    """One sentence for a run whose script raised: the line of the user's code that raised,
+    the exception, what Replay has of the batch it died in (``stopped``, from
+    ``_stopped_batch``), then the exception's message: what to fix comes first, so a line
+    cut short by a narrow terminal still says it."""
+    error = str(meta.get("error") or "").strip()
+    if meta.get("status") != "failed" or not error:
+        return None
+    kind, _, message = error.splitlines()[-1].strip().partition(": ")
+    project = str(meta.get("project") or "")
+    frames = re.findall(r'File "([^"]+)", line (\d+), in ', error)
+    mine = [f for f in frames if project and f[0].startswith(project)] or frames
+    where = f"{Path(mine[-1][0]).name}:{mine[-1][1]}" if mine else "the script"
+    said = f" — {_clip(message, MAX_ERROR_CHARS)}" if message else ""
+    if stopped is None:
+        n = len(index.get("batches") or [])
+        return f"{where} raised {kind}; replaying the {n} batch(es) recorded before it{said}"
+    b = stopped["batch"]
+    after = f", after {stopped['last']}" if stopped.get("last") else ", before any layer"
+    return f"{where} raised {kind} in batch {b}'s forward{after}: no loss or gradients for it{said}"
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _light_name(batches: list[int], info: dict) -> str:

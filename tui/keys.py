@@ -163,12 +163,19 @@ REPLAY = [
     _b("v", "cycle_view", "Layer view (On image · Neurons · Stats)", "replay.view", show=True),
     _b("pagedown", "neurons_page(1)", "Next neurons", "replay.neurons_next"),
     _b("pageup", "neurons_page(-1)", "Previous neurons", "replay.neurons_prev"),
-    _b("shift+up", "place(-1,0)", "Picked place up", "replay.place_up"),
-    _b("shift+down", "place(1,0)", "Picked place down", "replay.place_down"),
-    _b("shift+left", "place(0,-1)", "Picked place left", "replay.place_left"),
-    _b("shift+right", "place(0,1)", "Picked place right", "replay.place_right"),
-    _b("enter", "explore", "Open the layer in Explore", "replay.explore"),
+    _b("o", "toggle_light", "Open / close a light (no-grad) group", "replay.light", show=True),
+    _b("enter", "explore", "Open the layer in Explore (a light group: open it)", "replay.explore"),
 ]
+
+LAYER_VIEWS = [
+    _b("shift+up", "place(-1,0)", "Picked place up (On image)", "views.place_up"),
+    _b("shift+down", "place(1,0)", "Picked place down", "views.place_down"),
+    _b("shift+left", "place(0,-1)", "Picked place left", "views.place_left"),
+    _b("shift+right", "place(0,1)", "Picked place right", "views.place_right"),
+    _b("backspace", "forget_place", "Forget the place (attention: back to [CLS])", "views.forget"),
+]
+"""Keys of the On image view wherever the layer views are (Replay, Explore's inspector):
+the picked place's values, or for attention the query patch whose gaze is painted."""
 
 LOSS = [
     _b("o", "sort_worst", "Worst first / sample order", "loss.sort"),
@@ -228,6 +235,7 @@ SCOPES: list[tuple[str, list[Binding]]] = [
     ("Explore", EXPLORE),
     ("Call tree", TREE),
     ("Inspector", INSPECTOR),
+    ("Layer views (Replay, inspector)", LAYER_VIEWS),
     ("Source", SOURCE),
     ("Layers", LAYERS),
     ("Timeline", TIMELINE),

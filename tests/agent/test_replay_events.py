@@ -19,6 +19,7 @@ from tvis.agent import views
 from tvis.agent.api import AgentAPI
 from tvis.agent.client import LocalClient
 from tvis.agent.protocol import AgentError, encode
+from tvis.agent.replay import crash_note
 from tvis.store.format import COMPLETE, RUNNING
 from tvis.store.reader import RunReader
 from tvis.store.writer import RunWriter
@@ -154,6 +155,30 @@ def test_replay_collapses_light_batches_into_one_event(run: SyntheticRun, tmp_pa
     (event,) = [e for e in result["events"] if e["kind"] == "light"]
     assert event["batches"] == [1] and "statistics only" in event["name"]
     assert [b["light"] for b in result["batches"]] == [False, True]
+
+
+def test_replay_expands_a_light_group_into_its_forward_calls(run: SyntheticRun, tmp_path: Path):
+    def light(b, record, arrays):
+        record["batch"] = {**record["batch"], "index": b, "light": b == 1}
+
+    api = AgentAPI(tmp_path)
+    name = rewrite(run, tmp_path, light)
+    closed = api.replay(name, limit=2000)
+    opened = api.replay(name, limit=2000, expand=[1])
+    (group,) = [e for e in opened["events"] if e["kind"] == "light"]
+    assert group["open"] and group["group"] == 1 and group["n_calls"] > 0
+    members = [e for e in opened["events"] if e.get("group") == 1 and e["kind"] == "layer"]
+    assert members and all(e["phase"] == "forward" and e["batch"] == 1 for e in members)
+    assert [e["seq"] for e in opened["events"]] == list(range(opened["total"]))
+    assert opened["total"] == closed["total"] + len(members)
+    row = next(b for b in opened["batches"] if b["batch"] == 1)
+    assert (row["start"], row["count"]) == (group["seq"], len(members) + 1)
+    assert sum(r["count"] for r in opened["outline"]) == opened["total"]
+
+
+def test_replay_refuses_to_expand_too_many_groups(api: AgentAPI, run: SyntheticRun):
+    with pytest.raises(AgentError, match="expand at most"):
+        api.replay(run.name, expand=list(range(100)))
 
 
 def test_replay_says_a_batch_stopped_before_its_loss(run: SyntheticRun, tmp_path: Path):
@@ -313,3 +338,21 @@ def test_neurons_of_token_features_are_strips_without_a_picture():
     )
     assert page["kind"] == "strips" and page["units"] == [2, 1, 0]
     np.testing.assert_array_equal(page["maps"][0], x[:, 2][None, :])
+
+
+def test_crash_note_names_the_users_line_before_the_message():
+    meta = {
+        "status": "failed",
+        "project": "/proj",
+        "error": 'Traceback (most recent call last):\n  File "/proj/train.py", line 7, in <module>\n'
+        '  File "/lib/torch/nn/modules/module.py", line 1, in _call_impl\n'
+        "ValueError: label out of range",
+    }
+    index = {"batches": [{"index": 0}, {"index": 1}]}
+    assert crash_note(meta, index, None) == (
+        "train.py:7 raised ValueError; replaying the 2 batch(es) recorded before it"
+        " — label out of range"
+    )
+    stopped = crash_note(meta, index, {"batch": 1, "last": None})
+    assert stopped.startswith("train.py:7 raised ValueError in batch 1's forward, before any layer")
+    assert crash_note({**meta, "status": "complete"}, index, None) is None

@@ -180,3 +180,32 @@ async def test_the_rows_beside_the_cursor_are_fetched_before_the_cursor_gets_the
         # What was asked now is the next prefetch (the rows beside head), never head's own.
         assert not [a for a in asked if a.get("call") == below.call or a.get("tensor") in shown]
         assert asked  # the prefetch of head's neighbours did run through the same client
+
+
+async def test_shift_arrows_pick_a_place_on_the_inspected_layer_and_backspace_forgets_it(
+    run_dir: Path,
+):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        await _select(pilot, page, "features")  # a conv map
+        call = page.inspector.selection.call
+        view = await wait_for(
+            pilot,
+            lambda: next(
+                (v for v in page.inspector.query(OnImageView) if v.drawn and v.drawn.call == call),
+                None,
+            ),
+            "the layer painted on the input",
+        )
+        page.inspector.focus()
+        await pilot.press("shift+down", "shift+right")
+        mh, mw = view.map_shape
+        assert view.location == (mh // 2 + 1, mw // 2 + 1)  # from the middle, down and right
+        listed = view.query_one(".location")
+        await wait_for(pilot, lambda: "neurons, largest" in str(listed.render()), "its values")
+        assert f"at ({mh // 2 + 1}, {mw // 2 + 1})" in str(listed.render())
+        assert page.inspector.has_focus  # the keys did not move the inspector's cursor
+        await pilot.press("backspace")
+        assert view.location is None and "neurons" not in str(listed.render())

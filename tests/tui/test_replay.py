@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import make_app, screen_text, wait_for
 from support import EXAMPLES, run_tvis
@@ -329,6 +330,70 @@ async def test_a_text_model_says_why_there_is_no_on_image_and_labels_logits_with
         )
 
 
+async def test_picking_a_patch_on_an_attention_layer_paints_where_it_looks(vit_run: Path):
+    app = make_app(vit_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        view = page.query_one(OnImageView)
+        await seek_to(pilot, page, "blocks.0.attn")
+        await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "[CLS]'s gaze")
+        cls_map = np.asarray(view._last["map"])
+        await pilot.press("shift+up")  # from the middle of the 8 × 8 grid: patch (3, 4)
+        await wait_for(
+            pilot, lambda: "where patch (3,4) looks · token 29" in screen_text(app), "the patch"
+        )
+        assert view._last["query"] == 29
+        assert not np.array_equal(np.asarray(view._last["map"]), cls_map)
+        await pilot.click(OnImageView, offset=(1, 1))  # the top-left patch, by mouse
+        await wait_for(pilot, lambda: "where patch (0,0) looks" in screen_text(app), "a click")
+        await pilot.press("backspace")
+        await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "back to [CLS]")
+        assert view.location is None
+        np.testing.assert_array_equal(np.asarray(view._last["map"]), cls_map)
+        assert app.internal_errors == []
+
+
+# -- light groups --------------------------------------------------------------------------------
+
+
+async def test_o_opens_a_light_group_into_its_calls_and_closes_it(gapped_run: Path):
+    app = make_app(gapped_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        closed = page.recording.total
+        group = page.current_event()
+        assert group["kind"] == "light" and not group["open"]
+        assert "o opens" in screen_text(app)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: page.recording.total > closed, "the group's calls")
+        assert page.current_event()["kind"] == "light" and page.current_event()["open"]
+        await pilot.press("right")
+        event = page.current_event()
+        assert event["kind"] == "layer" and event["group"] == group["group"]
+        text = screen_text(app)
+        assert "in a light group, no gradients" in text and "o closes" in text
+        await pilot.press("space")  # playback steps through the calls too
+        await wait_for(pilot, lambda: page.cursor >= 3, "playback through the group")
+        await pilot.press("space")
+        assert page.current_event()["group"] == group["group"]
+        await pilot.press("o")
+        await wait_for(pilot, lambda: page.recording.total == closed, "the group closed")
+        assert page.cursor == 0 and page.current_event()["kind"] == "light"
+        await pilot.press("enter")  # enter on the group's event opens it too
+        await wait_for(pilot, lambda: page.recording.total > closed, "opened by enter")
+        assert app.internal_errors == []
+
+
+async def test_help_lists_the_light_group_and_place_keys(gapped_run: Path):
+    app = make_app(gapped_run)
+    async with app.run_test(size=(120, 50)) as pilot:
+        await open_replay(pilot)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: "replay.light" in screen_text(app), "the help screen")
+        text = screen_text(app)
+        assert "Open / close a light (no-grad) group" in text and "views.forget" in text
+
+
 # -- what a recording lacks ----------------------------------------------------------------------
 
 
@@ -363,6 +428,79 @@ async def test_a_run_still_being_written_plays_what_exists(run_dir: Path, tmp_pa
         assert page.recording.total > 0
         await pilot.press("n")
         assert page.current_event()["phase"] == "forward"
+
+
+CRASHES_MID_FORWARD = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 8 * 8, 3)
+        self.batches = 0
+
+    def forward(self, x):
+        self.batches += 1
+        h = torch.relu(self.conv(x))
+        if self.batches == 2:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return self.head(h.flatten(1))
+
+
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 3, (4,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+RAISING_LINE = 19  # of CRASHES_MID_FORWARD, counting its leading blank line
+
+
+@pytest.fixture(scope="module")
+def crashed_run(tmp_path_factory) -> Path:
+    """A real `tvis run` of a script whose second batch raises in the middle of forward."""
+    folder = tmp_path_factory.mktemp("crashed")
+    script = folder / "train.py"
+    script.write_text(CRASHES_MID_FORWARD)
+    result = run_tvis("run", "--steps", "3", "--out", str(folder / "runs"), str(script), cwd=folder)
+    assert result.returncode == 1, result.stderr  # the script's failure passes through
+    (run,) = [p for p in (folder / "runs").iterdir() if p.is_dir()]
+    return run
+
+
+async def test_a_batch_that_crashed_mid_forward_plays_what_exists_and_says_why(
+    crashed_run: Path,
+):
+    app = make_app(crashed_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        said = (
+            f"train.py:{RAISING_LINE} raised RuntimeError in batch 1's forward, after conv: "
+            "no loss or gradients for it"
+        )
+        await wait_for(pilot, lambda: said in screen_text(app), "the line saying what is missing")
+        lines = screen_text(app).splitlines()
+        assert sum(said in line for line in lines) == 1  # one line, not two notes
+        assert "Traceback" not in screen_text(app) and " more)" not in screen_text(app)
+        await pilot.press("end")
+        last = page.current_event()
+        assert (last["batch"], last["kind"], last["name"]) == (1, "layer", "conv")
+        view = page.query_one(OnImageView)
+        await picture_drawn(pilot, view)  # the crashed batch's layers still show their values
+        assert "mean over channels" in screen_text(app)
+        await pilot.press("home", "space")
+        await wait_for(pilot, lambda: page.ended, "playing to the end of what exists")
+        text = screen_text(app)
+        assert "end of the recording" in text and f"train.py:{RAISING_LINE} raised" in text
+        assert app.internal_errors == []
 
 
 async def test_replay_is_readable_at_80x24(run_dir: Path):

@@ -29,7 +29,7 @@ from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.replay_model import PAGE, SPEEDS, STEP_SIZES, Recording
 from tvis.tui.widgets.layer_stack import LayerStack
-from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, OnImageView
+from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
 from tvis.tui.widgets.replay_cards import InputCard, ResultCard, update_text
 
@@ -56,7 +56,7 @@ class EventFeed(AgentPane):
     def render(self) -> Text:
         return self.line
 
-    def load(self, run: str, sample: int, detail: str, offset: int = 0) -> None:
+    def load(self, run: str, sample: int, detail: str, expand: list[int], offset: int = 0) -> None:
         self.ask(
             "replay",
             tag=f"page:{offset // PAGE}" if offset else "first",
@@ -65,6 +65,7 @@ class EventFeed(AgentPane):
             detail=detail,
             offset=offset,
             limit=PAGE,
+            expand=expand,
         )
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
@@ -78,10 +79,10 @@ class EventFeed(AgentPane):
             page.say_missing(message)
 
 
-class ReplayPage(Screen):
+class ReplayPage(PlaceKeys, Screen):
     """The Replay page."""
 
-    BINDINGS = keys.REPLAY
+    BINDINGS = [*keys.REPLAY, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
     ReplayPage #body { height: 1fr; }
@@ -105,6 +106,7 @@ class ReplayPage(Screen):
         self.cursor = 0
         self.playing = False
         self.size_name = "layer"
+        self.expanded: set[int] = set()  # light groups opened into their calls (first batch)
         self.speed = DEFAULT_SPEED
         self.ended = False
         self._timer: Timer | None = None
@@ -130,7 +132,7 @@ class ReplayPage(Screen):
         yield Static(id="missing")
 
     def on_mount(self) -> None:
-        self.watch(self.app, "run_name", self._reload, init=False)
+        self.watch(self.app, "run_name", self._run_changed, init=False)
         self.watch(self.app, "run_info", self._run_info_changed, init=False)
         self.watch(self.app, "sample", self._reload, init=False)
         self.watch(self.app, "batch", self._batch_changed, init=False)
@@ -153,7 +155,11 @@ class ReplayPage(Screen):
             return
         self._keep = self.current_event()
         self._asked_pages = {0}
-        self.query_one(EventFeed).load(run, self.app.sample, self._detail())
+        self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
+
+    def _run_changed(self, *_: Any) -> None:
+        self.expanded.clear()  # light groups are named by batches of the run left behind
+        self._reload()
 
     def _run_info_changed(self, *_: Any) -> None:
         # A run being recorded gains batches: take the new events, stay where we are.
@@ -179,7 +185,8 @@ class ReplayPage(Screen):
         for page in rec.missing_pages(self.cursor):
             if page not in self._asked_pages:
                 self._asked_pages.add(page)
-                self.query_one(EventFeed).load(run, rec.sample, rec.detail, page * PAGE)
+                feed = self.query_one(EventFeed)
+                feed.load(run, rec.sample, rec.detail, sorted(self.expanded), page * PAGE)
 
     def current_event(self) -> dict[str, Any] | None:
         return self.recording.event(self.cursor) if self.recording else None
@@ -201,7 +208,10 @@ class ReplayPage(Screen):
         stack.load(run, batch, sample, events)
         stack.show(event)
         phase, kind = event.get("phase"), event.get("kind")
-        if kind != "light":
+        if event.get("group") is not None:  # a light group has no input or loss of its own
+            self.query_one(InputCard).light(batch)
+            self.query_one(ResultCard).reach(False)
+        else:
             self.query_one(InputCard).load(run, batch, sample)
             self.query_one(InputCard).show_stage(event.get("call") if kind == "stage" else None)
             row = rec.batch_row(batch) or {}
@@ -259,6 +269,9 @@ class ReplayPage(Screen):
                 f" {event.get('cls') or ''} → {fmt.shape(event.get('shape'))}", style=colors.MUTED
             )
             text.append(f" · mean|x| {fmt.num(event.get('absmean'))}", style=colors.MUTED)
+            if event.get("group") is not None:
+                key = keys.shown(self.app, "replay.light")
+                text.append(f" · in a light group, no gradients · {key} closes", colors.MUTED)
         elif kind == "grad":
             text.append(f"dL/d {name}", style="bold")
             text.append(f" · ‖dL/d(output)‖ {fmt.num(event.get('grad_norm'))}", style=colors.MUTED)
@@ -273,7 +286,14 @@ class ReplayPage(Screen):
             )
         elif kind == "light":
             text.append(name, style="bold")
-            text.append(" · collapsed: these batches kept statistics only", style=colors.MUTED)
+            key = keys.shown(self.app, "replay.light")
+            calls = f"{event.get('n_calls') or 0} calls"
+            if event.get("open"):
+                text.append(f" · its {calls} follow, statistics only", style=colors.MUTED)
+                text.append(f" · {key} closes", style=colors.MUTED)
+            else:
+                text.append(f" · {calls} in one event (statistics only)", style=colors.MUTED)
+                text.append(f" · {key} opens them", style=colors.MUTED)
         for key in event.get("flags") or []:
             flag = FLAGS.get(key)
             if flag is not None and (flag.warning or key == MIXES_SAMPLES):
@@ -312,8 +332,17 @@ class ReplayPage(Screen):
             self.size_name,
             SPEEDS[self.speed],
             (self.app.size.width or 80) - 1,
+            self._light_hint(),
         )
         feed.refresh()
+
+    def _light_hint(self) -> str:
+        """``o opens`` / ``o closes`` on a light group's events, for the transport line."""
+        event = self.current_event() or {}
+        if event.get("group") is None:
+            return ""
+        opened = event.get("group") in self.expanded
+        return f"{keys.shown(self.app, 'replay.light')} {'closes' if opened else 'opens'}"
 
     def _show_missing(self) -> None:
         rec = self.recording
@@ -330,12 +359,13 @@ class ReplayPage(Screen):
         self._draw_missing()
 
     def _draw_missing(self) -> None:
-        text = Text(self._note, style=colors.WARN) if self._note else Text("")
+        # One line, cut with an ellipsis (notes put what to act on first); the end of the
+        # recording, short, goes before the note so a long note cannot hide it.
+        text = Text(no_wrap=True, overflow="ellipsis")
         if self.ended:
-            text.append(
-                ("  · " if self._note else "") + "end of the recording (home: start again)",
-                style=colors.MUTED,
-            )
+            text.append("end of the recording (home: start again)", style=colors.MUTED)
+            text.append("  · " if self._note else "", style=colors.MUTED)
+        text.append(self._note, style=colors.WARN)
         self._put("#missing", text, layout=False)
 
     def _sync_batch(self, batch: int | None) -> None:
@@ -460,12 +490,21 @@ class ReplayPage(Screen):
     def action_neurons_page(self, delta: int) -> None:
         self.query_one(NeuronsView).page(delta)
 
-    def action_place(self, rows: int, cols: int) -> None:
-        self.query_one(OnImageView).move_location(rows, cols)
+    def action_toggle_light(self) -> None:
+        """Open the light group under the cursor into its calls, or close it again."""
+        event = self.current_event()
+        group = (event or {}).get("group")
+        if group is None:
+            return
+        self.expanded ^= {group}
+        self._reload()
 
     async def action_explore(self) -> None:
         event = self.current_event()
         kinds = ("layer", "grad", "loss", "stage")
+        if event and event.get("kind") == "light":
+            self.action_toggle_light()
+            return
         if not event or event.get("call") is None or event.get("kind") not in kinds:
             return
         pages = [p.id for p in self.app.pages()]

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
-from tvis.tui.widgets.layer_views import Layer, LayerViews
+from tvis.tui.widgets.layer_views import Layer, LayerViews, PlaceKeys
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import (
     CARD_ROWS,
@@ -161,10 +161,11 @@ PARAM_PARTS = ("weight", "grad", "update")
 """What a parameter's card shows: its value before the step, its gradient, and Δw."""
 
 
-class Inspector(Asks, VerticalScroll, can_focus=True):
-    """The selected call's header and its tensors as cards (outputs first)."""
+class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
+    """The selected call's header and its tensors as cards (outputs first), and the layer
+    views of a model call's output (with the On image view's place keys)."""
 
-    BINDINGS = keys.INSPECTOR
+    BINDINGS = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
     Inspector { padding: 0 1; }

@@ -2,7 +2,8 @@
 followed sample, used by Replay and by Explore's inspector.
 
 - On image: the layer's activation (or gradient) painted over the input picture; click a
-  place (or move with shift+arrows) to list every neuron's raw value there.
+  place (or move with shift+arrows) to list every neuron's raw value there; on an attention
+  layer the place picked is the query patch whose gaze is painted (backspace: [CLS]).
 - Neurons: every channel / hidden unit as its own small map, most active first, paged;
   vectors such as logits as bars labelled with class names or tokens.
 - Stats: the tensor card (stats, histogram, heatmap).
@@ -44,6 +45,9 @@ OVERLAY_ALPHA = 0.55
 """How strongly the heat covers the picture: the picture still shows through."""
 
 
+PLACE_RGB = (255, 255, 255)
+"""The frame around the picked place: white reads over every colour map."""
+
 LOCATION_LISTED = 12
 """Neurons listed by name at a picked location (largest |value| first); the count says the rest."""
 
@@ -68,7 +72,9 @@ def neurons_limit(width: int, height: int) -> int:
 
 
 class OnImageView(AgentPane):
-    """The layer painted over the input picture, and the values at a picked place."""
+    """The layer painted over the input picture, and the place the user picked on it: for
+    conv maps and patch tokens every neuron's raw value there; for attention the query
+    patch, whose gaze is painted instead of [CLS]'s."""
 
     DEFAULT_CSS = """
     OnImageView { height: auto; }
@@ -81,6 +87,8 @@ class OnImageView(AgentPane):
         self.shown_layer: Layer | None = None
         self.location: tuple[int, int] | None = None
         self.map_shape: tuple[int, int] | None = None
+        self.kind: str | None = None  # "conv", "tokens", "attention" of the answer drawn
+        self._grid: dict[str, int] | None = None  # the last attention layer's patch grid
         self._pictures: dict[tuple, np.ndarray] = {}
         self._last: dict[str, Any] | None = None
         self.drawn: Layer | None = None  # the layer on screen now (its answer arrived)
@@ -91,17 +99,27 @@ class OnImageView(AgentPane):
         yield Static(classes="location")
 
     @staticmethod
-    def request(layer: Layer, picture: bool) -> tuple[str, dict[str, Any]]:
+    def request(layer: Layer, picture: bool, query: int = 0) -> tuple[str, dict[str, Any]]:
         return "on_image", {
             "run": layer.run,
             "batch": layer.batch,
             "call": layer.call,
             "sample": layer.sample,
             "grad": layer.grad,
+            "query": query,
             "picture": picture,
             "width": PICTURE_PX,
             "height": PICTURE_PX,
         }
+
+    @property
+    def query(self) -> int:
+        """The token whose attention is painted: the picked patch's, else 0 ([CLS])."""
+        grid = self._grid
+        if self.location is None or not grid:
+            return 0
+        r, c = min(self.location[0], grid["h"] - 1), min(self.location[1], grid["w"] - 1)
+        return grid["offset"] + r * grid["w"] + c
 
     def _picture_key(self, layer: Layer) -> tuple:
         return (layer.run, layer.batch, layer.sample)
@@ -115,10 +133,17 @@ class OnImageView(AgentPane):
         ):
             self.location = None
         self.shown_layer = layer
-        method, params = self.request(layer, self._picture_key(layer) not in self._pictures)
-        self.ask(method, tag="map", **params)
-        if self.location is not None:
+        self._ask_map()
+        if self.location is not None and self.kind != "attention":
             self._ask_location()
+
+    def _ask_map(self) -> None:
+        assert self.shown_layer is not None
+        layer = self.shown_layer
+        method, params = self.request(
+            layer, self._picture_key(layer) not in self._pictures, self.query
+        )
+        self.ask(method, tag="map", **params)
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         if tag == "location":
@@ -127,7 +152,7 @@ class OnImageView(AgentPane):
         picture = self.query_one(Picture)
         info = self.query_one(".info", Static)
         if not result.get("applies"):
-            self.map_shape = None
+            self.map_shape, self.kind = None, None
             picture.placeholder(result.get("why") or "this layer has no place on the picture.")
             info.update("", layout=False)
             self.drawn = self.shown_layer
@@ -138,36 +163,59 @@ class OnImageView(AgentPane):
             if len(self._pictures) > 16:
                 self._pictures.clear()
             self._pictures[key] = np.asarray(result["image"])
-        image = self._pictures.get(key)
-        if image is None:  # the picture was asked for by an earlier request still in flight
-            method, params = self.request(self.shown_layer, True)
+        if self._pictures.get(key) is None:  # asked for by an earlier request still in flight
+            method, params = self.request(self.shown_layer, True, self.query)
             self.ask(method, tag="map", **params)
             return
         self._last = result
+        self.kind = result.get("kind")
+        if self.kind == "attention":
+            self._grid = result.get("grid")
+            self.query_one(".location", Static).update("")
         self.map_shape = tuple(result.get("map_shape") or (1, 1))  # type: ignore[assignment]
-        painted = overlay(image, np.asarray(result["map"]), OVERLAY_ALPHA)
-        picture.show_rgb(painted)
+        self._paint()
         self.drawn = self.shown_layer
+        info.update(self._caption(result), layout=False)
+
+    def _caption(self, result: dict[str, Any]) -> Text:
+        assert self.shown_layer is not None
         what = "gradient |dL/dx|" if self.shown_layer.grad else "activation |x|"
+        if result.get("kind") == "attention":  # the gaze first: it says which patch asks
+            what = "gradient of" if self.shown_layer.grad else ""
         how = {
             "conv": "mean over channels",
             "tokens": "per patch token",
-            "attention": "where [CLS] looks",
+            "attention": self._gaze(result),
         }.get(result.get("kind"), "")
-        text = Text(f"{what} {how} · peak {fmt.num(result.get('peak'))}", style=colors.MUTED)
+        text = Text(
+            f"{what} {how}".strip() + f" · peak {fmt.num(result.get('peak'))}", style=colors.MUTED
+        )
         if result.get("peak") == result.get("low"):
             text.append(" · the same at every place", style=colors.WARN)
         grid = result.get("map_shape") or []
         text.append(f" · {grid[0]}×{grid[1]} map" if len(grid) == 2 else "", style=colors.MUTED)
         if result.get("kind") in ("conv", "tokens"):
             text.append(" · click a place for its values", style=colors.MUTED)
-        info.update(text, layout=False)
+        elif result.get("kind") == "attention":
+            hint = " · backspace: [CLS]" if self.location else " · click a patch: where it looks"
+            text.append(hint, style=colors.MUTED)
+        return text
+
+    def _gaze(self, result: dict[str, Any]) -> str:
+        """Whose attention the map shows: [CLS]'s, or the picked patch's (and its token)."""
+        query = int(result.get("query") or 0)
+        grid = result.get("grid") or {}
+        first = int(grid.get("offset") or 0)
+        if query < first:
+            return "where [CLS] looks" if query == 0 else f"where token {query} looks"
+        r, c = divmod(query - first, max(1, int(grid.get("w") or 1)))
+        return f"where patch ({r},{c}) looks · token {query}"
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "location":
             self.query_one(".location", Static).update(Text(message, style=colors.MUTED))
             return
-        self.map_shape = None
+        self.map_shape, self.kind = None, None
         self.query_one(Picture).placeholder(message)
         self.query_one(".info", Static).update("")
         self.drawn = self.shown_layer
@@ -183,21 +231,37 @@ class OnImageView(AgentPane):
             return
         h, w = image.shape[:2]
         mh, mw = self.map_shape
-        self.location = (min(mh - 1, event.row * mh // h), min(mw - 1, event.col * mw // w))
-        self._ask_location()
+        self._pick((min(mh - 1, event.row * mh // h), min(mw - 1, event.col * mw // w)))
 
     def move_location(self, rows: int, cols: int) -> None:
         if self.map_shape is None:
             return
         mh, mw = self.map_shape
         r, c = self.location or (mh // 2, mw // 2)
-        self.location = (max(0, min(mh - 1, r + rows)), max(0, min(mw - 1, c + cols)))
-        self._ask_location()
+        self._pick((max(0, min(mh - 1, r + rows)), max(0, min(mw - 1, c + cols))))
+
+    def forget_location(self) -> None:
+        """Drop the picked place: its values go, and attention shows [CLS]'s gaze again."""
+        if self.location is None:
+            return
+        self.location = None
+        self.query_one(".location", Static).update("")
+        if self.kind == "attention" and self.shown_layer is not None:
+            self._ask_map()
+        elif self._last is not None:
+            self._paint()
+
+    def _pick(self, place: tuple[int, int]) -> None:
+        self.location = place
+        if self.kind == "attention":
+            self._ask_map()  # the map itself changes: where this patch looks
+        else:
+            self._ask_location()
 
     def _ask_location(self) -> None:
         if self.shown_layer is None or self.location is None:
             return
-        method, params = self.request(self.shown_layer, False)
+        method, params = self.request(self.shown_layer, False, self.query)
         self.ask(method, tag="location", **{**params, "at": list(self.location)})
 
     def _show_location(self, result: dict[str, Any]) -> None:
@@ -209,18 +273,50 @@ class OnImageView(AgentPane):
         total = found.get("total", values.size)
         text.append(f"  ({total} neurons, largest |value| first)", style=colors.MUTED)
         self.query_one(".location", Static).update(text)
+        self._paint()
+
+    def _paint(self) -> None:
+        """The map over the picture, the picked place (or query patch) framed."""
         image = (
             self._pictures.get(self._picture_key(self.shown_layer)) if self.shown_layer else None
         )
-        if image is not None and self.map_shape and self._last is not None:
+        if image is None or not self.map_shape or self._last is None:
+            return
+        painted = overlay(image, np.asarray(self._last["map"]), OVERLAY_ALPHA)
+        if self.location is not None:
             mh, mw = self.map_shape
             h, w = image.shape[:2]
-            painted = overlay(image, np.asarray(self._last["map"]), OVERLAY_ALPHA)
-            r, c = self.location or (0, 0)
+            r, c = min(self.location[0], mh - 1), min(self.location[1], mw - 1)
             y0, y1 = r * h // mh, max(r * h // mh + 1, (r + 1) * h // mh)
             x0, x1 = c * w // mw, max(c * w // mw + 1, (c + 1) * w // mw)
-            painted[y0:y1, x0:x1] = 255 - painted[y0:y1, x0:x1]  # the picked place, inverted
-            self.query_one(Picture).show_rgb(painted)
+            block = painted[y0:y1, x0:x1]
+            if min(block.shape[:2]) >= 3:  # a white frame leaves the place's colour readable
+                # Two pixels thick on a large place: the picture is shrunk to fit its cells.
+                t = 2 if min(block.shape[:2]) >= 6 else 1
+                block[:t], block[-t:] = PLACE_RGB, PLACE_RGB
+                block[:, :t], block[:, -t:] = PLACE_RGB, PLACE_RGB
+            else:
+                block[...] = 255 - block
+        self.query_one(Picture).show_rgb(painted)
+
+
+class PlaceKeys:
+    """The On image view's keys (``keys.LAYER_VIEWS``) for any widget or page holding
+    layer views: each moves the place on the On image view that is showing."""
+
+    def _image_views(self) -> list[OnImageView]:
+        # Shown: the On image view is the current one and its layer views are not hidden
+        # (Replay hides them on events without a layer).
+        views = self.query(OnImageView)  # type: ignore[attr-defined]
+        return [v for v in views if v.display and v.parent is not None and v.parent.display]
+
+    def action_place(self, rows: int, cols: int) -> None:
+        for view in self._image_views():
+            view.move_location(rows, cols)
+
+    def action_forget_place(self) -> None:
+        for view in self._image_views():
+            view.forget_location()
 
 
 class NeuronsView(AgentPane):

@@ -113,9 +113,11 @@ def transport_text(
     size: str,
     speed: int,
     width: int,
+    hint: str = "",
 ) -> Text:
     """``▶ 23/108 · forward · batch 0 (step 0) · features.1.0 Conv2d [32,16,16] · step
-    layer · 4/s``: what plays and how, clipped to ``width``."""
+    layer · 4/s``: what plays and how, clipped to ``width``; ``hint`` (a key the event
+    offers, such as opening a light group) goes before the step size."""
     text = Text()
     text.append(" ▶ playing " if playing else " ❚❚ paused ", style="bold reverse")
     if rec is None or not rec.total:
@@ -139,6 +141,8 @@ def transport_text(
             text.append(f" {event['cls']}", style=colors.MUTED)
         if event.get("shape") and event.get("kind") in ("layer", "grad"):
             text.append(f" {fmt.shape(event['shape'])}", style=colors.MUTED)
+    if hint:
+        text.append(f"  · {hint}", style="bold")
     text.append(f"  · step {size} (z) · {speed}/s (+/-)", style=colors.MUTED)
     text.truncate(max(10, width), overflow="ellipsis")
     return text

@@ -75,6 +75,20 @@ class InputCard(AgentPane):
         self.ask("pipeline", run=run, batch=batch, sample=sample, width=INPUT_PX, height=INPUT_PX)
         self.ask("sample_table", tag="target", run=run, batch=batch, sample=sample)
 
+    def light(self, batch: int) -> None:
+        """A light group plays: its forwards ran without gradients and kept no input."""
+        key = ("light", batch)
+        if key == self.key:
+            return
+        self.key, self.pipeline, self.target = key, None, ""
+        for tag in ("main", "target"):
+            self.cancel(tag)
+        self.query_one(".title", Static).update("input")
+        self.query_one(Picture).placeholder(
+            "a light group (forwards without gradients, e.g. evaluation) keeps no input values."
+        )
+        self.query_one(".body", Static).update("")
+
     def show_stage(self, call: int | None) -> None:
         """Show the output of stage ``call`` (None: the input as the model received it)."""
         if call != self.stage_call:
