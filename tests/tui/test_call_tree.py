@@ -6,6 +6,7 @@ from pathlib import Path
 
 from conftest import make_app, node_named, open_explore, screen_text, wait_for
 from fake_client import FakeClient
+from support import run_tvis
 
 from tvis.tui.app import TvisApp
 from tvis.tui.widgets.call_tree import PAGE
@@ -45,6 +46,55 @@ async def test_the_model_opens_on_its_layers_and_h_collapses_back(run_dir: Path)
         )
         await pilot.press("h")  # collapse it
         await wait_for(pilot, lambda: node_named(page, "features") is None, "features hidden")
+
+
+WRAPPED_MODEL = """
+import torch
+from torch import nn
+
+
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+class Wrapper(nn.Module):  # what DDP, EMA or a Lightning module put around the model
+    def __init__(self):
+        super().__init__()
+        self.net = Inner()
+
+    def forward(self, x):
+        return self.net(x)
+
+
+torch.manual_seed(0)
+model = Wrapper()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+async def test_a_wrapped_model_opens_through_its_wrapper_to_the_first_layers(tmp_path: Path):
+    script = tmp_path / "train.py"
+    script.write_text(WRAPPED_MODEL)
+    result = run_tvis("run", "--steps", "1", "--out", str(tmp_path / "runs"), str(script))
+    assert result.returncode == 0, result.stderr
+    app = make_app(tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        # Wrapper holds only net: the tree goes on into net, whose level has a layer (head).
+        await wait_for(pilot, lambda: node_named(page, "net.head"), "head, two levels down")
+        assert node_named(page, "net.encoder") is not None
+        assert node_named(page, "net.encoder.0") is None  # the first level with layers only
 
 
 async def test_cursor_moves_update_the_inspector(run_dir: Path):

@@ -56,7 +56,11 @@ class Node:
     rows: list[dict[str, Any]] = field(default_factory=list)  # a group's members
     step: int | None = None
     text: str = ""
+    opening: bool = False  # opened by the tree itself, on the way to the model's layers
 
+
+OPENED_WRAPPERS = 3
+"""At most this many containers are opened per level on the way to the first layers."""
 
 RATIO_HEADER = "‖Δw‖/‖w‖"
 """What the number beside each parameter in step mode is."""
@@ -262,9 +266,27 @@ class CallTree(Tree[Node], inherit_bindings=False):
             first = self._first_interesting(node)
             self.move_cursor(first)
             if first.allow_expand and first.data.kind == "call":
-                first.expand()  # the model opens on its layers: what a user came to see
+                self._open_towards_layers(first)  # what a user came to see
         elif cursor is not None and cursor.tree is self and cursor.line >= 0:
             self.move_cursor(cursor)
+        if node.data is not None and node.data.opening:
+            node.data.opening = False
+            calls = [c for c in node.children if c.data is not None and c.data.kind == "call"]
+            has_layers = any(
+                c.data is not None and (c.data.kind == "group" or not c.allow_expand)
+                for c in node.children
+            )
+            if not has_layers:  # only wrappers here (DDP, a model holding the model): go on
+                for child in [c for c in calls if c.allow_expand][:OPENED_WRAPPERS]:
+                    self._open_towards_layers(child)
+
+    @staticmethod
+    def _open_towards_layers(node: TreeNode[Node]) -> None:
+        """Expand ``node``, and then its containers level by level until a level holds a
+        layer (a call without calls inside) or a group of repeated blocks."""
+        assert node.data is not None
+        node.data.opening = True
+        node.expand()
 
     @staticmethod
     def _first_interesting(node: TreeNode[Node]) -> TreeNode[Node]:
