@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -513,3 +514,14 @@ async def test_replay_is_readable_at_80x24(run_dir: Path):
         text = screen_text(app)
         assert "features.0.0" in text and "sample 0" in text and "paused" in text
         assert app.internal_errors == []
+
+
+async def test_batch_labels_under_the_scrubber_never_run_together(gapped_run: Path):
+    """Light groups put several short batches side by side: each label keeps a blank on
+    both sides, and labels that would touch are left out."""
+    app = make_app(gapped_run)
+    async with app.run_test(size=(80, 30)) as pilot:
+        page = await open_replay(pilot)
+        ticks = str(page.query_one(Scrubber).render()).splitlines()[1]
+        assert "b0" in ticks
+        assert not re.search(r"b\d+b", ticks), ticks

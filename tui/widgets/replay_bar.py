@@ -84,7 +84,8 @@ class Scrubber(Static):
         for row in rec.batches:
             cell = self._cell_of(row["start"], rec.total, width)
             label = f"b{row['batch']}"
-            if all(c == " " for c in ticks[cell : cell + len(label) + 1]):
+            # A blank on each side, so neighbouring labels never run together ("b3b4").
+            if all(c == " " for c in ticks[max(0, cell - 1) : cell + len(label) + 1]):
                 ticks[cell : cell + len(label)] = list(label)
         bar.append("\n" + "".join(ticks)[:width], style=colors.MUTED)
         return bar
