@@ -246,7 +246,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
         views = next(iter(self.query(LayerViews)), None)
         layer_request = views.requester() if views is not None else None
         app = self.app
-        context = (app.run_name or "", app.sample, app.show_grad, width, layer_request)
+        context = (app.run_name, app.sample, app.show_grad, width, layer_request)
         self.run_worker(
             lambda: self._prefetch(data, wanted, *context),
             group="inspector-prefetch",
@@ -272,7 +272,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
                         target = entry.get("grad_entry") if grad else entry
                         if target is not None and why_no_picture(ref, target) is None:
                             requests.append(view_request(ref, grad, sample, [], width, CARD_ROWS))
-            layer = layer_of(call, selection, run, sample, grad)
+            layer = layer_of(call, selection, run or "", sample, grad)
             if layer is not None and layer_request is not None:
                 requests.append(layer_request(layer))
             for request in requests:
