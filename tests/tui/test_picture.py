@@ -123,3 +123,28 @@ async def test_masked_values_are_drawn_grey_and_named_in_the_legend():
         grey = colormaps.masked_rgb(depth_of(app.console.color_system))
         assert top_right.style.color.triplet == ColorTriplet(*grey)
         assert "masked" in str(picture.query_one(".legend").render())
+
+
+async def test_a_place_on_a_shrunk_photo_keeps_its_whole_frame():
+    """A cell of a grid laid over a photo (a place on a layer's map) is framed after the
+    photo is scaled to its cells: shrinking never drops an edge of the frame."""
+    picture = Picture(max_rows=6, legend=False)
+    app = _One(picture)
+    async with app.run_test(size=(40, 12)) as pilot:
+        picture.set_cursor((3, 3), grid=(4, 4))  # the bottom-right quarter of a 48×48 photo
+        picture.show_rgb(np.zeros((48, 48, 3), dtype=np.uint8))
+        await pilot.pause()
+        strips = picture.query_one(raster_cells()).strips
+        white = ColorTriplet(255, 255, 255)
+        # Half blocks: a cell's foreground is its top pixel (▀), its background the bottom.
+        pixels = [
+            [
+                (seg.style.color.triplet, seg.style.bgcolor.triplet)
+                for seg in strip
+                for _ in range(seg.cell_length)
+            ]
+            for strip in strips
+        ]
+        bottom = [bg for bg in (row[-1][1] for row in pixels)]
+        assert bottom[-1] == white  # the frame's bottom edge is on the last pixel row
+        assert pixels[0][-1] != (white, white)  # and the top-left of the photo is untouched

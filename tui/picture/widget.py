@@ -130,6 +130,7 @@ class Picture(Widget):
         self.max_rows = max_rows
         self.show_legend = legend
         self.cursor: tuple[int, int] | None = None
+        self.grid: tuple[int, int] | None = None  # what the cursor's cells are (None: values)
         self._content: _Content | None = None
         self._note = ""
         self._pixels = (0, 0)  # size of the last drawing, in pixels
@@ -198,9 +199,13 @@ class Picture(Widget):
         """The scale the values are drawn on (None for a picture or nothing)."""
         return self._content.scale if self._content else None
 
-    def set_cursor(self, cursor: tuple[int, int] | None) -> None:
-        """Outline one value of the array (e.g. the one a cursor or a click chose)."""
-        self.cursor = cursor
+    def set_cursor(
+        self, cursor: tuple[int, int] | None, grid: tuple[int, int] | None = None
+    ) -> None:
+        """Outline one cell (row, col) of ``grid`` laid over the picture: by default one
+        value of the array (e.g. the one a cursor or a click chose); over a photo, e.g. a
+        place on a layer's map. Drawn after scaling, so it shows at any size."""
+        self.cursor, self.grid = cursor, grid
         self._draw()
 
     # -- drawing -------------------------------------------------------------------------
@@ -279,8 +284,9 @@ class Picture(Widget):
         else:
             rgb = content.rgb
         pixels = raster.resample(rgb, px_h, px_w)
-        if self.cursor is not None and content.values is not None:
-            pixels = self._outline(pixels, (h, w))
+        grid = self.grid or ((h, w) if content.values is not None else None)
+        if self.cursor is not None and grid is not None:
+            pixels = self._outline(pixels, grid)
         rows = self._paint(pixels, -(-px_w // cw), -(-px_h // ch))
         self._labels(content, label_w, (h, w), rows, ylabels, xlabels)
         legend.display = self.show_legend and content.values is not None

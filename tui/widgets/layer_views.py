@@ -45,9 +45,6 @@ OVERLAY_ALPHA = 0.55
 """How strongly the heat covers the picture: the picture still shows through."""
 
 
-PLACE_RGB = (255, 255, 255)
-"""The frame around the picked place: white reads over every colour map."""
-
 LOCATION_LISTED = 12
 """Neurons listed by name at a picked location (largest |value| first); the count says the rest."""
 
@@ -283,21 +280,12 @@ class OnImageView(AgentPane):
         if image is None or not self.map_shape or self._last is None:
             return
         painted = overlay(image, np.asarray(self._last["map"]), OVERLAY_ALPHA)
-        if self.location is not None:
+        picture = self.query_one(Picture)
+        picture.cursor, picture.grid = None, self.map_shape
+        if self.location is not None:  # framed by the picture, after it is scaled to fit
             mh, mw = self.map_shape
-            h, w = image.shape[:2]
-            r, c = min(self.location[0], mh - 1), min(self.location[1], mw - 1)
-            y0, y1 = r * h // mh, max(r * h // mh + 1, (r + 1) * h // mh)
-            x0, x1 = c * w // mw, max(c * w // mw + 1, (c + 1) * w // mw)
-            block = painted[y0:y1, x0:x1]
-            if min(block.shape[:2]) >= 3:  # a white frame leaves the place's colour readable
-                # Two pixels thick on a large place: the picture is shrunk to fit its cells.
-                t = 2 if min(block.shape[:2]) >= 6 else 1
-                block[:t], block[-t:] = PLACE_RGB, PLACE_RGB
-                block[:, :t], block[:, -t:] = PLACE_RGB, PLACE_RGB
-            else:
-                block[...] = 255 - block
-        self.query_one(Picture).show_rgb(painted)
+            picture.cursor = (min(self.location[0], mh - 1), min(self.location[1], mw - 1))
+        picture.show_rgb(painted)
 
 
 class PlaceKeys:
