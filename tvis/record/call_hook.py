@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
 
-# ``on_call(frame)`` decides at each call: None to ignore the frame, or a function that
-# receives the frame's return value.
+# ``wants(code)`` is asked once per call and must not change its answer for a code object
+# (a sys.monitoring backend disables the code objects it refuses). ``on_call(frame)``
+# then decides: None to ignore the frame, or a function that receives its return value.
+Wants = Callable[[CodeType], bool]
 OnCall = Callable[[FrameType], Callable[[object], None] | None]
 
 
 class SettraceHook:
-    """Calls ``on_call`` for every Python call of the threads it was started on."""
+    """Calls ``on_call`` for the Python calls ``wants`` of the threads it was started on."""
 
-    def __init__(self, on_call: OnCall) -> None:
+    def __init__(self, wants: Wants, on_call: OnCall) -> None:
+        self.wants = wants
         self.on_call = on_call
         self.started = False
         # One bound method, so ``sys.gettrace()`` can tell it apart by identity.
@@ -57,6 +60,8 @@ class SettraceHook:
     def _global(self, frame, event, arg):
         if not self.started:
             sys.settrace(None)  # a thread still running after the run
+            return None
+        if not self.wants(frame.f_code):
             return None
         on_return = self.on_call(frame)
         if on_return is None:

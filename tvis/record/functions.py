@@ -38,7 +38,7 @@ class FunctionTracer(Extension):
             )
             return
         self.project = recorder.project
-        self.hook = recorder.call_hook = SettraceHook(self._on_call)
+        self.hook = recorder.call_hook = SettraceHook(self.project.is_traced, self._on_call)
 
     def uninstall(self, recorder) -> None:
         if self.hook is not None:
@@ -69,8 +69,6 @@ class FunctionTracer(Extension):
 
     def _on_call(self, frame):
         code = frame.f_code
-        if not self.project.is_traced(code):
-            return None
         rec = self.recorder
         if rec.batch is None or rec.paused or rec.stopped or rec.busy:
             return None
