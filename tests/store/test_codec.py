@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import zstandard
 
 from tvis.store import codec
 
@@ -38,3 +39,10 @@ def test_corrupt_payload_or_wrong_base_is_a_value_error():
         codec.decode(encoded.payload, encoded.dtype, encoded.shape, values * 3, encoded.crc32)
     with pytest.raises(ValueError, match="corrupt"):
         codec.decode(b"not zstd at all", encoded.dtype, encoded.shape, None, encoded.crc32)
+
+
+def test_payload_is_the_byte_planes_compressed_as_the_format_says():
+    values = np.random.default_rng(2).standard_normal(4096).astype(np.float32)
+    planes = values.view(np.uint8).reshape(-1, 4).T.tobytes()  # every first byte, then ...
+    expected = zstandard.ZstdCompressor(level=codec.LEVEL).compress(planes)
+    assert codec.encode(values).payload == expected

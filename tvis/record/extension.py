@@ -27,6 +27,9 @@ class Extension:
     def before_backward(self, recorder, batch, loss) -> None:
         pass
 
+    def on_batch_open(self, recorder, batch) -> None:
+        """A batch (training or light) was opened."""
+
     def on_batch_close(self, recorder, batch) -> None:
         pass
 

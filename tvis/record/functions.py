@@ -1,19 +1,22 @@
-"""Project functions as calls, through ``sys.settrace``.
+"""Project functions as calls, through the recorder's call hook (``call_hook.py``).
 
-The global trace function runs on every Python call but decides from a per-code-object
-cache and returns ``None`` for library code, so only project frames get a local tracer
-(and that tracer ignores line events). A module's own ``forward`` is merged into the
-module's call instead of appearing twice.
+The hook runs on every Python call once the first batch opens, but decides from a
+per-code-object cache and ignores library code, so only project frames get their return
+watched. A module's own ``forward`` is merged into the module's call instead of appearing
+twice.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+from functools import partial
 
 import torch
 
 from tvis.record import ops
 from tvis.record.builder import Call
+from tvis.record.call_hook import SettraceHook
 from tvis.record.data import note_normalize
 from tvis.record.extension import Extension
 
@@ -23,12 +26,11 @@ class FunctionTracer(Extension):
 
     def __init__(self) -> None:
         self.recorder = None
-        self.previous = None
+        self.hook: SettraceHook | None = None
 
     def install(self, recorder) -> None:
         self.recorder = recorder
-        self.previous = sys.gettrace()
-        if self.previous is not None:
+        if sys.gettrace() is not None:
             recorder.notice(
                 "another tracer (a debugger or coverage) is active, so project functions "
                 "are not traced in this run; modules still are.",
@@ -36,38 +38,37 @@ class FunctionTracer(Extension):
             )
             return
         self.project = recorder.project
-        # One bound method, so the recorder can tell it apart by identity.
-        recorder.tracer = self._global
-        # Only the calling (training) thread is traced; worker threads stay untouched.
-        sys.settrace(recorder.tracer)
+        self.hook = recorder.call_hook = SettraceHook(self.project.is_traced, self._on_call)
 
     def uninstall(self, recorder) -> None:
-        if self.previous is None and sys.gettrace() is recorder.tracer:
-            sys.settrace(None)
-        recorder.tracer = None
+        if self.hook is not None:
+            self.hook.stop()
+        recorder.call_hook = None
+
+    def on_batch_open(self, recorder, batch) -> None:
+        # Nothing is recorded before a batch opens: start only now, so the script's
+        # imports and set-up run at full speed. Only the thread that trains is traced.
+        hook = self.hook
+        if hook is not None and not hook.started and threading.get_ident() == recorder.thread:
+            hook.start()
 
     def on_thread_adopted(self, recorder) -> None:
-        # sys.settrace is per thread: calls the training thread makes from now on are traced.
-        if self.previous is None and recorder.tracer is not None:
-            sys.settrace(recorder.tracer)
+        # The hook is per thread: calls the training thread makes from now on are seen.
+        if self.hook is not None and self.hook.started:
+            self.hook.start()
 
     # While any trace function is set, CPython 3.11 runs every frame on its slow path, so
     # quiet stretches (dataset items past the kept samples) run with none at all.
     def pause(self) -> None:
-        if self.previous is None and sys.gettrace() is self.recorder.tracer:
-            sys.settrace(None)
+        if self.hook is not None:
+            self.hook.lift()
 
     def resume(self) -> None:
-        if self.previous is None and sys.gettrace() is None:
-            sys.settrace(self.recorder.tracer)
+        if self.hook is not None:
+            self.hook.put_back()
 
-    def _global(self, frame, event, arg):
-        if self.recorder.tracer is None:
-            sys.settrace(None)  # an adopted training thread still running after the run
-            return None
+    def _on_call(self, frame):
         code = frame.f_code
-        if not self.project.is_traced(code):
-            return None
         rec = self.recorder
         if rec.batch is None or rec.paused or rec.stopped or rec.busy:
             return None
@@ -114,17 +115,8 @@ class FunctionTracer(Extension):
         named = [(n, local.get(n)) for n in code.co_varnames[:n_args] if n != "self"]
         call.inputs = batch.args(named, keep_values=not batch.light)
         rec.open_call(batch, call)
-        frame.f_trace_lines = False
         call.t0 = (rec.work.started - rec.overhead - batch.started) * 1e3
-        return self._local_for(call)
-
-    def _local_for(self, call: Call):
-        def local(frame, event, arg):
-            if event == "return":
-                self._exit(call, arg)
-            return local
-
-        return local
+        return partial(self._exit, call)
 
     def _exit(self, call: Call, value) -> None:
         rec = self.recorder

@@ -13,7 +13,6 @@ in the training script. The only exception tvis raises on purpose is ``StopRecor
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 import traceback
@@ -57,7 +56,7 @@ class _Work:
     """Brackets tvis's own work: its duration is overhead, and torch ops inside it are
     not the user's (``busy``). Only the outermost bracket counts, so nesting is free."""
 
-    __slots__ = ("recorder", "started", "_plain", "_traced")
+    __slots__ = ("recorder", "started", "_plain", "_lifted")
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
@@ -65,7 +64,7 @@ class _Work:
         # tvis's own torch ops bypass every __torch_function__ (its own line mode, the
         # user's modes and tensor subclasses): cheaper, and tvis never records itself.
         self._plain = torch._C.DisableTorchFunction()
-        self._traced = False
+        self._lifted = False
 
     def __enter__(self) -> None:
         rec = self.recorder
@@ -73,18 +72,16 @@ class _Work:
             self.started = _perf()
             self._plain.__enter__()
             # While a trace function is set, CPython runs every frame on its slow path and
-            # calls the tracer for each: tvis's own work runs with its tracer off.
-            self._traced = rec.tracer is not None and sys.gettrace() is rec.tracer
-            if self._traced:
-                sys.settrace(None)
+            # calls the tracer for each: tvis's own work runs with its call hook off.
+            self._lifted = rec.call_hook is not None and rec.call_hook.lift()
         rec.busy += 1
 
     def __exit__(self, *exc) -> None:
         rec = self.recorder
         rec.busy -= 1
         if not rec.busy:
-            if self._traced:
-                sys.settrace(rec.tracer)
+            if self._lifted:
+                rec.call_hook.put_back()
             self._plain.__exit__(None, None, None)
             rec.overhead += _perf() - self.started
 
@@ -114,7 +111,7 @@ class Recorder(ModuleCalls, Steps):
         self._notice_keys: set[str] = set()
         self.overhead = 0.0
         self.busy = 0
-        self.tracer = None  # the function tracer's global trace function, once installed
+        self.call_hook = None  # the function tracer's SettraceHook, once installed
         self.work = _Work(self)
         self._step_snapshot = None
         self._step_started = 0.0
@@ -252,6 +249,8 @@ class Recorder(ModuleCalls, Steps):
         batch.bytes_left = self._bytes_left()
         batch.samples = self._samples_within_budget(batch.bytes_left)
         self._reopen_carried(batch)
+        for extension in self.extensions:
+            extension.on_batch_open(self, batch)
         return batch
 
     def _bytes_left(self) -> int:

