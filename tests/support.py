@@ -29,6 +29,17 @@ def run_tvis(*args: str, cwd: Path | None = None, timeout: float = 300, env=None
     )
 
 
+def record_script(folder: Path, source: str, *tvis_args: str, exit_code: int = 0) -> Path:
+    """``source`` written as ``folder/train.py`` and recorded by `tvis run TVIS_ARGS` in a
+    subprocess (the run goes to ``folder/runs``); the run's folder."""
+    script = folder / "train.py"
+    script.write_text(source)
+    result = run_tvis("run", *tvis_args, "--out", str(folder / "runs"), str(script), cwd=folder)
+    assert result.returncode == exit_code, result.stderr
+    (run,) = [p for p in (folder / "runs").iterdir() if p.is_dir()]
+    return run
+
+
 # Stands in for an ssh session that dies: relays the agent's first argv[2] bytes, then
 # ends (the agent is killed, and the client's stream ends wherever that cut falls).
 _CUT_RELAY = """

@@ -16,7 +16,7 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd import ssh_lab  # noqa: E402, F401  (a fixture: pytest finds it by name)
-from support import run_tvis  # noqa: E402
+from support import record_script  # noqa: E402
 
 from tvis.agent.client import connect  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
@@ -169,13 +169,7 @@ for step in range(3):
 @pytest.fixture(scope="session")
 def gapped_run(tmp_path_factory) -> Path:
     """A run whose batch indices have gaps: evaluation under no_grad between the steps."""
-    folder = tmp_path_factory.mktemp("gapped")
-    script = folder / "train.py"
-    script.write_text(EVAL_BETWEEN_STEPS)
-    result = run_tvis("run", "--steps", "3", "--out", str(folder / "runs"), str(script), cwd=folder)
-    assert result.returncode == 0, result.stderr
-    (run,) = [p for p in (folder / "runs").iterdir() if p.is_dir()]
-    return run
+    return record_script(tmp_path_factory.mktemp("gapped"), EVAL_BETWEEN_STEPS, "--steps", "3")
 
 
 @pytest.fixture(scope="session")

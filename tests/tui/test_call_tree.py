@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import make_app, node_named, open_explore, screen_text, wait_for
 from fake_client import FakeClient
-from support import run_tvis
+from support import record_script
 
 from tvis.tui.app import TvisApp
 from tvis.tui.widgets.call_tree import PAGE
@@ -84,11 +84,8 @@ for _ in range(2):
 
 
 async def test_a_wrapped_model_opens_through_its_wrapper_to_the_first_layers(tmp_path: Path):
-    script = tmp_path / "train.py"
-    script.write_text(WRAPPED_MODEL)
-    result = run_tvis("run", "--steps", "1", "--out", str(tmp_path / "runs"), str(script))
-    assert result.returncode == 0, result.stderr
-    app = make_app(tmp_path / "runs")
+    run = record_script(tmp_path, WRAPPED_MODEL, "--steps", "1")
+    app = make_app(run.parent)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         # Wrapper holds only net: the tree goes on into net, whose level has a layer (head).

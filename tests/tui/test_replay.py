@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_app, screen_text, wait_for
-from support import EXAMPLES, run_tvis
+from support import EXAMPLES, record_script, run_tvis
 
 from tvis.tui.picture import Picture
 from tvis.tui.replay_model import SPEEDS
@@ -468,13 +468,9 @@ RAISING_LINE = 19  # of CRASHES_MID_FORWARD, counting its leading blank line
 @pytest.fixture(scope="module")
 def crashed_run(tmp_path_factory) -> Path:
     """A real `tvis run` of a script whose second batch raises in the middle of forward."""
+    # The script's failure passes through: `tvis run` exits 1 as python would.
     folder = tmp_path_factory.mktemp("crashed")
-    script = folder / "train.py"
-    script.write_text(CRASHES_MID_FORWARD)
-    result = run_tvis("run", "--steps", "3", "--out", str(folder / "runs"), str(script), cwd=folder)
-    assert result.returncode == 1, result.stderr  # the script's failure passes through
-    (run,) = [p for p in (folder / "runs").iterdir() if p.is_dir()]
-    return run
+    return record_script(folder, CRASHES_MID_FORWARD, "--steps", "3", exit_code=1)
 
 
 async def test_a_batch_that_crashed_mid_forward_plays_what_exists_and_says_why(
