@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.events import Resize
 from textual.widgets import Static
 
 from tvis.store.schema import DEAD_ZEROS
@@ -130,6 +131,7 @@ class TensorCard(AgentPane):
         self._sample: int | None = None
         self._view_shape: list[int] | None = None
         self._note = ""
+        self._made_for = 0  # the picture width the histogram and view were made for
 
     def compose(self) -> ComposeResult:
         yield Static(classes="title")
@@ -140,6 +142,13 @@ class TensorCard(AgentPane):
 
     def on_mount(self) -> None:
         self.show(*self.initial)
+
+    def on_resize(self, event: Resize) -> None:
+        # Made for the width it had: a scrollbar that appears once the cards are mounted
+        # narrows them, and the histogram and view are then made again for the new width.
+        if self.ref is not None and self.picture_width() != self._made_for:
+            self._refresh_text()
+            self._load_view()
 
     def show(self, ref: TensorRef, grad: bool, sample: int | None) -> None:
         """Show ``ref``; ``grad`` picks the gradient (for call arguments), ``sample`` the
@@ -215,6 +224,7 @@ class TensorCard(AgentPane):
             self._lead = []
             return
         self.query_one(".stats", Static).update(stats_text(entry))
+        self._made_for = self.picture_width()
         width = max(16, self.picture_width() - 2)
         diverging = self._grad or ref.gradient_view
         self.query_one(".hist", Static).update(
