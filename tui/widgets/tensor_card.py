@@ -225,7 +225,7 @@ class TensorCard(AgentPane):
             return
         self.query_one(".stats", Static).update(stats_text(entry))
         self._made_for = self.picture_width()
-        width = max(16, self.picture_width() - 2)
+        width = max(16, self._made_for - 2)
         diverging = self._grad or ref.gradient_view
         self.query_one(".hist", Static).update(
             histogram(
