@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TVIS = str(Path(sys.executable).with_name("tvis"))
 sys.path.insert(0, str(ROOT / "tests"))
+
+import support  # noqa: E402  (tests/support.py: records the example as the tests do)
 
 from tvis.agent.client import connect  # noqa: E402
 from tvis.agent.protocol import encode  # noqa: E402
@@ -72,15 +72,10 @@ class CountingClient:
 
 
 def record_example(folder: Path) -> Path:
-    script = ROOT / "examples" / "image_classifier" / "train.py"
-    subprocess.run(
-        [TVIS, "run", "--steps", "2", "--out", str(folder), str(script), "--workers", "0"],
-        check=True,
-        capture_output=True,
-        cwd=folder,
+    """Two steps of the image-classifier example, its data loaded in-process."""
+    return support.record_example(
+        folder, "image_classifier", "--steps", "2", script_args=("--workers", "0")
     )
-    (run,) = [p for p in folder.iterdir() if p.is_dir()]
-    return run
 
 
 async def _until(pilot, predicate, timeout: float = 60.0) -> None:

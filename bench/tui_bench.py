@@ -43,6 +43,8 @@ TVIS = str(Path(sys.executable).with_name("tvis"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
+import support  # noqa: E402  (tests/support.py: records the example as the tests do)
+
 POLL_S = 0.01
 """How often the terminal is read while waiting: the figures are good to about 10–20 ms."""
 
@@ -67,15 +69,10 @@ COUNTER = textwrap.dedent("""
 
 
 def record_example(folder: Path) -> Path:
-    script = ROOT / "examples" / "image_classifier" / "train.py"
-    subprocess.run(
-        [TVIS, "run", "--steps", "2", "--out", str(folder), str(script), "--workers", "0"],
-        check=True,
-        capture_output=True,
-        cwd=folder,
+    """Two steps of the image-classifier example, its data loaded in-process."""
+    return support.record_example(
+        folder, "image_classifier", "--steps", "2", script_args=("--workers", "0")
     )
-    (run,) = [p for p in folder.iterdir() if p.is_dir()]
-    return run
 
 
 def first_screen_complete(screen: str) -> bool:

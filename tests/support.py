@@ -29,6 +29,19 @@ def run_tvis(*args: str, cwd: Path | None = None, timeout: float = 300, env=None
     )
 
 
+def record_example(
+    folder: Path, example: str, *tvis_args: str, script_args: tuple[str, ...] = ()
+) -> Path:
+    """``examples/EXAMPLE/train.py SCRIPT_ARGS`` recorded by `tvis run TVIS_ARGS` into
+    ``folder``, as a user runs it; the run's folder."""
+    script = EXAMPLES / example / "train.py"
+    command = ["run", *tvis_args, "--out", str(folder), str(script), *script_args]
+    result = run_tvis(*command, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    (run,) = [p for p in folder.iterdir() if p.is_dir()]
+    return run
+
+
 def record_script(folder: Path, source: str, *tvis_args: str, exit_code: int = 0) -> Path:
     """``source`` written as ``folder/train.py`` and recorded by `tvis run TVIS_ARGS` in a
     subprocess (the run goes to ``folder/runs``); the run's folder."""

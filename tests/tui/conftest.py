@@ -16,7 +16,7 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd import ssh_lab  # noqa: E402, F401  (a fixture: pytest finds it by name)
-from support import record_script  # noqa: E402
+from support import record_example, record_script  # noqa: E402
 
 from tvis.agent.client import connect  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
@@ -131,6 +131,18 @@ def no_torch(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def run_dir(recorded_run: Path) -> Path:
     return recorded_run
+
+
+@pytest.fixture(scope="session")
+def vit_run(tmp_path_factory) -> Path:
+    """One step of the ViT example."""
+    return record_example(tmp_path_factory.mktemp("vit"), "vit", "--steps", "1")
+
+
+@pytest.fixture(scope="session")
+def lm_run(tmp_path_factory) -> Path:
+    """One step of the text language-model example."""
+    return record_example(tmp_path_factory.mktemp("text_lm"), "text_lm", "--steps", "1")
 
 
 EVAL_BETWEEN_STEPS = """

@@ -10,32 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_app, open_explore, screen_text, wait_for
-from support import EXAMPLES, run_tvis
 from test_terminal import STRAY_ESCAPES, TVIS, Tmux
 
 from tvis.store.reader import RunReader
 from tvis.tui import fmt
 from tvis.tui.pages.insights import ABSENT
-
-
-def _record(tmp_path_factory, example: str) -> Path:
-    out = tmp_path_factory.mktemp(example)
-    result = run_tvis(
-        "run", "--steps", "1", "--out", str(out), str(EXAMPLES / example / "train.py")
-    )
-    assert result.returncode == 0, result.stderr
-    (run,) = [p for p in out.iterdir() if p.is_dir()]
-    return run
-
-
-@pytest.fixture(scope="module")
-def vit_run(tmp_path_factory) -> Path:
-    return _record(tmp_path_factory, "vit")
-
-
-@pytest.fixture(scope="module")
-def lm_run(tmp_path_factory) -> Path:
-    return _record(tmp_path_factory, "text_lm")
 
 
 async def _open_insights(pilot, view: str):

@@ -16,29 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_app, open_explore, screen_text, wait_for
-from support import EXAMPLES, TVIS, run_tvis
+from support import EXAMPLES, TVIS, record_example
 
 from tvis.tui.pages.loss import LossView
 from tvis.tui.pages.weights import AllLayers, LayerView, ParamList, Thumb
 from tvis.tui.picture import Picture
 
 
-def _record(folder: Path, example: str) -> Path:
-    script = EXAMPLES / example / "train.py"
-    result = run_tvis("run", "--steps", "2", "--out", str(folder), str(script), cwd=folder)
-    assert result.returncode == 0, result.stderr
-    (run,) = [p for p in folder.iterdir() if p.is_dir()]
-    return run
-
-
 @pytest.fixture(scope="module")
 def text_lm(tmp_path_factory) -> Path:
-    return _record(tmp_path_factory.mktemp("text lm runs"), "text_lm")
+    return record_example(tmp_path_factory.mktemp("text lm runs"), "text_lm", "--steps", "2")
 
 
 @pytest.fixture(scope="module")
 def vit(tmp_path_factory) -> Path:
-    return _record(tmp_path_factory.mktemp("vit runs"), "vit")
+    return record_example(tmp_path_factory.mktemp("vit runs"), "vit", "--steps", "2")
 
 
 def _script_tokenizer():

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_app, screen_text, wait_for
-from support import EXAMPLES, record_script, run_tvis
+from support import record_example, record_script
 
 from tvis.tui.picture import Picture
 from tvis.tui.replay_model import SPEEDS
@@ -23,29 +23,10 @@ from tvis.tui.widgets.replay_bar import Scrubber
 from tvis.tui.widgets.replay_cards import InputCard, ResultCard
 
 
-def record(tmp_path_factory, example: str, *extra: str) -> Path:
-    """One step of ``example`` recorded into a fresh folder; the run's path."""
-    out = tmp_path_factory.mktemp(example)
-    script = EXAMPLES / example / "train.py"
-    result = run_tvis("run", "--steps", "1", *extra, "--out", str(out), str(script), cwd=out)
-    assert result.returncode == 0, result.stderr
-    (run,) = [p for p in out.iterdir() if p.is_dir()]
-    return run
-
-
-@pytest.fixture(scope="module")
-def vit_run(tmp_path_factory) -> Path:
-    return record(tmp_path_factory, "vit")
-
-
-@pytest.fixture(scope="module")
-def lm_run(tmp_path_factory) -> Path:
-    return record(tmp_path_factory, "text_lm")
-
-
 @pytest.fixture(scope="module")
 def no_samples_run(tmp_path_factory) -> Path:
-    return record(tmp_path_factory, "image_classifier", "--max-bytes", "1K")
+    folder = tmp_path_factory.mktemp("no samples")
+    return record_example(folder, "image_classifier", "--steps", "1", "--max-bytes", "1K")
 
 
 async def open_replay(pilot):
