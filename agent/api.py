@@ -98,7 +98,7 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
 
     def _tree(self, run: str, batch: int) -> CallTree:
         chunk = self.store.chunk(run, "batch", batch)
-        return self.store.derived(chunk, "tree", lambda: CallTree(chunk.record))
+        return self.store.derived(chunk, "tree", lambda: CallTree(chunk.record, chunk.tensors))
 
     def _call(self, tree: CallTree, call: int) -> dict[str, Any]:
         if call not in tree.by_id:

@@ -6,6 +6,7 @@ output's shape and stats and the norm of that output's gradient.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tvis.store.schema import LAYER_KINDS
@@ -14,7 +15,7 @@ from tvis.store.schema import LAYER_KINDS
 class CallTree:
     """Calls of one batch record with their tensors, looked up by id."""
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: dict[str, Any], tensors: Mapping[int, dict[str, Any]]) -> None:
         calls = record.get("calls") or []
         self.order: list[int] = []
         self.by_id: dict[int, dict[str, Any]] = {}
@@ -33,11 +34,7 @@ class CallTree:
                 parent = -1
             self.parent[cid] = parent
             self.children[parent].append(cid)
-        self.tensors: dict[int, dict[str, Any]] = {
-            t["id"]: t
-            for t in record.get("tensors") or []
-            if isinstance(t, dict) and isinstance(t.get("id"), int)
-        }
+        self.tensors = tensors  # decoded as rows ask for them (tvis/store/reader.py)
 
     def path(self, call_id: int) -> list[int]:
         """Ancestor ids of a call, the root first."""

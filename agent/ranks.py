@@ -125,10 +125,9 @@ class RanksAPI:
             record = chunk.record
         except (StoreError, AgentError):
             return {}
-        entries = {t.get("id"): t for t in record.get("tensors") or [] if isinstance(t, dict)}
         out = {}
         for p in record.get("params") or []:
-            grad = entries.get(p.get("grad")) if p.get("grad") is not None else None
+            grad = chunk.tensors.get(p.get("grad"))
             out[p.get("name")] = {
                 "norm": (p.get("norms") or {}).get("grad"),
                 "digest": grad.get("digest") if grad else None,

@@ -7,6 +7,7 @@ they change on disk, so a run that is still being recorded shows its new batches
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import weakref
@@ -43,10 +44,52 @@ class _LRU:
                 return self._items[key]
         value = build()
         with self._lock:
-            self._items[key] = value
+            # Two threads may build the same key at once: both get the first one kept, so
+            # what is derived from it (``RunStore.derived``) is derived once.
+            value = self._items.setdefault(key, value)
+            self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         return value
+
+
+def _read_now(chunk: Chunk) -> Chunk:
+    """``chunk`` with its index record read, and then every live object moved out of the
+    cyclic collector's reach (``gc.freeze``).
+
+    A batch of 20,000 calls is some 200,000 objects that live as long as the chunk stays
+    cached; each full collection rescanned them, pausing the viewer (which runs a local
+    agent in its own process) for 0.3-0.7 s at random keypresses. Records hold no cycles,
+    so reference counting still frees them when the chunk leaves the cache; what else is
+    frozen is the viewer's and agent's own long-lived state."""
+    chunk.record
+    gc.freeze()
+    return chunk
+
+
+class _Once:
+    """A value being derived by one thread that others wait for instead of deriving it too."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def run(self, build: Callable[[], T]) -> bool:
+        """Compute the value; whether that worked."""
+        try:
+            self._value = build()
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._done.set()
+        return self._error is None
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _stat_key(path: Path) -> tuple[int, int, int]:
@@ -143,16 +186,20 @@ class RunStore:
         # A step's weights decode against earlier steps, opened through this same check.
         open_step = (lambda i: self.chunk(run, "step", i)) if kind == "step" else None
         return self._chunks.get(
-            (real, _stat_key(real / INDEX)), lambda: Chunk(real, f"{kind} {index}", open_step)
+            (real, _stat_key(real / INDEX)),
+            lambda: _read_now(Chunk(real, f"{kind} {index}", open_step)),
         )
 
     def derived(self, chunk: Chunk, name: str, build: Callable[[], T]) -> T:
-        """A value computed from ``chunk`` once, dropped with it when the cache lets it go."""
+        """A value computed from ``chunk`` once, dropped with it when the cache lets it go.
+        Threads asking for it while it is being computed wait for that computation."""
         with self._derived_lock:
             cached = self._derived.setdefault(chunk, {})
-            if name in cached:
-                return cached[name]
-        value = build()
-        with self._derived_lock:
-            cached[name] = value
-        return value
+            once = cached.get(name)
+            builder = once is None
+            if builder:
+                once = cached[name] = _Once()
+        if builder and not once.run(build):
+            with self._derived_lock:
+                cached.pop(name, None)  # a failure is not kept: a later ask tries again
+        return once.result()

@@ -5,8 +5,8 @@
 Records a generated script (an `nn.Sequential` of Linear/ReLU pairs, one optimizer step),
 then, in the app itself (headless, 120×40, local agent):
 
-- first paint: from pressing `y` (the Layers pane) until the table's first screen of rows
-  is there and the whole screen has been drawn once more;
+- first paint: from pressing `y` (the Layers pane) on a settled Explore screen until the
+  table's first screen of rows is there and the whole screen has been drawn once more;
 - sort: from pressing `o` (next column; each column's order is computed the first time it
   is asked for) until the new order's first screen is drawn.
 
@@ -26,6 +26,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from textual.worker import WorkerState
 
 ROOT = Path(__file__).resolve().parents[1]
 TVIS = str(Path(sys.executable).with_name("tvis"))
@@ -86,6 +88,16 @@ def _screen_full(table) -> bool:
     )
 
 
+async def _settle(pilot) -> None:
+    """Until the app has had nothing to ask for 0.3 s: the screen a user presses `y` on,
+    not the start-up still reading the batch for the other panes."""
+    quiet = 0
+    while quiet < 3:
+        await pilot.pause(0.1)
+        busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in pilot.app.workers)
+        quiet = 0 if busy else quiet + 1
+
+
 async def measure(run: Path) -> tuple[float, list[float], int]:
     from conftest import make_app, open_explore
 
@@ -94,6 +106,7 @@ async def measure(run: Path) -> tuple[float, list[float], int]:
     app = make_app(run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
+        await _settle(pilot)
         t0 = time.perf_counter()
         await pilot.press("y")
         table = page.query_one(LayersTable)

@@ -131,14 +131,17 @@ def rewrite(
     )
     for b in source.batch_ids():
         chunk = source.batch(b)
-        record = dict(chunk.record)
+        record = {**chunk.record, "tensors": list(chunk.record["tensors"])}
         arrays = {t["id"]: np.array(chunk.array(t["id"])) for t in record["tensors"] if t["value"]}
         edit(b, record, arrays)
         writer.write_batch(b, record, arrays)
         index["batches"][b] = record["batch"]
     step = source.step(0)
+    entries = list(step.record["tensors"])
     writer.write_step(
-        0, step.record, {t["id"]: np.array(step.array(t["id"])) for t in step.record["tensors"]}
+        0,
+        {**step.record, "tensors": entries},
+        {t["id"]: np.array(step.array(t["id"])) for t in entries},
     )
     writer.write_index(index)
     writer.write_meta(status=status)

@@ -84,6 +84,19 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], bool]] = {
         ),
         False,
     ),
+    "batch_tensor_shape_text": (
+        lambda r: _edit_msgpack(
+            r / "batches" / "000000" / "index.msgpack",
+            lambda b: b["tensors"][0].update(shape="x"),
+        ),
+        False,
+    ),
+    "step_tensor_stats_list": (
+        lambda r: _edit_msgpack(
+            r / "steps" / "000000" / "index.msgpack", lambda s: s["tensors"][-1].update(stats=[1])
+        ),
+        False,
+    ),
     "batch_garbage": (
         lambda r: (r / "batches" / "000000" / "index.msgpack").write_bytes(b"\x93\x01"),
         False,

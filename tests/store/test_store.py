@@ -39,6 +39,39 @@ def test_arrays_round_trip_at_their_offsets(run):
     assert batch.tensor(0)["value"]["offset"] % 64 == 0
 
 
+def test_tensor_entries_are_decoded_one_by_one_as_asked_for(run):
+    import msgpack
+
+    path = run.path / "batches" / "000000" / "index.msgpack"
+    whole = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
+    entries = RunReader(run.path).batch(0).record["tensors"]
+    assert len(entries) == 3 and entries._entries == [None, None, None]  # nothing decoded yet
+    assert entries[1] == whole["tensors"][1] and entries._entries[0] is None
+    assert list(entries) == whole["tensors"]
+
+
+def test_tensor_entries_numbered_out_of_order_are_found_by_id(tmp_path):
+    writer = RunWriter(tmp_path / "r", {"script": "train.py", "pid": -1, "host": "x"})
+    writer.write_batch(0, {"batch": {"index": 0}, "tensors": [_entry(7), _entry(0)]}, {})
+    batch = RunReader(writer.path).batch(0)
+    assert batch.tensor(0)["id"] == 0 and batch.tensor(7)["id"] == 7
+    with pytest.raises(StoreError, match="has no tensor 3"):
+        batch.tensor(3)
+
+
+def test_a_corrupt_tensor_entry_is_named_when_it_is_read(run):
+    import msgpack
+
+    path = run.path / "batches" / "000000" / "index.msgpack"
+    record = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
+    record["tensors"][2]["shape"] = "2x3"
+    path.write_bytes(msgpack.packb(record))
+    batch = RunReader(run.path).batch(0)
+    assert batch.tensor(0)["shape"] == [2, 3]  # the other entries still read
+    with pytest.raises(StoreError, match=r"tensors\[2\]\.shape is '2x3', not a list"):
+        batch.tensor(2)
+
+
 def test_unfinished_batch_folder_is_invisible(run):
     (run.path / "batches" / ".000001.tmp").mkdir()
     assert RunReader(run.path).batch_ids() == [0]

@@ -93,25 +93,32 @@ class ExplorePage(Asks, Screen):
         self._loaded: dict[str, Any] = {}
         self._source_files: list[str] | None = None
         self._tree_step: int | None = None  # the step whose tree was asked for last
+        # The panes built so far, by name: looked up on every key, where a DOM query would
+        # walk the page's few hundred widgets each time.
+        self._panes: dict[str, Widget] = {}
 
     def compose(self) -> ComposeResult:
         # The tree and the inspector always exist; the other panes are built the first time
         # they are shown, which keeps the first screen quick.
         yield PaneBar()
         with Horizontal(id="panes"):
-            yield CallsPane(id="calls")
-            yield Inspector(id="inspector")
+            yield self._kept(CallsPane(id="calls"))
+            yield self._kept(Inspector(id="inspector"))
+
+    def _kept(self, pane: Widget) -> Widget:
+        self._panes[pane.id] = pane
+        return pane
 
     def _build_pane(self, name: str) -> Widget:
         if name == "source":
-            return SourcePane(id=name)
+            return self._kept(SourcePane(id=name))
         if name == "layers":
-            return LayersPane(id=name)
+            return self._kept(LayersPane(id=name))
         if name == "timeline":
-            return Timeline(id=name)
+            return self._kept(Timeline(id=name))
         if name == "step":
-            return StepView(id=name)
-        return SamplesView(self.app.image_mode, id=name)
+            return self._kept(StepView(id=name))
+        return self._kept(SamplesView(self.app.image_mode, id=name))
 
     def on_mount(self) -> None:
         self.watch(self.app, "batch", self._batch_changed, init=False)
@@ -130,11 +137,11 @@ class ExplorePage(Asks, Screen):
 
     @property
     def calls(self) -> CallsPane:
-        return self.query_one(CallsPane)
+        return self._panes["calls"]
 
     @property
     def inspector(self) -> Inspector:
-        return self.query_one(Inspector)
+        return self._panes["inspector"]
 
     def visible_panes(self) -> list[str]:
         if self.layout_name == "wide":
@@ -145,8 +152,7 @@ class ExplorePage(Asks, Screen):
 
     def _pane(self, name: str) -> Widget | None:
         """Pane ``name`` if it has been built."""
-        found = self.query(f"#{name}")
-        return found.first() if found else None
+        return self._panes.get(name)
 
     def _focus_target(self, name: str) -> Widget:
         if name == "calls":

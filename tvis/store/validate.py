@@ -21,15 +21,17 @@ from tvis.store import schema
 Checker = Callable[[Any], "tuple[str, str] | None"]
 
 
-def problem(record: Any, kind: type, what: str) -> str | None:
-    """One sentence saying what in ``record`` does not fit the TypedDict ``kind``, or None."""
+def problem(record: Any, kind: type, what: str, at: str = "") -> str | None:
+    """One sentence saying what in ``record`` does not fit the TypedDict ``kind``, or None;
+    ``at`` says where ``record`` sits in its file (``tensors[5]``)."""
     found = _checker(kind)(record)
     if found is None:
         return None
     where, expected = found
     got = _show(_at(record, where))
+    where = (at + where).lstrip(".")
     return (
-        f"{what} is corrupt: {where.lstrip('.') or 'it'} is {got}, not {expected}; re-record "
+        f"{what} is corrupt: {where or 'it'} is {got}, not {expected}; re-record "
         "the run (or restore the file)."
     )
 
