@@ -62,7 +62,7 @@ def _read_now(chunk: Chunk) -> Chunk:
     agent in its own process) for 0.3-0.7 s at random keypresses. Records hold no cycles,
     so reference counting still frees them when the chunk leaves the cache; what else is
     frozen is the viewer's and agent's own long-lived state."""
-    chunk.record
+    _ = chunk.record  # read now: what follows must come after it
     gc.freeze()
     return chunk
 
