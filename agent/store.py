@@ -25,6 +25,8 @@ T = TypeVar("T")
 # Parsed batch indexes of a big model run to tens of MB each; a handful covers what one
 # viewer looks at (a batch, its step, the neighbours it prefetches) without growing.
 CHUNK_CACHE = 12
+# Batches of this many calls are frozen out of the cyclic collector once read (_read_now).
+FREEZE_CALLS = 5_000
 # Run-level records (meta, run index, sources) are small; one per run a viewer has open.
 RUN_CACHE = 32
 
@@ -53,17 +55,23 @@ class _LRU:
         return value
 
 
-def _read_now(chunk: Chunk) -> Chunk:
-    """``chunk`` with its index record read, and then every live object moved out of the
-    cyclic collector's reach (``gc.freeze``).
+def _freeze_if_big(chunk: Chunk) -> None:
+    """After a big batch's record or a value derived from it is built, move every live
+    object out of the cyclic collector's reach (``gc.freeze``).
 
-    A batch of 20,000 calls is some 200,000 objects that live as long as the chunk stays
-    cached; each full collection rescanned them, pausing the viewer (which runs a local
-    agent in its own process) for 0.3-0.7 s at random keypresses. Records hold no cycles,
-    so reference counting still frees them when the chunk leaves the cache; what else is
-    frozen is the viewer's and agent's own long-lived state."""
-    _ = chunk.record  # read now: what follows must come after it
-    gc.freeze()
+    A batch of 20,000 calls is a few hundred thousand objects (its record, call tree and
+    rows) that live as long as the chunk stays cached; each full collection rescanned
+    them, pausing the viewer (which runs a local agent in its own process) for 0.3-0.7 s
+    at random keypresses. They hold no cycles, so reference counting still frees them when
+    the chunk leaves the cache. The price: cycles alive at a freeze that die later are
+    never collected (about 700 objects, the viewer's replaced widgets, per big batch
+    opened), so small batches, whose collections cost milliseconds, are not frozen."""
+    if len(chunk.record.get("calls") or ()) >= FREEZE_CALLS:
+        gc.freeze()
+
+
+def _read_now(chunk: Chunk) -> Chunk:
+    _freeze_if_big(chunk)  # reads the record
     return chunk
 
 
@@ -199,7 +207,10 @@ class RunStore:
             builder = once is None
             if builder:
                 once = cached[name] = _Once()
-        if builder and not once.run(build):
-            with self._derived_lock:
-                cached.pop(name, None)  # a failure is not kept: a later ask tries again
+        if builder:
+            if once.run(build):
+                _freeze_if_big(chunk)
+            else:
+                with self._derived_lock:
+                    cached.pop(name, None)  # a failure is not kept: a later ask tries again
         return once.result()

@@ -1,0 +1,103 @@
+"""The agent's run store: big batches kept out of the cyclic collector, values derived once."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tvis.agent.api import AgentAPI
+from tvis.agent.store import FREEZE_CALLS
+from tvis.store.format import COMPLETE
+from tvis.store.writer import RunWriter
+
+
+def _write_run(root: Path, n_calls: int) -> str:
+    calls = [
+        {
+            "id": i,
+            "parent": -1,
+            "depth": 0,
+            "kind": "module",
+            "name": f"l{i}",
+            "cls": "Linear",
+            "phase": "forward",
+            "inputs": [],
+            "outputs": [{"name": "out", "tensor": i}],
+            "flags": [],
+        }
+        for i in range(n_calls)
+    ]
+    tensors = [
+        {
+            "id": i,
+            "shape": [2],
+            "dtype": "float32",
+            "stats": {"numel": 2, "std": float(i)},
+            "value": None,
+        }
+        for i in range(n_calls)
+    ]
+    batch = {"index": 0, "step": 0, "batch_size": 2, "n_calls": n_calls}
+    name = f"20260101-000000_calls{n_calls}_000000"
+    writer = RunWriter(root / name, {"script": "train.py"})
+    writer.write_batch(0, {"batch": batch, "calls": calls, "tensors": tensors}, {})
+    writer.write_index({"batches": [batch], "steps": []})
+    writer.write_meta(status=COMPLETE)
+    return name
+
+
+@pytest.fixture
+def unfrozen():
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+@pytest.mark.parametrize("n_calls, frozen", [(FREEZE_CALLS, True), (50, False)])
+def test_a_big_batch_and_its_tree_leave_the_cyclic_collector(tmp_path, unfrozen, n_calls, frozen):
+    api = AgentAPI(tmp_path)
+    name = _write_run(tmp_path, n_calls)
+    rows = api.layers(name, 0, sort="std", desc=True, limit=3)["rows"]
+    assert [r["std"] for r in rows] == [n_calls - 1, n_calls - 2, n_calls - 3]
+    tree = api._tree(name, 0)
+    young = {id(o) for o in gc.get_objects()}  # every object the collector still scans
+    assert (id(tree.children) not in young) is frozen
+    assert (id(api.store.chunk(name, "batch", 0).record["calls"]) not in young) is frozen
+
+
+def test_a_value_asked_for_by_two_threads_at_once_is_derived_once(tmp_path):
+    api = AgentAPI(tmp_path)
+    chunk = api.store.chunk(_write_run(tmp_path, 3), "batch", 0)
+    built = []
+
+    def slow():
+        built.append(1)
+        time.sleep(0.2)
+        return object()
+
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append(api.store.derived(chunk, "v", slow)))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and got[0] is got[1] is got[2]
+
+
+def test_a_failed_derivation_is_tried_again(tmp_path):
+    api = AgentAPI(tmp_path)
+    chunk = api.store.chunk(_write_run(tmp_path, 3), "batch", 0)
+
+    def fails():
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        api.store.derived(chunk, "v", fails)
+    assert api.store.derived(chunk, "v", lambda: 7) == 7
