@@ -43,19 +43,21 @@ class Asks:
 
     # -- for subclasses -----------------------------------------------------------------
 
-    def ask(self, method: str, tag: str = "main", **params: Any) -> None:
+    def ask(self, method: str, tag: str = "main", **params: Any) -> bool:
         """Ask the agent; the answer arrives in ``answered`` unless a newer ask overtakes it.
-        An answer already in the client's cache is given at once, before ``ask`` returns."""
+        An answer already in the client's cache is given at once, before ``ask`` returns
+        True (so a caller shows "loading" only when False: a placeholder drawn and replaced
+        in one frame still costs a layout)."""
         data = getattr(self.app, "data", None)
         if data is None:
             self.failed(tag, "not connected to an agent yet.")
-            return
+            return True
         generation = next(self._generations)
         self._wanted_replies[tag] = generation
         cached, result = data.peek(method, **params)
         if cached:  # prefetched or seen before: drawn now, in this frame, with no thread hop
             self.on_reply(Reply(tag, generation, result=result))
-            return
+            return True
         self.run_worker(
             lambda: self._call(data, tag, generation, method, params),
             group=f"{id(self)}:{tag}",
@@ -63,6 +65,7 @@ class Asks:
             thread=True,
             exit_on_error=False,
         )
+        return False
 
     def answered(self, tag: str, result: Any) -> None:
         """Show ``result`` (runs on the UI thread)."""

@@ -87,7 +87,7 @@ async def test_labels_and_legend_are_drawn_beside_the_values():
             "".join(s.text for s in picture.query_one(".ylabels").render_line(y)) for y in range(4)
         ]
         assert "cat" in lines[0] and "dog" in "".join(lines)
-        legend = str(picture.query_one(".legend").render())
+        legend = picture.query_one(".legend").text.plain
         assert legend.startswith("0 ") and "4" in legend and "NaN" in legend
         assert "a" in str(picture.query_one(".xlabels").render())
 
@@ -122,7 +122,7 @@ async def test_masked_values_are_drawn_grey_and_named_in_the_legend():
         (top_right,) = [s for s in cells.render_line(0)][-1:]
         grey = colormaps.masked_rgb(depth_of(app.console.color_system))
         assert top_right.style.color.triplet == ColorTriplet(*grey)
-        assert "masked" in str(picture.query_one(".legend").render())
+        assert "masked" in picture.query_one(".legend").text.plain
 
 
 async def test_a_place_on_a_shrunk_photo_keeps_its_whole_frame():

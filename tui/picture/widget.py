@@ -28,6 +28,7 @@ from tvis.tui import fmt
 from tvis.tui.picture import colormaps, raster
 from tvis.tui.picture.colormaps import Colormap, Depth, Scale
 from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
+from tvis.tui.picture.text_lines import TextLines
 
 LABEL_CHARS = 8
 """Longest tick label drawn; tokens and class names longer than this are cut."""
@@ -215,7 +216,7 @@ class Picture(Widget):
             yield Static(classes="ylabels")
             yield self._canvas()
         yield Static(classes="xlabels")
-        yield Static(classes="legend")
+        yield TextLines(classes="legend")
         yield Static(classes="note")
 
     def _mode(self) -> str:
@@ -255,7 +256,7 @@ class Picture(Widget):
             return  # drawn on mount
         content = self._content
         ylabels, xlabels = self.query_one(".ylabels", Static), self.query_one(".xlabels", Static)
-        legend, note = self.query_one(".legend", Static), self.query_one(".note", Static)
+        legend, note = self.query_one(".legend", TextLines), self.query_one(".note", Static)
         note.update(Text(self._note) if self._note else "")
         note.display = bool(self._note)
         if content is None:

@@ -168,7 +168,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
     BINDINGS = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
-    Inspector { padding: 0 1; }
+    Inspector { padding: 0 1; scrollbar-gutter: stable; }
     Inspector > #header { height: auto; margin-bottom: 1; }
     Inspector > #args { height: auto; }
     Inspector .decoded { height: auto; padding: 0 1; }

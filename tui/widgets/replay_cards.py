@@ -71,8 +71,10 @@ class InputCard(AgentPane):
         if key == self.key:
             return
         self.key, self.pipeline, self.target = key, None, ""
-        self.query_one(Picture).placeholder("loading …")
-        self.ask("pipeline", run=run, batch=batch, sample=sample, width=INPUT_PX, height=INPUT_PX)
+        if not self.ask(
+            "pipeline", run=run, batch=batch, sample=sample, width=INPUT_PX, height=INPUT_PX
+        ):
+            self.query_one(Picture).placeholder("loading …")
         self.ask("sample_table", tag="target", run=run, batch=batch, sample=sample)
 
     def light(self, batch: int) -> None:

@@ -15,6 +15,7 @@ from tvis.store.schema import DEAD_ZEROS
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale
+from tvis.tui.picture.text_lines import TextLines
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 
@@ -136,7 +137,7 @@ class TensorCard(AgentPane):
     def compose(self) -> ComposeResult:
         yield Static(classes="title")
         yield Static(classes="stats")
-        yield Static(classes="hist")
+        yield TextLines(classes="hist")
         yield Picture(max_rows=self.max_rows)
         yield Static(classes="dims")
 
@@ -218,7 +219,7 @@ class TensorCard(AgentPane):
             self.query_one(".stats", Static).update(
                 Text("no gradient recorded for this tensor", style=colors.MUTED)
             )
-            self.query_one(".hist", Static).update("")
+            self.query_one(".hist", TextLines).update("")
             self.query_one(Picture).clear()
             self.query_one(".dims", Static).update("")
             self._lead = []
@@ -227,7 +228,7 @@ class TensorCard(AgentPane):
         self._made_for = self.picture_width()
         width = max(16, self._made_for - 2)
         diverging = self._grad or ref.gradient_view
-        self.query_one(".hist", Static).update(
+        self.query_one(".hist", TextLines).update(
             histogram(
                 entry.get("hist"),
                 min(width, 64),
@@ -270,11 +271,11 @@ class TensorCard(AgentPane):
         if why is not None:
             self._no_values(why)
             return
-        self.query_one(Picture).placeholder("loading …")
         method, params = view_request(
             ref, self._grad, self._sample, self.index, self.picture_width(), self.max_rows
         )
-        self.ask(method, **params)
+        if not self.ask(method, **params):
+            self.query_one(Picture).placeholder("loading …")
 
     def answered(self, tag: str, view: dict[str, Any]) -> None:
         signed = self._grad or bool(self.ref and self.ref.gradient_view)
