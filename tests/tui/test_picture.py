@@ -59,6 +59,13 @@ def test_small_array_is_drawn_as_whole_pixel_squares():
     assert (blocks == blocks[:, :1, :, :1]).all()  # every value one uniform 2×2 block
 
 
+def test_an_odd_last_pixel_row_leaves_the_background_below_it():
+    rgb = np.full((3, 2, 3), 200, np.uint8)
+    first, last = raster.half_block_strips(rgb)
+    assert all(seg.style.bgcolor == Color.from_rgb(200, 200, 200) for seg in first)
+    assert all(seg.style.bgcolor is None for seg in last)  # not a black half row
+
+
 def test_large_array_shrinks_by_one_factor_keeping_its_aspect():
     assert raster.integer_fit(256, 128, 40, 200) == (40, 20)
 

@@ -8,6 +8,7 @@ square. Graphics terminals (sixel, kitty) get real pixels at the cell size they 
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import repeat
 
 import numpy as np
 from rich.color import Color
@@ -43,18 +44,21 @@ def resample(pixels: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=16384)
-def _cell_style(top: tuple[int, int, int], bottom: tuple[int, int, int]) -> Style:
-    return Style(color=Color.from_rgb(*top), bgcolor=Color.from_rgb(*bottom))
+def _cell_style(top: tuple[int, int, int], bottom: tuple[int, int, int] | None) -> Style:
+    return Style(color=Color.from_rgb(*top), bgcolor=Color.from_rgb(*bottom) if bottom else None)
 
 
 def half_block_strips(rgb: np.ndarray) -> list[Strip]:
-    """Cells for an RGB picture (h×w×3 uint8), two pixel rows per cell row."""
-    if rgb.shape[0] % 2:
-        rgb = np.concatenate([rgb, np.zeros_like(rgb[:1])], axis=0)
+    """Cells for an RGB picture (h×w×3 uint8), two pixel rows per cell row. An odd last
+    pixel row leaves its cells' lower halves without a colour: the background shows."""
     strips = []
     for y in range(0, rgb.shape[0], 2):
-        pairs = zip(map(tuple, rgb[y].tolist()), map(tuple, rgb[y + 1].tolist()), strict=True)
-        segments = [Segment(UPPER_HALF, _cell_style(t, b)) for t, b in pairs]
+        tops = map(tuple, rgb[y].tolist())
+        last = y + 1 == rgb.shape[0]
+        bottoms = repeat(None, rgb.shape[1]) if last else map(tuple, rgb[y + 1].tolist())
+        segments = [
+            Segment(UPPER_HALF, _cell_style(t, b)) for t, b in zip(tops, bottoms, strict=True)
+        ]
         strips.append(Strip(segments, len(segments)))
     return strips
 

@@ -7,6 +7,8 @@ For text whose every cell has its own colour (a histogram's bars, a colour bar):
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
@@ -22,25 +24,27 @@ class TextLines(Widget):
         super().__init__(**kwargs)
         self.text = Text()
         self._strips: list[Strip] = []
-        self._width = -1  # the width the strips were made for
+        self._made_for: tuple[int, Style] | None = None  # the width and base style
 
     def update(self, text: Text | str = "") -> None:
         lines_before = len(self._strips)
         self.text = Text(text) if isinstance(text, str) else text
-        self._width = -1
+        self._made_for = None
         # A new layout only when the height changes, as with a picture's cells.
         self.refresh(layout=len(self._lines(self.size.width)) != lines_before)
 
     def _lines(self, width: int) -> list[Strip]:
-        if width != self._width:
-            self._width = width
-            self._strips = []
-            if width > 0 and self.text:
-                console = self.app.console
-                self._strips = [
-                    Strip(line.render(console), line.cell_len)
-                    for line in self.text.wrap(console, width)
-                ]
+        if width <= 0 or not self.text:
+            self._strips, self._made_for = [], None
+            return self._strips
+        base = self.rich_style  # the widget's colours, under the text's own
+        if self._made_for != (width, base):
+            self._made_for = (width, base)
+            console = self.app.console
+            self._strips = [
+                Strip(Segment.apply_style(line.render(console), base), line.cell_len)
+                for line in self.text.wrap(console, width)
+            ]
         return self._strips
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -48,4 +52,4 @@ class TextLines(Widget):
 
     def render_line(self, y: int) -> Strip:
         strips = self._lines(self.size.width)
-        return strips[y] if y < len(strips) else Strip.blank(self.size.width)
+        return strips[y] if y < len(strips) else Strip.blank(self.size.width, self.rich_style)

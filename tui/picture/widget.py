@@ -91,8 +91,8 @@ class _Cells(Widget):
 
     def render_line(self, y: int) -> Strip:
         if y < len(self.strips):
-            return self.strips[y]
-        return Strip.blank(self.size.width)
+            return self.strips[y].apply_style(self.rich_style)  # under the cells' colours
+        return Strip.blank(self.size.width, self.rich_style)
 
 
 class _Row(Widget):
