@@ -124,24 +124,24 @@ def _values(item: Checker) -> Checker:
 
 
 def _record(kind: type) -> Checker:
-    fields: dict[str, Checker] = {}  # built at the first check: records may nest themselves
-    exact: dict[str, frozenset[type]] = {}  # fields whose test is the value's type alone
+    # Per field: the types that fit by type alone (checked without a call) and the checker
+    # for anything else. Built at the first check: records may nest themselves.
+    plan: dict[str, tuple[frozenset[type], Checker]] = {}
+    nothing: frozenset[type] = frozenset()
 
     def check(value: Any):
-        if not fields:
+        if not plan:
             hints = typing.get_type_hints(kind, globalns=vars(schema))
-            fields.update((name, _checker(hint)) for name, hint in hints.items())
-            exact.update((name, types_) for name, hint in hints.items() if (types_ := _exact(hint)))
+            plan.update((n, (_exact(h) or nothing, _checker(h))) for n, h in hints.items())
         if not isinstance(value, dict):
             return "", "a map"
         for name, v in value.items():
-            if type(v) in exact.get(name, ()):
-                continue  # the common case, without a call per field
-            field = fields.get(name)
-            if field is not None:
-                found = field(v)
-                if found is not None:
-                    return _join(f".{name}", found)
+            rule = plan.get(name)
+            if rule is None or type(v) in rule[0]:
+                continue  # not in the schema, or the common case: no call per field
+            found = rule[1](v)
+            if found is not None:
+                return _join(f".{name}", found)
         return None
 
     return check
