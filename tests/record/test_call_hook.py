@@ -179,6 +179,8 @@ def _generators():
     assert next(it) == 1
     assert it.throw(KeyError) == 2
     it.close()
+    with pytest.raises(KeyError):
+        catcher().throw(KeyError)  # thrown into before it started
 
 
 CASES = {
@@ -195,7 +197,8 @@ CASES = {
         + [("call", "counter"), ("return", "counter", "done")]
         + [("call", "catcher"), ("return", "catcher", 1)]
         + [("call", "catcher"), ("return", "catcher", 2)]  # resumed by throw
-        + [("call", "catcher"), ("return", "catcher", None)],  # closed: GeneratorExit
+        + [("call", "catcher"), ("return", "catcher", None)]  # closed: GeneratorExit
+        + [("call", "catcher"), ("return", "catcher", None)],
     ),
     "raising": (
         caller,

@@ -180,20 +180,24 @@ class MonitoringHook:
         self.started = True
         return True
 
-    def _watch(self, code: CodeType) -> None:
+    def _wanted(self, code: CodeType) -> bool:
+        """Whether ``wants`` wants ``code``; its exits are watched from its first entry."""
+        if code in self._watched:
+            return True
+        if not self.wants(code):
+            return False
         self._watched.add(code)
         events = sys.monitoring.events
         local = events.PY_RESUME | events.PY_RETURN | events.PY_YIELD
         sys.monitoring.set_local_events(self._tool, code, local)
+        return True
 
     # The callbacks. A code object wanted keeps its events whatever the thread or the flag:
     # only a refusal by ``wants`` disables one, and that holds for every thread.
 
     def _on_start(self, code: CodeType, offset: int):
-        if code not in self._watched:
-            if not self.wants(code):
-                return sys.monitoring.DISABLE
-            self._watch(code)
+        if not self._wanted(code):
+            return sys.monitoring.DISABLE
         self._enter(sys._getframe(1))
         return None
 
@@ -201,7 +205,9 @@ class MonitoringHook:
         self._enter(sys._getframe(1))  # a local event: only code objects watched
 
     def _on_throw(self, code: CodeType, offset: int, exc: BaseException) -> None:
-        if code in self._watched:  # a global event, which cannot be disabled
+        # A global event, which cannot be disabled; the first entry of a generator thrown
+        # into before it started.
+        if self._wanted(code):
             self._enter(sys._getframe(1))
 
     def _on_return(self, code: CodeType, offset: int, value: object) -> None:
@@ -213,11 +219,13 @@ class MonitoringHook:
 
     def _enter(self, frame: FrameType) -> None:
         thread = get_ident()
-        if thread not in self._on:
+        # Read once: ``stop`` on another thread may clear the stacks meanwhile.
+        stack = self._stacks.get(thread) if thread in self._on else None
+        if stack is None:
             return
         on_return = self.on_call(frame)
         if on_return is not None:
-            self._stacks[thread].append((frame, on_return))
+            stack.append((frame, on_return))
 
     def _exit(self, frame: FrameType, value: object) -> None:
         thread = get_ident()
