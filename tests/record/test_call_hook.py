@@ -68,6 +68,24 @@ def test_script_sets_up_untraced_and_trains_traced(tmp_path):
     assert sys.gettrace() is None
 
 
+@needs_monitoring
+def test_functions_recorded_under_another_settrace_tracer_from_python_3_12(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    script = project / "train.py"
+    script.write_text(SCRIPT)
+    before = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: None)  # a debugger or coverage, say
+    try:
+        outcome = record_script(
+            script, [str(tmp_path / "seen.txt")], Settings(steps=2), project, tmp_path / "runs"
+        )
+    finally:
+        sys.settrace(before)
+    calls = RunReader(outcome.run_dir).batch(1).record["calls"]
+    assert any(c["kind"] == "function" and c["name"] == "train_step" for c in calls)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_hook_lifted_and_put_back_sees_returns(backend):
     returned = []
