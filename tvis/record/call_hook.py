@@ -96,8 +96,8 @@ class SettraceHook:
 
 class MonitoringHook:
     """Calls ``on_call`` for the Python calls ``wants`` of the threads it was started on,
-    through ``sys.monitoring``: a code object refused costs one callback in the process's
-    life of the hook, not one per call."""
+    through ``sys.monitoring``: a code object refused costs one callback per recording,
+    not one per call."""
 
     # A profiler's id first: tvis observes, it does not step. sys.settrace itself uses
     # neither (it has ids of its own), so a debugger or coverage on settrace leaves both free.
