@@ -48,6 +48,9 @@ def ddp_recording(tmp_path_factory) -> SimpleNamespace:
 def no_tvis_left_installed():
     """Invariant 6: after every test, no hook, patch or mode of tvis is left in torch."""
     yield
+    if sys.version_info >= (3, 12):  # the call hook's other backend: a sys.monitoring tool id
+        held = [sys.monitoring.get_tool(tool) for tool in range(6)]
+        assert "tvis" not in held, "tvis left a sys.monitoring tool id in use"
     torch = sys.modules.get("torch")
     if torch is None or "tvis.record.session" not in sys.modules:
         return

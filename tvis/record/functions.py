@@ -1,14 +1,13 @@
 """Project functions as calls, through the recorder's call hook (``call_hook.py``).
 
-The hook runs on every Python call once the first batch opens, but decides from a
-per-code-object cache and ignores library code, so only project frames get their return
-watched. A module's own ``forward`` is merged into the module's call instead of appearing
+The hook runs on every Python call once the first batch opens (on Python ≥ 3.12, on a
+library code object's first call only), decides from a per-code-object cache and ignores
+library code, so only project frames get their return watched. A module's own ``forward`` is merged into the module's call instead of appearing
 twice.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from functools import partial
 
@@ -16,7 +15,7 @@ import torch
 
 from tvis.record import ops
 from tvis.record.builder import Call
-from tvis.record.call_hook import SettraceHook
+from tvis.record.call_hook import MonitoringHook, SettraceHook, new_call_hook
 from tvis.record.data import note_normalize
 from tvis.record.extension import Extension
 
@@ -26,19 +25,20 @@ class FunctionTracer(Extension):
 
     def __init__(self) -> None:
         self.recorder = None
-        self.hook: SettraceHook | None = None
+        self.hook: SettraceHook | MonitoringHook | None = None
 
     def install(self, recorder) -> None:
         self.recorder = recorder
-        if sys.gettrace() is not None:
+        self.project = recorder.project
+        hook = new_call_hook(self.project.is_traced, self._on_call)
+        if hook is None:
             recorder.notice(
                 "another tracer (a debugger or coverage) is active, so project functions "
                 "are not traced in this run; modules still are.",
                 level="info",
             )
             return
-        self.project = recorder.project
-        self.hook = recorder.call_hook = SettraceHook(self.project.is_traced, self._on_call)
+        self.hook = recorder.call_hook = hook
 
     def uninstall(self, recorder) -> None:
         if self.hook is not None:
@@ -58,7 +58,8 @@ class FunctionTracer(Extension):
             self.hook.start()
 
     # While any trace function is set, CPython 3.11 runs every frame on its slow path, so
-    # quiet stretches (dataset items past the kept samples) run with none at all.
+    # quiet stretches (dataset items past the kept samples) run with none at all. (With
+    # sys.monitoring only the project's own functions pay, and lifting is a flag.)
     def pause(self) -> None:
         if self.hook is not None:
             self.hook.lift()

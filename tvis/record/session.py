@@ -72,7 +72,9 @@ class _Work:
             self.started = _perf()
             self._plain.__enter__()
             # While a trace function is set, CPython runs every frame on its slow path and
-            # calls the tracer for each: tvis's own work runs with its call hook off.
+            # calls the tracer for each: tvis's own work runs with its call hook off. (On
+            # sys.monitoring tvis's code is disabled at its first call; lifting still keeps
+            # a project function tvis calls from being recorded.)
             self._lifted = rec.call_hook is not None and rec.call_hook.lift()
         rec.busy += 1
 
@@ -111,7 +113,7 @@ class Recorder(ModuleCalls, Steps):
         self._notice_keys: set[str] = set()
         self.overhead = 0.0
         self.busy = 0
-        self.call_hook = None  # the function tracer's SettraceHook, once installed
+        self.call_hook = None  # the function tracer's hook (call_hook.py), once installed
         self.work = _Work(self)
         self._step_snapshot = None
         self._step_started = 0.0
