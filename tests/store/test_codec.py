@@ -32,6 +32,14 @@ def test_xor_delta_against_base_roundtrips_and_is_small_when_little_changed():
     assert unchanged.nbytes < 100
 
 
+@pytest.mark.parametrize("shape", [(1,), (1, 1), ()])
+def test_xor_delta_of_a_one_element_array_roundtrips(shape):
+    base = np.full(shape, 0.5, np.float32)
+    array = np.full(shape, 0.25, np.float32)
+    decoded = codec.decode(codec.encode(array, base).payload, np.float32, shape, base)
+    np.testing.assert_array_equal(decoded, array)
+
+
 def test_corrupt_payload_or_wrong_base_is_a_value_error():
     values = np.arange(64, dtype=np.float32)
     encoded = codec.encode(values, values * 2)

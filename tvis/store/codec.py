@@ -112,5 +112,8 @@ def _unshuffle(raw: bytes, size: int) -> np.ndarray:
     planes = np.frombuffer(raw, dtype=np.uint8)
     if size == 1:
         return planes.copy()
-    words = np.ascontiguousarray(planes.reshape(size, -1).T)
+    # A copy, never a view of ``raw``: a one-element array's transpose is already
+    # contiguous, and ``ascontiguousarray`` would hand back the read-only bytes that the
+    # XOR with a base then writes into.
+    words = planes.reshape(size, -1).T.copy()
     return words.reshape(-1).view(f"<u{size}")
