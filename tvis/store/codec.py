@@ -11,6 +11,7 @@ so the agent reads what the recorder wrote.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass
 
@@ -23,6 +24,26 @@ CODEC = "zstd-shuffle"
 # zstd level 1: compresses a shuffled float array about as well as the slow levels do
 # (mantissa bytes are noise at any level), at several hundred MB/s on one core.
 LEVEL = 1
+
+
+# One compressor and one decompressor per thread: making a zstd context costs more than
+# compressing a small parameter (a bias, a norm's weight) with it, and a context must
+# not be shared between threads.
+_CONTEXTS = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    c = getattr(_CONTEXTS, "compressor", None)
+    if c is None:
+        c = _CONTEXTS.compressor = zstandard.ZstdCompressor(level=LEVEL)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_CONTEXTS, "decompressor", None)
+    if d is None:
+        d = _CONTEXTS.decompressor = zstandard.ZstdDecompressor()
+    return d
 
 
 @dataclass(frozen=True)
@@ -62,7 +83,7 @@ def encode(array: np.ndarray, base: np.ndarray | None = None) -> Encoded:
     crc = zlib.crc32(memoryview(word).cast("B"))
     if base is not None:
         word = np.bitwise_xor(word, bits(base))
-    payload = zstandard.ZstdCompressor(level=LEVEL).compress(_shuffle(word))
+    payload = _compressor().compress(_shuffle(word))
     return Encoded(payload, array.dtype, tuple(array.shape), array.nbytes, crc)
 
 
@@ -78,7 +99,7 @@ def decode(
     count = int(np.prod(shape, dtype=np.int64))
     raw_nbytes = count * dtype.itemsize
     try:
-        raw = zstandard.ZstdDecompressor().decompress(payload, max_output_size=raw_nbytes)
+        raw = _decompressor().decompress(payload, max_output_size=raw_nbytes)
     except zstandard.ZstdError as e:
         raise ValueError(f"the compressed values are corrupt ({e})") from None
     if len(raw) != raw_nbytes:
