@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tvis.record import tensors
 from tvis.record.tensors import keep, stats, to_numpy
 
 
@@ -76,3 +77,24 @@ def test_chunked_statistics_and_subsampled_histogram_of_a_large_tensor():
     whole = np.histogram(x.numpy(), bins=32, range=(s["min"], s["max"]))[0] / x.numel()
     sampled = np.array(hist["counts"]) / sum(hist["counts"])
     assert np.abs(whole - sampled).max() < 0.02
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.randn(7),
+        torch.randn(64, 64),
+        torch.randn(3, 5).t(),  # non-contiguous
+        torch.full((9,), 2.5),  # constant: a one-value range
+        torch.randn(100, dtype=torch.float64),
+        torch.randn(50).to(torch.bfloat16),
+        torch.relu(torch.randn(4096)),  # zeros
+        torch.randn(10) * 1e-3 + 1e4,  # the shifted variance pass
+        torch.arange(12) % 5,
+        torch.tensor([3e38, 3e38, 1.0]),  # a sum that overflows
+    ],
+)
+def test_small_tensor_statistics_equal_the_general_path(x, monkeypatch):
+    fast = stats(x)
+    monkeypatch.setattr(tensors, "_small_stats", lambda flat: None)
+    assert repr(fast) == repr(stats(x))  # every float bit for bit, NaN included

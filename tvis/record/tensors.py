@@ -91,6 +91,10 @@ def stats(x: torch.Tensor) -> tuple[dict, dict | None]:
     if xf.is_sparse:
         xf = xf.coalesce().values()
     flat = xf.reshape(-1)
+    if n <= SMALL and flat.numel() == n and flat.device.type == "cpu":
+        found = _small_stats(flat)
+        if found is not None:
+            return found
     mean_, std_, lo_, hi_, l1, l2, nonzero = _moments(flat)
     nan = inf = 0
     if not all(math.isfinite(v) for v in (mean_, std_, lo_, hi_)):
@@ -117,6 +121,39 @@ def stats(x: torch.Tensor) -> tuple[dict, dict | None]:
         "inf": inf,
     }
     return summary, _histogram(flat, lo_, hi_)
+
+
+def _small_stats(flat: torch.Tensor) -> tuple[dict, dict] | None:
+    """``stats`` of a small, finite CPU tensor in numpy alone: the same values as the
+    general path, with a third of its calls (a small tensor's statistics are almost all
+    call overhead). None when a value is not finite: the general path counts those."""
+    a = flat.numpy()
+    with np.errstate(all="ignore"):
+        total, sq, lo, hi, l1, nonzero = _sums_numpy(a)
+    n = a.size
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    mean = total / n
+    var = max(sq / n - mean * mean, 0.0)
+    if mean * mean > VARIANCE_GUARD * var and math.isfinite(mean) and hi > lo:
+        var = float(torch.linalg.vector_norm(flat - mean)) ** 2 / n
+    std = math.sqrt(var)
+    if not (math.isfinite(mean) and math.isfinite(std)):
+        return None
+    summary = {
+        "numel": n,
+        "mean": mean,
+        "std": std,
+        "min": lo,
+        "max": hi,
+        "absmean": l1 / n,
+        "norm": math.sqrt(sq),
+        "zeros": (n - nonzero) / n,
+        "nan": 0,
+        "inf": 0,
+    }
+    values = a if a.dtype == np.float32 else a.astype(np.float32)
+    return summary, _bin(values, lo, hi, 1)
 
 
 def fill(pending: list) -> int:
@@ -209,8 +246,6 @@ def _sums_device(flat: torch.Tensor) -> list[float]:
 def _histogram(flat: torch.Tensor, lo: float, hi: float) -> dict | None:
     if not flat.numel() or not (math.isfinite(lo) and math.isfinite(hi)):
         return None
-    if hi <= lo:
-        hi = lo + 1.0
     n = flat.numel()
     part, every = flat, 1
     if n > HIST_SAMPLE:
@@ -218,7 +253,14 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float) -> dict | None:
         gap = n // runs
         part = flat[: runs * gap].reshape(runs, gap)[:, :HIST_RUN]
         every = round(gap / HIST_RUN)
-    values = part.to("cpu", torch.float32).reshape(-1).numpy()
+    return _bin(part.to("cpu", torch.float32).reshape(-1).numpy(), lo, hi, every)
+
+
+def _bin(values: np.ndarray, lo: float, hi: float, every: int) -> dict:
+    """HIST_BINS counts of float32 ``values`` over [lo, hi] (finite; a constant tensor's
+    range is [lo, lo + 1])."""
+    if hi <= lo:
+        hi = lo + 1.0
     scaled = np.subtract(values, np.float32(lo), dtype=np.float32)
     scaled *= np.float32(HIST_BINS / (hi - lo))
     bins = scaled.astype(np.intp)  # ≥ 0: lo is the minimum
