@@ -53,7 +53,7 @@ def test_other_ranks_record_light_by_default(ddp_recording):
     for run, keeps in ((full, True), (light, False)):
         batch = run.batch(run.batch_ids()[0]).record
         step = run.step(0).record
-        kept = [t for t in batch["tensors"] + step["tensors"] if t.get("value")]
+        kept = [t for t in [*batch["tensors"], *step["tensors"]] if t.get("value")]
         assert bool(kept) is keeps
         assert batch["batch"]["loss"] is not None and batch["batch"]["digest"]
         assert all(t["stats"].get("norm") is not None for t in step["tensors"])

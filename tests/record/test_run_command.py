@@ -154,6 +154,9 @@ def _start_slow(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # Ctrl-C reaches Python even when this suite runs in the background of a shell
+        # without job control, which starts it with SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 60
     while time.time() < deadline:
