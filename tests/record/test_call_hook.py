@@ -54,12 +54,18 @@ BACKENDS = [
 ]
 
 
-@needs_no_tracer
-def test_script_sets_up_untraced_and_trains_traced(tmp_path):
+def _project_script(tmp_path, source: str):
+    """``source`` as ``train.py`` of a project folder: (the script, the project)."""
     project = tmp_path / "project"
     project.mkdir()
     script = project / "train.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
+    return script, project
+
+
+@needs_no_tracer
+def test_script_sets_up_untraced_and_trains_traced(tmp_path):
+    script, project = _project_script(tmp_path, SCRIPT)
     seen = tmp_path / "seen.txt"
     outcome = record_script(script, [str(seen)], Settings(steps=2), project, tmp_path / "runs")
     assert seen.read_text() == "none"  # imports and set-up ran at full speed
@@ -70,10 +76,7 @@ def test_script_sets_up_untraced_and_trains_traced(tmp_path):
 
 @needs_monitoring
 def test_functions_recorded_under_another_settrace_tracer_from_python_3_12(tmp_path):
-    project = tmp_path / "project"
-    project.mkdir()
-    script = project / "train.py"
-    script.write_text(SCRIPT)
+    script, project = _project_script(tmp_path, SCRIPT)
     before = sys.gettrace()
     sys.settrace(lambda frame, event, arg: None)  # a debugger or coverage, say
     try:
@@ -393,10 +396,7 @@ TREE_SCRIPT = textwrap.dedent(
 def test_call_tree_same_with_either_backend(tmp_path, monkeypatch):
     import tvis.record.functions as functions
 
-    project = tmp_path / "project"
-    project.mkdir()
-    script = project / "train.py"
-    script.write_text(TREE_SCRIPT)
+    script, project = _project_script(tmp_path, TREE_SCRIPT)
     trees = {}
     for backend in (SettraceHook, MonitoringHook):
         monkeypatch.setattr(functions, "new_call_hook", backend)

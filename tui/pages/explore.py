@@ -110,15 +110,10 @@ class ExplorePage(Asks, Screen):
         return pane
 
     def _build_pane(self, name: str) -> Widget:
-        if name == "source":
-            return self._kept(SourcePane(id=name))
-        if name == "layers":
-            return self._kept(LayersPane(id=name))
-        if name == "timeline":
-            return self._kept(Timeline(id=name))
-        if name == "step":
-            return self._kept(StepView(id=name))
-        return self._kept(SamplesView(self.app.image_mode, id=name))
+        if name == "samples":
+            return self._kept(SamplesView(self.app.image_mode, id=name))
+        kinds = {"source": SourcePane, "layers": LayersPane, "timeline": Timeline, "step": StepView}
+        return self._kept(kinds[name](id=name))
 
     def on_mount(self) -> None:
         self.watch(self.app, "batch", self._batch_changed, init=False)

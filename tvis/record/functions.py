@@ -2,8 +2,8 @@
 
 The hook runs on every Python call once the first batch opens (on Python ≥ 3.12, on a
 library code object's first call only), decides from a per-code-object cache and ignores
-library code, so only project frames get their return watched. A module's own ``forward`` is merged into the module's call instead of appearing
-twice.
+library code, so only project frames get their return watched. A module's own ``forward``
+is merged into the module's call instead of appearing twice.
 """
 
 from __future__ import annotations

@@ -298,17 +298,23 @@ class TensorEntries(Sequence):
     """The tensor entries of an index record, in file order; each is decoded and checked
     against ``schema.TensorEntry`` the first time it is asked for."""
 
-    def __init__(self, data: memoryview, offsets: list[int], what: str) -> None:
+    def __init__(
+        self,
+        data: memoryview,
+        offsets: list[int],
+        what: str,
+        entries: list[dict[str, Any]] | None = None,
+    ) -> None:
         self._data, self._offsets, self._what = data, offsets, what
-        self._entries: list[dict[str, Any] | None] = [None] * (len(offsets) - 1)
+        self._entries: list[dict[str, Any] | None] = (
+            list(entries) if entries is not None else [None] * (len(offsets) - 1)
+        )
         self.by_id = TensorsById(self)
 
     @classmethod
     def decoded(cls, entries: list[dict[str, Any]]) -> TensorEntries:
         """Entries already decoded and checked (a record read whole)."""
-        made = cls(memoryview(b""), [0] * (len(entries) + 1), "")
-        made._entries = list(entries)
-        return made
+        return cls(memoryview(b""), [], "", entries)
 
     def __len__(self) -> int:
         return len(self._entries)
