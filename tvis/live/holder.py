@@ -31,6 +31,15 @@ def _listening_inodes(port: int) -> set[str]:
     return inodes
 
 
+def _link(path: str) -> str | None:
+    """Where an fd points, or None once it is closed: a busy holder opens and closes fds
+    while it is scanned, and one closed fd must not hide the rest of its process."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
 def port_holder(port: int) -> str | None:
     """``"pid 1234 (tvis tui --live)"`` for the process listening on ``port``, or None."""
     inodes = _listening_inodes(port)
@@ -40,7 +49,7 @@ def port_holder(port: int) -> str | None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
-            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") in wanted for fd in fds):
+            if not any(_link(f"/proc/{pid}/fd/{fd}") in wanted for fd in fds):
                 continue
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
