@@ -7,6 +7,7 @@ from pathlib import Path
 from conftest import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.colors import phase_label
+from tvis.tui.widgets import layers_table
 from tvis.tui.widgets.layers_table import LayersTable
 from tvis.tui.widgets.samples_view import SampleTable
 from tvis.tui.widgets.source_view import SourceView
@@ -79,6 +80,31 @@ async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: 
             lambda: page.calls.call_tree.cursor_node.data.row.get("id") == first["id"],
             "the row's call revealed in the tree",
         )
+
+
+async def test_the_layers_table_opens_on_the_selected_call_even_beyond_its_first_page(
+    run_dir: Path, monkeypatch
+):
+    # Pages of 4 rows: the selected head is then found by the agent (``locate``), not on
+    # the first page the table asks for.
+    monkeypatch.setattr(layers_table, "PAGE", 4)
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        page.calls.call_tree.move_cursor(node_named(page, "head"))
+        await wait_for(
+            pilot, lambda: page.selection and page.selection.row.get("name") == "head", "head"
+        )
+        await pilot.press("y")
+        table = page.query_one(LayersTable)
+        on_cursor = lambda: table.row(table.cursor) or {}  # noqa: E731
+        await wait_for(pilot, lambda: on_cursor().get("name") == "head", "the cursor on head")
+        assert table.cursor >= 4
+        at = table.cursor
+        await pilot.press("k", "k", "k", "k", "k")  # onto a page not held yet
+        await wait_for(pilot, lambda: table.row(at - 5) is not None, "the rows above")
+        await pilot.pause(0.2)
+        assert table.cursor == at - 5  # the user's now: pages arriving leave it there
 
 
 def _column(table: LayersTable, key: str) -> list[float]:

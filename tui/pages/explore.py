@@ -276,7 +276,10 @@ class ExplorePage(Asks, Screen):
         ):
             return
         if name == "layers":
-            self.query_one(LayersTable).load(app.batch)
+            table = self.query_one(LayersTable)
+            if self.selection is not None and self.selection.kind == "call":
+                table.follow = self.selection.call  # opened on the selected call's row
+            table.load(app.batch)
         elif name == "timeline":
             self.query_one(Timeline).load(app.batch)
         elif name == "samples":

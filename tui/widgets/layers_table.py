@@ -154,6 +154,8 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         self.follow: int | None = None
         self.pages: dict[int, list[dict[str, Any]]] = {}
         self._asked: set[int] = set()
+        self._located: int | None = None  # the followed call's row (-1: it has none)
+        self._placed = False  # whether the cursor has been put on it in this order
         self._order = 0  # which order of rows the pages belong to
         self._lines: LRUCache[tuple, Strip] = LRUCache(CACHED_LINES)
 
@@ -168,39 +170,80 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         self._order += 1
         self.pages.clear()
         self._asked.clear()
-        self._ask_page(0, locate=self.follow)
+        self._located = None
+        self._placed = False
+        self._ask_page(0)  # answered before this returns when the page is at hand
+        if self.follow is not None and not self._placed:
+            # Asked beside page 0, not inside it: page 0 of an order is then one request
+            # whichever call is followed, answered from the cache after the first time.
+            self.ask(
+                "layers",
+                tag=f"{self._order}:locate",
+                **self._page_params(0)
+                | {"limit": 0, "locate": self.follow},  # no rows: only where its row is
+            )
 
-    def _ask_page(self, page: int, locate: int | None = None) -> None:
+    def _ask_page(self, page: int) -> None:
         if self.batch_index is None or page in self._asked:
             return
         self._asked.add(page)
         self.ask(
             "layers",
             tag=f"{self._order}:{page}",
-            run=self.app.run_name,
-            batch=self.batch_index,
-            sort=self.sort_column.sort,
-            desc=self.desc,
-            offset=page * PAGE,
-            limit=PAGE,
-            skip_data=True,
-            locate=locate,
+            **self._page_params(page),
         )
 
+    def _page_params(self, page: int) -> dict[str, Any]:
+        return {
+            "run": self.app.run_name,
+            "batch": self.batch_index,
+            "sort": self.sort_column.sort,
+            "desc": self.desc,
+            "offset": page * PAGE,
+            "limit": PAGE,
+            "skip_data": True,
+        }
+
     def answered(self, tag: str, result: dict[str, Any]) -> None:
-        order, page = map(int, tag.split(":"))
-        if order != self._order:
+        order, what = tag.split(":")
+        if int(order) != self._order:
             return
-        self.pages[page] = result.get("rows") or []
-        if page == 0:
-            self.row_count = result.get("total") or 0
-            self.hidden_data_calls = result.get("hidden") or 0
-            self.virtual_size = Size(self._total_width(self.size.width), self.row_count + HEADER)
-            located = result.get("located")
-            self.cursor = located if located is not None else 0
-            self._scroll_to_cursor()
-            self.post_message(self.Filled())
+        if what == "locate":
+            self._located = result.get("located")
+            if self._located is None:
+                self._located = -1  # not a row of this table: the cursor stays on the first
+            else:
+                self._ask_page(self._located // PAGE)
+        else:
+            page = int(what)
+            self.pages[page] = result.get("rows") or []
+            if page == 0:
+                self.row_count = result.get("total") or 0
+                self.hidden_data_calls = result.get("hidden") or 0
+                self.virtual_size = Size(
+                    self._total_width(self.size.width), self.row_count + HEADER
+                )
+                self.post_message(self.Filled())
+        if 0 in self.pages:
+            self._place_cursor()
         self.refresh()
+
+    def _place_cursor(self) -> None:
+        """On the followed call's row once it is known where it is: on page 0 at once, else
+        when the agent's answer to ``locate`` comes. Once per order: then it is the user's."""
+        if self._placed:
+            return
+        if self.follow is None:
+            self.cursor = 0
+        elif self._located is not None:
+            self.cursor = max(0, self._located)
+        else:
+            on_first = [i for i, r in enumerate(self.pages[0]) if r.get("id") == self.follow]
+            if not on_first:
+                return  # the agent is still looking
+            self.cursor = on_first[0]
+        self._placed = True
+        self._scroll_to_cursor()
 
     def failed(self, tag: str, message: str) -> None:
         self.row_count, self.pages = 0, {}
