@@ -228,6 +228,10 @@ class PtyViewer:
             with self._lock:
                 self.chunks.append((time.perf_counter(), data))
 
+    def bytes_since(self, t0: float) -> int:
+        with self._lock:
+            return sum(len(d) for t, d in self.chunks if t >= t0)
+
     def text_since(self, t0: float) -> tuple[str, float]:
         """The plain text written since ``t0`` and when its last chunk arrived."""
         with self._lock:
@@ -269,9 +273,11 @@ class PtyViewer:
 def terminal_cursor_moves(viewer: PtyViewer, repeat: int) -> dict[str, list[float]]:
     """From writing a key to the viewer's terminal until it has written (a) the tree rows
     with the moved cursor, (b) the inspector header of the call the cursor moved to, and
-    (c) everything it writes for that move (the screen settled: cards, heatmaps); then
-    (d) the inspector's own keys: focus it and step through its tensor cards, settled."""
-    figures: dict[str, list[float]] = {k: [] for k in ("tree_row", "header", "settled", "card")}
+    (c) everything it writes for that move (the screen settled: cards, heatmaps), and how
+    many bytes that was (what a slow link carries per move); then (d) the inspector's own
+    keys: focus it and step through its tensor cards, settled."""
+    kinds = ("tree_row", "header", "settled", "bytes", "card")
+    figures: dict[str, list[float]] = {k: [] for k in kinds}
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=60)  # the viewer opens on Replay
         viewer.press("2")  # Explore
@@ -285,6 +291,7 @@ def terminal_cursor_moves(viewer: PtyViewer, repeat: int) -> dict[str, list[floa
                 figures["tree_row"].append(viewer.wait_for("■ features Sequential", t0))
                 figures["header"].append(viewer.wait_for(header, t0))
                 figures["settled"].append(viewer.wait_settled(t0))
+                figures["bytes"].append(viewer.bytes_since(t0))
         viewer.wait_settled(viewer.press("i"))
         for _ in range(repeat):
             for key in ("j", "k"):
@@ -331,6 +338,8 @@ def print_moves(where: str, keys: dict[str, list[float]]) -> None:
     print(f"[{where}] tree move, row drawn:      {summary(keys['tree_row'])}   (target ≤ 50 ms)")
     print(f"[{where}] tree move, inspector header: {summary(keys['header'])}")
     print(f"[{where}] tree move, screen settled: {summary(keys['settled'])}   (target ≤ 50 ms)")
+    kib = sorted(b / 1024 for b in keys["bytes"])
+    print(f"[{where}] tree move, bytes written:  median {statistics.median(kib):.1f} KiB")
     print(f"[{where}] inspector card, settled:   {summary(keys['card'])}   (target ≤ 50 ms)")
 
 

@@ -42,7 +42,12 @@ async def _settled(pilot, page) -> None:
         lambda: all(c.query_one(Picture).has_data for c in page.inspector.cards),
         "every card's heatmap",
     )
-    await pilot.pause(0.2)
+    # Then until nothing more changes (a scrollbar's thumb follows its cards a frame later).
+    seen = [screen_text(pilot.app)]
+    while len(seen) < 3 or len(set(seen[-3:])) > 1:
+        await pilot.pause(0.1)
+        seen.append(screen_text(pilot.app))
+        assert len(seen) < 50, "the screen never settled"
 
 
 @pytest.mark.parametrize(
