@@ -209,25 +209,3 @@ async def test_shift_arrows_pick_a_place_on_the_inspected_layer_and_backspace_fo
         assert page.inspector.has_focus  # the keys did not move the inspector's cursor
         await pilot.press("backspace")
         assert view.location is None and "neurons" not in str(listed.render())
-
-
-async def test_a_move_between_calls_of_different_shapes_is_laid_out_once(run_dir: Path):
-    """The cards resize (a 3×32×32 input, then a 64×8×8 map): one layout places and paints
-    them. A second pass, Textual's after any resize unless the widgets are ``Steady``,
-    would send the whole inspector again, the same cells, on every move."""
-    app = make_app(run_dir)
-    async with app.run_test(size=(120, 40)) as pilot:
-        page = await open_explore(pilot)
-        layouts = []
-        app.screen.screen_layout_refresh_signal.subscribe(page, layouts.append)
-        for name in ("features", "ShapesCNN", "features"):  # both now in the client's cache
-            await _select(pilot, page, name)
-            await pilot.pause(0.3)
-        heights = {}
-        for name in ("ShapesCNN", "features"):
-            layouts.clear()
-            await _select(pilot, page, name)
-            await pilot.pause(0.3)
-            assert len(layouts) == 1, f"{len(layouts)} layouts for one move to {name}"
-            heights[name] = [card.size.height for card in page.inspector.cards]
-        assert heights["ShapesCNN"] != heights["features"]  # the cards did resize

@@ -14,10 +14,8 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tvis.tui.steady import Steady
 
-
-class TextLines(Steady, Widget):
+class TextLines(Widget):
     """Rich text, wrapped to the widget's width, as prebuilt lines of cells."""
 
     DEFAULT_CSS = "TextLines { height: auto; }"

@@ -29,7 +29,6 @@ from tvis.tui.picture import colormaps, raster
 from tvis.tui.picture.colormaps import Colormap, Depth, Scale
 from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
 from tvis.tui.picture.text_lines import TextLines
-from tvis.tui.steady import Steady, SteadyStatic
 
 LABEL_CHARS = 8
 """Longest tick label drawn; tokens and class names longer than this are cut."""
@@ -70,7 +69,7 @@ class _Content:
     masked: np.ndarray | None = None
 
 
-class _Cells(Steady, Widget):
+class _Cells(Widget):
     """Half-block cells of an RGB picture, drawn line by line."""
 
     DEFAULT_CSS = "_Cells { width: auto; height: auto; }"
@@ -96,14 +95,14 @@ class _Cells(Steady, Widget):
         return Strip.blank(self.size.width, self.rich_style)
 
 
-class _Row(Steady, Widget):
+class _Row(Widget):
     """Tick labels beside the canvas. Not a ``Horizontal``: a page's rule for its own
     ``Horizontal`` containers would reach in and resize it."""
 
     DEFAULT_CSS = "_Row { layout: horizontal; width: 1fr; height: auto; }"
 
 
-class Picture(Steady, Widget):
+class Picture(Widget):
     """An array as a colour map, or an RGB picture, at most ``max_rows`` cells tall."""
 
     DEFAULT_CSS = """
@@ -214,11 +213,11 @@ class Picture(Steady, Widget):
 
     def compose(self) -> ComposeResult:
         with _Row():
-            yield SteadyStatic(classes="ylabels")
+            yield Static(classes="ylabels")
             yield self._canvas()
-        yield SteadyStatic(classes="xlabels")
+        yield Static(classes="xlabels")
         yield TextLines(classes="legend")
-        yield SteadyStatic(classes="note")
+        yield Static(classes="note")
 
     def _mode(self) -> str:
         return getattr(self.app, "image_mode", "halfcell")

@@ -30,7 +30,6 @@ from textual.widgets import Static
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale, overlay, to_rgb
-from tvis.tui.steady import Steady, SteadyStatic
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
 
 VIEWS = ("image", "neurons", "stats")
@@ -69,7 +68,7 @@ def neurons_limit(width: int, height: int) -> int:
     return max(1, (width + 1) // (MAP_PX + 1)) * max(1, (height - 3) // (MAP_PX // 2 + 1))
 
 
-class OnImageView(Steady, AgentPane):
+class OnImageView(AgentPane):
     """The layer painted over the input picture, and the place the user picked on it: for
     conv maps and patch tokens every neuron's raw value there; for attention the query
     patch, whose gaze is painted instead of [CLS]'s."""
@@ -93,8 +92,8 @@ class OnImageView(Steady, AgentPane):
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=14, legend=False)
-        yield SteadyStatic(classes="info")
-        yield SteadyStatic(classes="location")
+        yield Static(classes="info")
+        yield Static(classes="location")
 
     @staticmethod
     def request(layer: Layer, picture: bool, query: int = 0) -> tuple[str, dict[str, Any]]:
@@ -308,7 +307,7 @@ class PlaceKeys:
             view.forget_location()
 
 
-class NeuronsView(Steady, AgentPane):
+class NeuronsView(AgentPane):
     """Every channel or unit, most active first, one page at a time."""
 
     DEFAULT_CSS = """
@@ -325,8 +324,8 @@ class NeuronsView(Steady, AgentPane):
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=20, legend=False)
-        yield SteadyStatic(classes="bars")
-        yield SteadyStatic(classes="info")
+        yield Static(classes="bars")
+        yield Static(classes="info")
 
     @staticmethod
     def request(layer: Layer, offset: int, limit: int) -> tuple[str, dict[str, Any]]:
@@ -438,7 +437,7 @@ class NeuronsView(Steady, AgentPane):
         self.query_one(".info", Static).update("")
 
 
-class StatsView(Steady, AgentPane):
+class StatsView(AgentPane):
     """The layer's output as the inspector's tensor card."""
 
     DEFAULT_CSS = "StatsView { height: auto; }"
@@ -449,7 +448,7 @@ class StatsView(Steady, AgentPane):
         self.card: TensorCard | None = None
 
     def compose(self) -> ComposeResult:
-        yield SteadyStatic(classes="info")
+        yield Static(classes="info")
 
     def show(self, layer: Layer) -> None:
         if layer == self.shown_layer:
@@ -481,7 +480,7 @@ class StatsView(Steady, AgentPane):
         self.query_one(".info", Static).update(Text(message, style=colors.MUTED))
 
 
-class _Switcher(SteadyStatic):
+class _Switcher(Static):
     """The ``On image  Neurons  Stats`` line; a click on a name shows that view."""
 
     def action_switch_view(self, view: str) -> None:
@@ -489,7 +488,7 @@ class _Switcher(SteadyStatic):
             self.parent.switch(view)
 
 
-class LayerViews(Steady, Vertical):
+class LayerViews(Vertical):
     """The three views of one layer with a switcher line; ``v`` (or a click) cycles them."""
 
     DEFAULT_CSS = """

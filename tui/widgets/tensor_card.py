@@ -17,7 +17,6 @@ from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale
 from tvis.tui.picture.text_lines import TextLines
 from tvis.tui.picture.widget import depth_of
-from tvis.tui.steady import Steady, SteadyStatic
 from tvis.tui.widgets.histogram import histogram
 
 
@@ -110,7 +109,7 @@ def view_request(
     }
 
 
-class TensorCard(Steady, AgentPane):
+class TensorCard(AgentPane):
     """One tensor argument, output or parameter tensor."""
 
     DEFAULT_CSS = """
@@ -136,11 +135,11 @@ class TensorCard(Steady, AgentPane):
         self._made_for = 0  # the picture width the histogram and view were made for
 
     def compose(self) -> ComposeResult:
-        yield SteadyStatic(classes="title")
-        yield SteadyStatic(classes="stats")
+        yield Static(classes="title")
+        yield Static(classes="stats")
         yield TextLines(classes="hist")
         yield Picture(max_rows=self.max_rows)
-        yield SteadyStatic(classes="dims")
+        yield Static(classes="dims")
 
     def on_mount(self) -> None:
         self.show(*self.initial)
@@ -304,7 +303,7 @@ class TensorCard(Steady, AgentPane):
         self._refresh_dims()
 
 
-class ValueLine(SteadyStatic):
+class ValueLine(Static):
     """A non-tensor argument: ``name = value`` (the recorder's short repr), a text quoted
     whole, or token ids with the text they decode to."""
 
