@@ -113,6 +113,8 @@ class LivePage(Screen):
         self.selected: str | None = None
         self.view: View | None = None
         self._pin: tuple[int, float] | None = None
+        self._jumps = 0  # how often a key has reset the pin (`end`, a row, a rank)
+        self._built_after = 0  # the jumps the view being built knows of
         self._step = 0
         self.rank: int | None = None  # only this sender rank's catches; None: every rank
         self._busy = False
@@ -181,6 +183,7 @@ class LivePage(Screen):
         name = event.row_key.value
         if name != self.selected:
             self.selected, self._pin, self._step = name, None, 0
+            self._jumps += 1
             self._tick()
 
     def action_step(self, delta: int) -> None:
@@ -191,6 +194,7 @@ class LivePage(Screen):
     def action_newest(self) -> None:
         """Follow the newest value again."""
         self._pin, self._step = None, 0
+        self._jumps += 1
         self._tick()
 
     def _history_keys(self) -> str:
@@ -212,6 +216,7 @@ class LivePage(Screen):
             later = [r for r in ranks if r > self.rank]
             self.rank = later[0] if later else None
         self._pin, self._step = None, 0
+        self._jumps += 1
         self._tick()
 
     def _tick(self) -> None:
@@ -228,7 +233,7 @@ class LivePage(Screen):
             bars.bar_columns,
             self.rank,
         )
-        self._step = 0
+        self._step, self._built_after = 0, self._jumps
         self._build(request)
 
     @work(thread=True, group="live-view")
@@ -255,7 +260,8 @@ class LivePage(Screen):
     def _apply(self, view: View) -> None:
         self._busy = False
         self.view = view
-        if view.selected == self.selected:
+        if view.selected == self.selected and self._built_after == self._jumps:
+            # Not after a jump made while this view was built: it would put the old pin back.
             self._pin = view.pin
         self._say(f"{view.status} · {self._history_keys()}")
         table = self.query_one(DataTable)
