@@ -209,11 +209,10 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         if int(order) != self._order:
             return
         if what == "locate":
-            self._located = result.get("located")
-            if self._located is None:
-                self._located = -1  # not a row of this table: the cursor stays on the first
-            else:
-                self._ask_page(self._located // PAGE)
+            located = result.get("located")
+            self._located = -1 if located is None else located  # -1: it is not a row here
+            if located is not None:
+                self._ask_page(located // PAGE)
         else:
             page = int(what)
             self.pages[page] = result.get("rows") or []
@@ -238,10 +237,10 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         elif self._located is not None:
             self.cursor = max(0, self._located)
         else:
-            on_first = [i for i, r in enumerate(self.pages[0]) if r.get("id") == self.follow]
-            if not on_first:
+            ids = [r.get("id") for r in self.pages[0]]
+            if self.follow not in ids:
                 return  # the agent is still looking
-            self.cursor = on_first[0]
+            self.cursor = ids.index(self.follow)
         self._placed = True
         self._scroll_to_cursor()
 

@@ -108,19 +108,34 @@ def stats(x: torch.Tensor) -> tuple[dict, dict | None]:
             mean_ = std_ = lo_ = hi_ = l1 = l2 = float("nan")
             nonzero = n
     m = max(n - nan - inf, 1)
-    summary = {
+    summary = _summary(n, mean_, std_, lo_, hi_, l1 / m, l2, nonzero, nan, inf)
+    return summary, _histogram(flat, lo_, hi_)
+
+
+def _summary(
+    n: int,
+    mean: float,
+    std: float,
+    lo: float,
+    hi: float,
+    absmean: float,
+    norm: float,
+    nonzero: int,
+    nan: int = 0,
+    inf: int = 0,
+) -> dict:
+    return {
         "numel": n,
-        "mean": mean_,
-        "std": std_,
-        "min": lo_,
-        "max": hi_,
-        "absmean": l1 / m,
-        "norm": l2,
+        "mean": mean,
+        "std": std,
+        "min": lo,
+        "max": hi,
+        "absmean": absmean,
+        "norm": norm,
         "zeros": (n - nonzero) / n,
         "nan": nan,
         "inf": inf,
     }
-    return summary, _histogram(flat, lo_, hi_)
 
 
 def _small_stats(flat: torch.Tensor) -> tuple[dict, dict] | None:
@@ -140,18 +155,7 @@ def _small_stats(flat: torch.Tensor) -> tuple[dict, dict] | None:
     std = math.sqrt(var)
     if not (math.isfinite(mean) and math.isfinite(std)):
         return None
-    summary = {
-        "numel": n,
-        "mean": mean,
-        "std": std,
-        "min": lo,
-        "max": hi,
-        "absmean": l1 / n,
-        "norm": math.sqrt(sq),
-        "zeros": (n - nonzero) / n,
-        "nan": 0,
-        "inf": 0,
-    }
+    summary = _summary(n, mean, std, lo, hi, l1 / n, math.sqrt(sq), nonzero)
     values = a if a.dtype == np.float32 else a.astype(np.float32)
     return summary, _bin(values, lo, hi, 1)
 

@@ -132,7 +132,10 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _load(path: Path, what: str) -> Any:
-    data = _read(path, what)
+    return _parse(_read(path, what), path, what)
+
+
+def _parse(data: bytes, path: Path, what: str) -> Any:
     try:
         if path.suffix == ".json":
             return json.loads(data)
@@ -392,7 +395,7 @@ class Chunk:
         kind = schema.StepRecord if self.path.parent.name == STEPS else schema.BatchRecord
         record = _index_record(data, what)
         if record is None:  # not the usual layout: decoded whole, to say what is wrong
-            record = _load(self.path / INDEX, what)
+            record = _parse(data, self.path / INDEX, f"the index of {self.what}")
             if not isinstance(record, dict):
                 raise StoreError(f"the index of {self.what} is corrupt ({self.path}).")
             _check(record, kind, what)
