@@ -441,10 +441,9 @@ class LayersPane(Vertical):
         sort_keys = (
             f"{keys.shown(self.app, 'layers.sort')} / {keys.shown(self.app, 'layers.reverse')}"
         )
-        text = Text(f"{table.row_count} layers · {order} · {sort_keys} sort")
+        # One line that ends in … where the pane is narrower, never a word cut off.
+        text = Text(f"{table.row_count} layers · {order} · {sort_keys} sort", no_wrap=True)
+        text.overflow = "ellipsis"
         if table.hidden_data_calls:
-            text.append(
-                f" · {table.hidden_data_calls} data-pipeline calls are in the tree",
-                style=colors.MUTED,
-            )
+            text.append(f" · {table.hidden_data_calls} data calls: in the tree", colors.MUTED)
         self.query_one("#layers-caption", Static).update(text)
