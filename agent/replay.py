@@ -102,8 +102,17 @@ class ReplayAPI:
             "outline": whole["outline"],
             "batches": whole["batches"],
             "missing": whole["missing"],
-            "events": events[offset : offset + min(limit, MAX_EVENTS)],
+            "events": [
+                self._with_tensors(run, e) for e in events[offset : offset + min(limit, MAX_EVENTS)]
+            ],
         }
+
+    def _with_tensors(self, run: str, event: dict[str, Any]) -> dict[str, Any]:
+        """``event`` with its tensor fields, added in place the first time it is sent (one
+        ``update``: a reply encoded on another thread sees all of them or none)."""
+        if event["kind"] in ("layer", "grad") and "flags" not in event:
+            event.update(_tensor_fields(self._tree(run, event["batch"]), event["call"]))
+        return event
 
     def _build(
         self, run: str, index: dict[str, Any], sample: int, detail: str, opened: frozenset[int]
@@ -478,10 +487,10 @@ def _forward_calls(tree: CallTree, detail: str, owners: set[int]) -> list[int]:
 
 
 def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> dict[str, Any]:
+    """A layer's event without its tensors' fields: ``_tensor_fields`` adds them when a page
+    first holds the event, so a run of 20,000 layers decodes the entries a viewer shows, not
+    all of them, before the first page goes out."""
     call = tree.by_id[cid]
-    out = tree.first_output(call)
-    grad = tree.grad_of(out)
-    norm = ((grad or {}).get("stats") or {}).get("norm")
     return _event(
         phase,
         "layer" if phase == "forward" else "grad",
@@ -490,18 +499,28 @@ def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> 
         name=call.get("name"),
         cls=call.get("cls"),
         depth=call.get("depth"),
-        tensor=out.get("id") if out else None,
-        grad=grad.get("id") if grad else None,
-        shape=out.get("shape") if out else None,
-        absmean=((out or {}).get("stats") or {}).get("absmean"),
-        grad_norm=norm,
-        flags=(call.get("flags") or [])
+    )
+
+
+def _tensor_fields(tree: CallTree, cid: int) -> dict[str, Any]:
+    """What a layer event says of its call's first output and that output's gradient."""
+    call = tree.by_id[cid]
+    out = tree.first_output(call)
+    grad = tree.grad_of(out)
+    norm = ((grad or {}).get("stats") or {}).get("norm")
+    return {
+        "tensor": out.get("id") if out else None,
+        "grad": grad.get("id") if grad else None,
+        "shape": out.get("shape") if out else None,
+        "absmean": ((out or {}).get("stats") or {}).get("absmean"),
+        "grad_norm": norm,
+        "flags": (call.get("flags") or [])
         + [
             f
             for f in stat_flags((out or {}).get("stats"), norm)
             if f not in (call.get("flags") or [])
         ],
-    )
+    }
 
 
 def batch_events(
@@ -539,9 +558,10 @@ def batch_events(
         )
     arrived = []
     for position, cid in enumerate(forward):
-        grad = tree.grad_of(tree.first_output(tree.by_id[cid]))
-        if grad is not None:
-            arrived.append((grad["id"], -position, cid))
+        # The gradient's id, read off the output's entry: its own entry waits for a page.
+        grad = (tree.first_output(tree.by_id[cid]) or {}).get("grad")
+        if isinstance(grad, int):
+            arrived.append((grad, -position, cid))
     events.extend(_layer_event(tree, cid, "backward", info) for _, _, cid in sorted(arrived))
     return events
 
