@@ -36,6 +36,7 @@ from tvis.agent.ranks import RanksAPI
 from tvis.agent.replay import ReplayAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
+from tvis.agent.traffic import Traffic
 from tvis.agent.weights import WeightsAPI
 from tvis.store.reader import Chunk, RunReader, StoreError
 from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
@@ -86,6 +87,7 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
+        self.traffic = Traffic()
 
     # -- shared lookups ------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """Clients of the agent: the same ``call(method, **params)`` in-process or over ssh.
 
 ``connect(target)`` returns a ``LocalClient`` for a folder on this machine (the API in
-this process) or an ``SshClient`` (``ssh host tvis agent --stdio``; a ``PipeClient``,
-which talks to any agent subprocess with replies matched to requests by id). All are
-thread-safe and return the same Python types; errors raise ``AgentError`` and a lost
-connection ``ConnectionLost``, each with one sentence.
+this process; with ``own_process``, a ``LocalProcessClient``: ``tvis agent --stdio`` in a
+process of its own) or an ``SshClient`` (``ssh host tvis agent --stdio``). Both of those
+are ``PipeClient``s, which talk to an agent subprocess with replies matched to requests by
+id. All are thread-safe and return the same Python types; errors raise ``AgentError`` and
+a lost connection ``ConnectionLost``, each with one sentence.
 """
 
 from __future__ import annotations
@@ -419,6 +420,23 @@ class PipeClient(Client):
                 log.exception("on_lost failed")
 
 
+class LocalProcessClient(PipeClient):
+    """``tvis agent --stdio`` over a folder on this machine, in a process of its own: what
+    the viewer uses. In the viewer's process the agent's Python work (Replay's event list
+    of a big run takes a second or more) would hold the interpreter lock the screen needs;
+    in its own process it runs beside the screen on another core."""
+
+    def __init__(self, root: Path | str, *, echo_stderr: bool = True) -> None:
+        if not Path(root).is_dir():
+            raise AgentError(f"{root} is not a folder.", NOT_FOUND)
+        self.root = str(root)
+        argv = [sys.executable, "-m", "tvis", "agent", "--stdio", "--root", self.root]
+        super().__init__(argv, name="the local agent", echo_stderr=echo_stderr)
+
+    def describe(self) -> str:
+        return f"local {self.root}"
+
+
 class SshClient(PipeClient):
     """``ssh [-J hops] host tvis agent --stdio --root PATH``, sharing the ssh connection
     (ControlMaster) unless the user's config already chose how."""
@@ -490,18 +508,43 @@ def connect(
     ssh_command: Sequence[str] | None = None,
     control_dir: Path | None = None,
     echo_stderr: bool = True,
+    own_process: bool = False,
 ) -> Client:
     """A client for ``target`` that has shaken hands with its agent.
 
     Raises ``AgentError`` (one sentence) when the agent cannot be reached, speaks another
     protocol version, or (unless ``allow_empty``) has no runs under its root.
     """
+    client = open_client(
+        target,
+        ssh_command=ssh_command,
+        control_dir=control_dir,
+        echo_stderr=echo_stderr,
+        own_process=own_process,
+    )
+    return greet(client, target, allow_empty)
+
+
+def open_client(
+    target: Target,
+    *,
+    ssh_command: Sequence[str] | None = None,
+    control_dir: Path | None = None,
+    echo_stderr: bool = True,
+    own_process: bool = False,
+) -> Client:
+    """A client for ``target``, its agent (or ssh) started but not yet spoken to."""
+    if target.is_local and not own_process:
+        return LocalClient(target.path)
     if target.is_local:
-        client: Client = LocalClient(target.path)
-    else:
-        client = SshClient(
-            target, ssh_command=ssh_command, control_dir=control_dir, echo_stderr=echo_stderr
-        )
+        return LocalProcessClient(target.path, echo_stderr=echo_stderr)
+    return SshClient(
+        target, ssh_command=ssh_command, control_dir=control_dir, echo_stderr=echo_stderr
+    )
+
+
+def greet(client: Client, target: Target, allow_empty: bool = False) -> Client:
+    """``client`` once it has shaken hands with its agent (closed if that fails)."""
     try:
         info = client.handshake()
         if not allow_empty and not info.get("runs"):

@@ -29,6 +29,13 @@ def rpc(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def long_rpc(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Register ``func`` as a method whose work gives way to short requests in flight
+    (agent/traffic.py)."""
+    func.gives_way = True  # type: ignore[attr-defined]
+    return rpc(func)
+
+
 def _type_name(hint: Any) -> str:
     if typing.get_origin(hint) in (Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(hint))
@@ -117,7 +124,8 @@ def handle(api: Any, request: Any) -> dict[str, Any]:
         return _error(rid, "params must be a map from names to values.", BAD_REQUEST)
     try:
         check_params(method, func, params)
-        return {"id": rid, "result": func(api, **params)}
+        with api.traffic.serving(long=getattr(func, "gives_way", False)):
+            return {"id": rid, "result": func(api, **params)}
     except AgentError as e:
         return _error(rid, e.message, e.status)
     except StoreError as e:

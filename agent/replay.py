@@ -19,6 +19,7 @@ store and lookups it uses.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 from tvis.agent import layer_views as lv
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
-from tvis.agent.dispatch import rpc
+from tvis.agent.dispatch import long_rpc, rpc
 from tvis.agent.insights.common import stamp
 from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
@@ -57,6 +58,9 @@ MAX_THUMB_CELLS = 64
 # Event lists kept built (per run, followed sample and detail): a viewer follows one
 # sample at a time and prefetches its neighbours.
 EVENT_CACHE = 16
+# Layers read between two chances for a short request to pass (agent/traffic.py): a few
+# milliseconds of work.
+GIVE_WAY_EVERY = 256
 
 
 class ReplayAPI:
@@ -70,7 +74,7 @@ class ReplayAPI:
             cache = self.__dict__.setdefault("_replay_events", _LRU(EVENT_CACHE))
         return cache
 
-    @rpc
+    @long_rpc
     def replay(
         self,
         run: str,
@@ -128,6 +132,7 @@ class ReplayAPI:
         for info in index.get("batches") or []:
             if not isinstance(info, dict) or not isinstance(info.get("index"), int):
                 continue
+            self.traffic.give_way()
             b = info["index"]
             if info.get("light") or info.get("no_grad"):
                 if light is None:
@@ -155,7 +160,7 @@ class ReplayAPI:
             except AgentError as e:
                 missing.append(f"batch {b} cannot be read: {e.message}")
                 continue
-            built = batch_events(chunk, tree, info, sample, detail)
+            built = batch_events(chunk, tree, info, sample, detail, self.traffic.give_way)
             events.extend(built)
             kept = _min(kept, _kept_samples(chunk, tree))
             note = _batch_note(chunk.record, info)
@@ -163,6 +168,7 @@ class ReplayAPI:
                 missing.append(note)
             step = last_of_step.get(b)
             if step is not None and step in steps:
+                self.traffic.give_way()
                 events.extend(self._update_events(run, steps[step], info))
             batches.append(_batch_row(info, start, len(events) - start, note))
         for i, event in enumerate(events):
@@ -524,7 +530,12 @@ def _tensor_fields(tree: CallTree, cid: int) -> dict[str, Any]:
 
 
 def batch_events(
-    chunk: Chunk, tree: CallTree, info: dict[str, Any], sample: int, detail: str
+    chunk: Chunk,
+    tree: CallTree,
+    info: dict[str, Any],
+    sample: int,
+    detail: str,
+    give_way: Callable[[], None],
 ) -> list[dict[str, Any]]:
     """The events of one training batch, data to backward (see the module docstring)."""
     record = chunk.record
@@ -558,6 +569,8 @@ def batch_events(
         )
     arrived = []
     for position, cid in enumerate(forward):
+        if position % GIVE_WAY_EVERY == 0:
+            give_way()
         # The gradient's id, read off the output's entry: its own entry waits for a page.
         grad = (tree.first_output(tree.by_id[cid]) or {}).get("grad")
         if isinstance(grad, int):

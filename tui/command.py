@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tvis.agent.client import Client
+    from tvis.agent.protocol import AgentError
     from tvis.agent.target import Target
 
 DEFAULT_TARGET = "tvis_runs"
@@ -84,9 +85,9 @@ def _live_address(flag: str | None) -> str | None:
 def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[Callable, str]:
     """How the app gets its agent client, and how the target reads in the status line.
 
-    A remote target is connected here, before the app owns the terminal, so that ssh can
-    ask for a password or a second factor."""
-    from tvis.agent.client import connect
+    A local agent is started here, before the viewer's own imports, which it overlaps. A
+    remote target is connected here, before the app owns the terminal, so that ssh can ask
+    for a password or a second factor."""
     from tvis.agent.protocol import AgentError
     from tvis.targets import TargetError
     from tvis.targets import resolve as resolve_target
@@ -96,24 +97,25 @@ def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[
     except TargetError as e:
         raise _Refused(str(e), 2) from None
     label = target.describe()
-    if target.is_local:
-        return (lambda: connect(target, allow_empty=allow_empty, echo_stderr=False)), label
-    sys.stderr.write(f"tvis: connecting to {label} …\n")
-    dialer = Redialer(target, allow_empty=allow_empty)
+    dialer = Dialer(target, allow_empty=allow_empty)
     try:
-        dialer.first = dialer()
+        if target.is_local:
+            dialer.start()
+        else:
+            sys.stderr.write(f"tvis: connecting to {label} …\n")
+            dialer.first = dialer()
     except AgentError as e:
         raise _Refused(e.message, 1) from None
     return dialer, label
 
 
-class Redialer:
-    """The app's connector for an ssh target: the first call hands over the client connected
-    before the app took the terminal; each later call (a reconnect) dials the same target
-    again — same jump hosts, same ControlMaster socket folder."""
+class Dialer:
+    """The app's connector: each call returns a client that has shaken hands with the
+    target's agent; a later call (a reconnect) dials the same target again — same jump
+    hosts, same ControlMaster socket folder — or starts a new local agent.
 
-    may_prompt = True
-    """ssh may ask for a password or a second factor: the app lends it the terminal."""
+    The first call hands over what was begun before the app took the terminal: an ssh
+    client already connected, or a local agent already starting (``start``)."""
 
     def __init__(
         self,
@@ -124,21 +126,42 @@ class Redialer:
     ) -> None:
         self.target, self.allow_empty = target, allow_empty
         self.ssh_command, self.control_dir = ssh_command, control_dir
-        self.first: Client | None = None
+        self.first: Client | None = None  # connected and greeted
+        self._started: Client | AgentError | None = None  # started, not yet greeted
+        self.may_prompt = not target.is_local
+        """ssh may ask for a password or a second factor: the app lends it the terminal."""
+
+    def start(self) -> None:
+        """Start the agent now, so that it gets ready while the viewer does; a failure is
+        the first call's to report, inside the app."""
+        from tvis.agent.protocol import AgentError
+
+        try:
+            self._started = self._open()
+        except AgentError as e:
+            self._started = e
+
+    def _open(self) -> Client:
+        from tvis.agent.client import open_client
+
+        return open_client(
+            self.target,
+            ssh_command=self.ssh_command,
+            control_dir=self.control_dir,
+            echo_stderr=False,
+            own_process=True,
+        )
 
     def __call__(self) -> Client:
-        from tvis.agent.client import connect
+        from tvis.agent.client import greet
 
         client, self.first = self.first, None
         if client is not None:
             return client
-        return connect(
-            self.target,
-            allow_empty=self.allow_empty,
-            ssh_command=self.ssh_command,
-            control_dir=self.control_dir,
-            echo_stderr=False,
-        )
+        started, self._started = self._started, None
+        if isinstance(started, Exception):
+            raise started
+        return greet(started or self._open(), self.target, self.allow_empty)
 
 
 def main(args: argparse.Namespace) -> int:

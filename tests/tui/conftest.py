@@ -1,4 +1,4 @@
-"""Fixtures and helpers for the viewer's tests: the app over the real ``LocalClient`` and a
+"""Fixtures and helpers for the viewer's tests: the app over a real local agent process and a
 run recorded from the image-classifier example (the session fixture ``recorded_run``)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sshd import ssh_lab  # noqa: E402, F401  (a fixture: pytest finds it by name)
 from support import record_example, record_script  # noqa: E402
 
-from tvis.agent.client import connect  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
 from tvis.tui.app import TvisApp  # noqa: E402
+from tvis.tui.command import Dialer  # noqa: E402
 
 SETTLE_TIMEOUT_S = 20.0
 """Generous: the suite shares two cores with other rooms' tests."""
@@ -29,9 +29,9 @@ SETTLE_TIMEOUT_S = 20.0
 def make_app(root: Path, image_mode: str = "halfcell", **kwargs) -> TvisApp:
     """The viewer over ``root`` exactly as `tvis tui ROOT` builds it."""
     target = Target(path=str(root))
-    return TvisApp(
-        lambda: connect(target, echo_stderr=False), target.describe(), image_mode, **kwargs
-    )
+    dialer = Dialer(target)
+    dialer.start()
+    return TvisApp(dialer, target.describe(), image_mode, **kwargs)
 
 
 async def wait_for(

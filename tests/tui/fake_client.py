@@ -2,7 +2,7 @@
 over a synthetic model (a conv, ``n_blocks`` repeated blocks, a head, a loss).
 
 Only for what a recorded example cannot give: a node with thousands of children, and a run
-that grows while it is viewed. Every other test runs the real ``LocalClient`` over a run
+that grows while it is viewed. Every other test runs a real local agent process over a run
 recorded from the image-classifier example.
 """
 

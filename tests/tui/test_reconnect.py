@@ -1,6 +1,7 @@
-"""An ssh drop mid-view, against the real sshd: the app goes offline in one line, keeps the
-page as it was (greyed, taking no keys), reconnects with R through the same connector and
-comes back on the same batch, sample and selection; q while offline exits 0."""
+"""An ssh drop mid-view, against the real sshd (and a local agent killed): the app goes
+offline in one line, keeps the page as it was (greyed, taking no keys), reconnects with R
+through the same connector and comes back on the same batch, sample and selection; q while
+offline exits 0."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from textual.command import CommandPalette
 
 from tvis.agent.target import Target
 from tvis.tui.app import TvisApp
-from tvis.tui.command import Redialer
+from tvis.tui.command import Dialer
 
 
 def ssh_app(lab, run_dir: Path) -> TvisApp:
     target = Target(path=str(run_dir), host="tvis-test", remote_tvis=lab.remote_tvis)
-    dialer = Redialer(target, ssh_command=lab.ssh_command, control_dir=lab.control_dir())
+    dialer = Dialer(target, ssh_command=lab.ssh_command, control_dir=lab.control_dir())
     dialer.first = dialer()
     return TvisApp(dialer, target.describe(), "halfcell")
 
@@ -108,3 +109,25 @@ async def test_r_reconnects_from_the_keyboard(ssh_lab, run_dir: Path):
             pilot, lambda: page.selection and page.inspector.shown == page.selection, "a new call"
         )
         assert app.internal_errors == []
+
+
+async def test_a_local_agent_runs_apart_and_r_starts_a_new_one_when_it_dies(run_dir: Path):
+    from conftest import make_app
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        first = app.data.client
+        assert first.pid != os.getpid()  # the agent's work never holds the screen's GIL
+        os.kill(first.pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: app.offline, "the app offline")
+        assert app.offline.startswith("the connection to the local agent dropped")
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.offline is None, "the app back online")
+        assert app.data.client.pid not in (first.pid, os.getpid())
+        await pilot.press("j")
+        await wait_for(
+            pilot, lambda: page.selection and page.inspector.shown == page.selection, "a new call"
+        )
+        assert app.internal_errors == []
+    assert app.data.client._proc.wait(timeout=5) is not None  # ended with the app
