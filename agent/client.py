@@ -420,6 +420,11 @@ class PipeClient(Client):
                 log.exception("on_lost failed")
 
 
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
+"""``python -m`` puts the working folder first on ``sys.path``; the viewer is often started
+in a project whose ``utils.py`` or ``queue.py`` would then shadow what the agent imports."""
+
+
 class LocalProcessClient(PipeClient):
     """``tvis agent --stdio`` over a folder on this machine, in a process of its own: what
     the viewer uses. In the viewer's process the agent's Python work (Replay's event list
@@ -430,7 +435,7 @@ class LocalProcessClient(PipeClient):
         if not Path(root).is_dir():
             raise AgentError(f"{root} is not a folder.", NOT_FOUND)
         self.root = str(root)
-        argv = [sys.executable, "-m", "tvis", "agent", "--stdio", "--root", self.root]
+        argv = [sys.executable, *SAFE_PATH, "-m", "tvis", "agent", "--stdio", "--root", self.root]
         super().__init__(argv, name="the local agent", echo_stderr=echo_stderr)
 
     def describe(self) -> str:
