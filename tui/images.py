@@ -12,6 +12,7 @@ import os
 import re
 import select
 import sys
+import time
 from collections.abc import Mapping
 
 MODES = ("auto", "kitty", "sixel", "halfcell")
@@ -65,9 +66,12 @@ KITTY_PLACEHOLDERS = (0, 28)
 """The first kitty that draws pictures through Unicode placeholders, the way textual-image
 places them; an older kitty (Debian 12 ships 0.26.5) shows a grid of empty boxes instead."""
 
-XTVERSION_WAIT_S = 0.2
-"""How long to wait for the terminal's version reply: a local terminal answers in
-microseconds, one behind two ssh hops in tens of milliseconds; a silent one costs this once."""
+XTVERSION_WAIT_S = 1.0
+"""The longest wait for the terminal's version reply. The version query is followed by a
+primary device-attributes query (DA1), which every terminal answers, in order: the wait
+ends at that answer, so it is this long only for a terminal that answers nothing. A kitty
+behind two slow ssh hops, or starting on a busy machine, may take hundreds of milliseconds;
+missing its reply would draw empty boxes on a kitty too old for placeholders."""
 
 
 def placeholders_supported(version: str | None) -> bool:
@@ -84,28 +88,43 @@ def terminal_version() -> str | None:
     """The terminal's name and version from its XTVERSION reply, e.g. ``kitty(0.26.5)``."""
     try:
         import termios
-        import tty
 
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except (ImportError, OSError):
         return None
     try:
-        saved = termios.tcgetattr(fd)
-        tty.setraw(fd)
-        try:
-            os.write(fd, b"\x1b[>0q")
-            reply = b""
-            while select.select([fd], [], [], XTVERSION_WAIT_S)[0]:
-                reply += os.read(fd, 256)
-                if reply.endswith(b"\x1b\\"):
-                    break
-        finally:
-            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        return ask_version(fd)
     except (OSError, termios.error):
         return None
     finally:
         os.close(fd)
-    match = re.search(rb"\x1bP>\|([^\x1b]*)\x1b\\", reply)
+
+
+_VERSION_REPLY = re.compile(rb"\x1bP>\|([^\x1b]*)\x1b\\")
+_DA1_REPLY = re.compile(rb"\x1b\[\?[\d;]*c")
+
+
+def ask_version(fd: int) -> str | None:
+    """Ask the terminal on ``fd`` for its version (XTVERSION), then for its attributes
+    (DA1), and read until the attributes come: a terminal that does not know XTVERSION
+    has then said so by answering DA1 alone."""
+    import termios
+    import tty
+
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    try:
+        os.write(fd, b"\x1b[>0q\x1b[c")
+        reply = b""
+        deadline = time.monotonic() + XTVERSION_WAIT_S
+        while not _DA1_REPLY.search(reply):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                break
+            reply += os.read(fd, 256)
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+    match = _VERSION_REPLY.search(reply)
     return match.group(1).decode(errors="replace") if match else None
 
 
