@@ -1,9 +1,9 @@
 """Clients of the agent: the same ``call(method, **params)`` in-process or over ssh.
 
 ``connect(target)`` returns a ``LocalClient`` for a folder on this machine (the API in
-this process; with ``own_process``, a ``LocalProcessClient``: ``tvis agent --stdio`` in a
-process of its own) or an ``SshClient`` (``ssh host tvis agent --stdio``). Both of those
-are ``PipeClient``s, which talk to an agent subprocess with replies matched to requests by
+this process) or an ``SshClient`` (``ssh host tvis agent --stdio``); the viewer uses
+``open_client(target, own_process=True)``, which gives a ``LocalProcessClient`` (``tvis
+agent --stdio`` in a process of its own) for a folder. Those two are ``PipeClient``s, which talk to an agent subprocess with replies matched to requests by
 id. All are thread-safe and return the same Python types; errors raise ``AgentError`` and
 a lost connection ``ConnectionLost``, each with one sentence.
 """
@@ -513,7 +513,6 @@ def connect(
     ssh_command: Sequence[str] | None = None,
     control_dir: Path | None = None,
     echo_stderr: bool = True,
-    own_process: bool = False,
 ) -> Client:
     """A client for ``target`` that has shaken hands with its agent.
 
@@ -525,7 +524,6 @@ def connect(
         ssh_command=ssh_command,
         control_dir=control_dir,
         echo_stderr=echo_stderr,
-        own_process=own_process,
     )
     return greet(client, target, allow_empty)
 

@@ -62,10 +62,10 @@ def _freeze_if_big(chunk: Chunk) -> None:
     A batch of 20,000 calls is a few hundred thousand objects (its record, call tree and
     rows) that live as long as the chunk stays cached; each full collection rescanned
     them, pausing the agent (and a viewer holding it in-process, ``LocalClient``) for
-    0.3-0.7 s at random keypresses. They hold no cycles, so reference counting still frees them when
-    the chunk leaves the cache. The price: cycles alive at a freeze that die later are
-    never collected (about 700 objects, the viewer's replaced widgets, per big batch
-    opened), so small batches, whose collections cost milliseconds, are not frozen."""
+    0.3-0.7 s at random keypresses. They hold no cycles, so reference counting still frees
+    them when the chunk leaves the cache. The price: cycles alive at a freeze that die
+    later are never collected (about 700 objects per big batch opened), so small batches,
+    whose collections cost milliseconds, are not frozen."""
     if len(chunk.record.get("calls") or ()) >= FREEZE_CALLS:
         gc.freeze()
 

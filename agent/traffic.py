@@ -22,6 +22,8 @@ POLL_S = 0.002
 
 
 class Traffic:
+    """The count of short requests an agent is serving, and the wait a long one makes."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._short = 0
