@@ -125,3 +125,18 @@ def test_a_keymap_remaps_bindings_that_used_to_live_outside_the_table(tmp_path: 
     )
     keymap, problem = keys.load_keymap(path)
     assert problem is None and keymap["live.older"] == "comma"
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, "240"), ("30", "30")])
+def test_the_viewer_draws_up_to_240_frames_a_second_unless_textual_fps_says(
+    monkeypatch, tmp_path: Path, preset: str | None, expected: str
+):
+    from tvis.cli import main
+
+    if preset is None:
+        monkeypatch.delenv("TEXTUAL_FPS", raising=False)
+    else:
+        monkeypatch.setenv("TEXTUAL_FPS", preset)
+    # A target that is nothing: the command stops before the app starts, after the setting.
+    assert main(["tui", str(tmp_path / "no-such-folder")]) == 2
+    assert os.environ["TEXTUAL_FPS"] == expected

@@ -14,8 +14,10 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from tvis.tui.steady import Steady
 
-class TextLines(Widget):
+
+class TextLines(Steady, Widget):
     """Rich text, wrapped to the widget's width, as prebuilt lines of cells."""
 
     DEFAULT_CSS = "TextLines { height: auto; }"

@@ -29,6 +29,7 @@ from tvis.tui.picture import colormaps, raster
 from tvis.tui.picture.colormaps import Colormap, Depth, Scale
 from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
 from tvis.tui.picture.text_lines import TextLines
+from tvis.tui.steady import Steady, SteadyStatic
 
 LABEL_CHARS = 8
 """Longest tick label drawn; tokens and class names longer than this are cut."""
@@ -69,7 +70,7 @@ class _Content:
     masked: np.ndarray | None = None
 
 
-class _Cells(Widget):
+class _Cells(Steady, Widget):
     """Half-block cells of an RGB picture, drawn line by line."""
 
     DEFAULT_CSS = "_Cells { width: auto; height: auto; }"
@@ -95,14 +96,14 @@ class _Cells(Widget):
         return Strip.blank(self.size.width, self.rich_style)
 
 
-class _Row(Widget):
+class _Row(Steady, Widget):
     """Tick labels beside the canvas. Not a ``Horizontal``: a page's rule for its own
     ``Horizontal`` containers would reach in and resize it."""
 
     DEFAULT_CSS = "_Row { layout: horizontal; width: 1fr; height: auto; }"
 
 
-class Picture(Widget):
+class Picture(Steady, Widget):
     """An array as a colour map, or an RGB picture, at most ``max_rows`` cells tall."""
 
     DEFAULT_CSS = """
@@ -213,11 +214,11 @@ class Picture(Widget):
 
     def compose(self) -> ComposeResult:
         with _Row():
-            yield Static(classes="ylabels")
+            yield SteadyStatic(classes="ylabels")
             yield self._canvas()
-        yield Static(classes="xlabels")
+        yield SteadyStatic(classes="xlabels")
         yield TextLines(classes="legend")
-        yield Static(classes="note")
+        yield SteadyStatic(classes="note")
 
     def _mode(self) -> str:
         return getattr(self.app, "image_mode", "halfcell")

@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
+from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
 from tvis.tui.widgets.layer_views import Layer, LayerViews, PlaceKeys
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import (
@@ -161,7 +162,7 @@ PARAM_PARTS = ("weight", "grad", "update")
 """What a parameter's card shows: its value before the step, its gradient, and Δw."""
 
 
-class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
+class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first), and the layer
     views of a model call's output (with the On image view's place keys)."""
 
@@ -187,8 +188,8 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
         self._param_parts: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Static("Nothing selected yet.", id="header")
-        yield Vertical(id="args")
+        yield SteadyStatic("Nothing selected yet.", id="header")
+        yield SteadyVertical(id="args")
 
     def on_mount(self) -> None:
         self.watch(self.app, "show_grad", self._redraw_cards, init=False)
@@ -291,7 +292,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
         elif selection.kind == "param":
             self._load_param(selection)
         elif selection.kind == "group":
-            self._set_args([Static(group_table(selection.row.get("rows") or []))], [])
+            self._set_args([SteadyStatic(group_table(selection.row.get("rows") or []))], [])
         else:
             self._set_args([], [])
 
@@ -323,7 +324,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "call":
-            self._set_args([Static(Text(message, style=colors.BAD))], [])
+            self._set_args([SteadyStatic(Text(message, style=colors.BAD))], [])
         else:
             self._param_arrived(tag, None)  # shown without that part
 
@@ -345,7 +346,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
         refs: list[tuple[TensorCard, TensorRef]] = []
 
         for side, args in call_args(call):
-            widgets.append(Static(side, classes="section"))
+            widgets.append(SteadyStatic(side, classes="section"))
             for i, arg in enumerate(args):
                 entry = arg.get("entry") if isinstance(arg, dict) else None
                 if entry is None:
@@ -365,15 +366,15 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
                 widgets.append(card)
                 refs.append((card, ref))
                 if isinstance(arg.get("decoded"), dict) and "text" in arg["decoded"]:
-                    widgets.append(Static(decoded_text(arg), classes="decoded"))
+                    widgets.append(SteadyStatic(decoded_text(arg), classes="decoded"))
         for record in call.get("tokens") or []:
-            widgets.append(Static("tokenizer", classes="section"))
-            widgets.append(Static(tokenizer_text(record), classes="decoded"))
+            widgets.append(SteadyStatic("tokenizer", classes="section"))
+            widgets.append(SteadyStatic(tokenizer_text(record), classes="decoded"))
         layer = layer_of(
             call, selection, self.app.run_name or "", self.app.sample, self.app.show_grad
         )
         if layer is not None:  # after the cards: On image · Neurons · Stats of the output
-            widgets += [Static("this layer, for the followed sample", classes="section")]
+            widgets += [SteadyStatic("this layer, for the followed sample", classes="section")]
             widgets += [LayerViews(layer, classes="layer-views")]
         self._set_args(widgets, refs)
 
@@ -384,7 +385,7 @@ class Inspector(PlaceKeys, Asks, VerticalScroll, can_focus=True):
         for which in PARAM_PARTS:
             entry = entries.get(which)
             if entry is None:
-                widgets.append(Static(Text(f"{which}: not recorded", style=colors.MUTED)))
+                widgets.append(SteadyStatic(Text(f"{which}: not recorded", style=colors.MUTED)))
                 continue
             ref = TensorRef(
                 title=which,

@@ -23,13 +23,13 @@ import numpy as np
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale, overlay, to_rgb
+from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
 
 VIEWS = ("image", "neurons", "stats")
@@ -68,7 +68,7 @@ def neurons_limit(width: int, height: int) -> int:
     return max(1, (width + 1) // (MAP_PX + 1)) * max(1, (height - 3) // (MAP_PX // 2 + 1))
 
 
-class OnImageView(AgentPane):
+class OnImageView(Steady, AgentPane):
     """The layer painted over the input picture, and the place the user picked on it: for
     conv maps and patch tokens every neuron's raw value there; for attention the query
     patch, whose gaze is painted instead of [CLS]'s."""
@@ -92,8 +92,8 @@ class OnImageView(AgentPane):
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=14, legend=False)
-        yield Static(classes="info")
-        yield Static(classes="location")
+        yield SteadyStatic(classes="info")
+        yield SteadyStatic(classes="location")
 
     @staticmethod
     def request(layer: Layer, picture: bool, query: int = 0) -> tuple[str, dict[str, Any]]:
@@ -307,7 +307,7 @@ class PlaceKeys:
             view.forget_location()
 
 
-class NeuronsView(AgentPane):
+class NeuronsView(Steady, AgentPane):
     """Every channel or unit, most active first, one page at a time."""
 
     DEFAULT_CSS = """
@@ -324,8 +324,8 @@ class NeuronsView(AgentPane):
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=20, legend=False)
-        yield Static(classes="bars")
-        yield Static(classes="info")
+        yield SteadyStatic(classes="bars")
+        yield SteadyStatic(classes="info")
 
     @staticmethod
     def request(layer: Layer, offset: int, limit: int) -> tuple[str, dict[str, Any]]:
@@ -437,7 +437,7 @@ class NeuronsView(AgentPane):
         self.query_one(".info", Static).update("")
 
 
-class StatsView(AgentPane):
+class StatsView(Steady, AgentPane):
     """The layer's output as the inspector's tensor card."""
 
     DEFAULT_CSS = "StatsView { height: auto; }"
@@ -448,7 +448,7 @@ class StatsView(AgentPane):
         self.card: TensorCard | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="info")
+        yield SteadyStatic(classes="info")
 
     def show(self, layer: Layer) -> None:
         if layer == self.shown_layer:
@@ -480,7 +480,7 @@ class StatsView(AgentPane):
         self.query_one(".info", Static).update(Text(message, style=colors.MUTED))
 
 
-class _Switcher(Static):
+class _Switcher(SteadyStatic):
     """The ``On image  Neurons  Stats`` line; a click on a name shows that view."""
 
     def action_switch_view(self, view: str) -> None:
@@ -488,7 +488,7 @@ class _Switcher(Static):
             self.parent.switch(view)
 
 
-class LayerViews(Vertical):
+class LayerViews(SteadyVertical):
     """The three views of one layer with a switcher line; ``v`` (or a click) cycles them."""
 
     DEFAULT_CSS = """

@@ -17,6 +17,7 @@ from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale
 from tvis.tui.picture.text_lines import TextLines
 from tvis.tui.picture.widget import depth_of
+from tvis.tui.steady import Steady, SteadyStatic
 from tvis.tui.widgets.histogram import histogram
 
 
@@ -109,7 +110,7 @@ def view_request(
     }
 
 
-class TensorCard(AgentPane):
+class TensorCard(Steady, AgentPane):
     """One tensor argument, output or parameter tensor."""
 
     DEFAULT_CSS = """
@@ -135,11 +136,11 @@ class TensorCard(AgentPane):
         self._made_for = 0  # the picture width the histogram and view were made for
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="title")
-        yield Static(classes="stats")
+        yield SteadyStatic(classes="title")
+        yield SteadyStatic(classes="stats")
         yield TextLines(classes="hist")
         yield Picture(max_rows=self.max_rows)
-        yield Static(classes="dims")
+        yield SteadyStatic(classes="dims")
 
     def on_mount(self) -> None:
         self.show(*self.initial)
@@ -303,7 +304,7 @@ class TensorCard(AgentPane):
         self._refresh_dims()
 
 
-class ValueLine(Static):
+class ValueLine(SteadyStatic):
     """A non-tensor argument: ``name = value`` (the recorder's short repr), a text quoted
     whole, or token ids with the text they decode to."""
 
