@@ -144,3 +144,24 @@ def test_tvis_run_ends_with_the_anomaly_summary(tmp_path):
     log_line = next(i for i, text in enumerate(source, 1) if "torch.log(h)" in text)
     assert f"nan_from_log.py:{log_line} log in Net (Net)" in origin
     assert lines[-3].startswith("tvis: run saved in ")
+
+
+@pytest.mark.parametrize(
+    ("norms", "text"),
+    [
+        ([(0, 1.0), (1, 2.0), (2, 500.0)], "gradient norm exploded at step 2: 500 (step 0: 1)"),
+        (
+            [(0, 1.0), (1, float("nan"))],
+            "gradient norm became non-finite at step 1: nan (step 0: 1)",
+        ),
+        (
+            [(0, float("nan")), (1, float("nan"))],
+            "gradient norm was non-finite from step 0 on: nan",
+        ),
+    ],
+)
+def test_the_gradient_norm_sentence_names_the_first_bad_step(norms, text):
+    from tvis.record.anomalies import summary
+
+    assert [a["text"] for a in summary(None, [], norms, {})] == [text]
+    assert summary(None, [], [(0, 1.0), (1, 3.0)], {}) == []

@@ -22,6 +22,7 @@ from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
 from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
 from tvis.tui.widgets.layer_views import Layer, LayerViews, PlaceKeys
+from tvis.tui.widgets.scroll_rail import ScrollRail
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import (
     CARD_ROWS,
@@ -169,7 +170,7 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
     BINDINGS = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
-    Inspector { padding: 0 1; scrollbar-gutter: stable; }
+    Inspector { padding: 0 1; scrollbar-size-vertical: 0; }
     Inspector > #header { height: auto; margin-bottom: 1; }
     Inspector > #args { height: auto; }
     Inspector .decoded { height: auto; padding: 0 1; }
@@ -186,8 +187,11 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
         self._asked_for: Selection | None = None  # what the replies in flight are for
         self._param_entries: dict[str, dict | None] = {}
         self._param_parts: list[str] = []
+        # Textual's scroll bar is hidden: this one is drawn in the content's own frame.
+        self._rail = ScrollRail()
 
     def compose(self) -> ComposeResult:
+        yield self._rail
         yield SteadyStatic("Nothing selected yet.", id="header")
         yield SteadyVertical(id="args")
 
@@ -214,6 +218,7 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
             header.update(batch_header(selection.row))
         elif selection.kind == "param" and selection.param:
             header.update(param_header(selection.param))
+        self._rail.refresh()  # before the layout the header's new height asks for
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
@@ -419,6 +424,15 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
         self._refs = refs
         self.current = 0
         self._mark_current()
+        self._rail.refresh()  # drawn by the layout these widgets ask for, in its frame
+
+    def watch_virtual_size(self, size) -> None:
+        # Content that grew later (a picture arriving): the rail catches up after the frame.
+        self.call_later(self._rail.sync)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._rail.sync()
 
     def _redraw_cards(self, *_: Any) -> None:
         for card, ref in self._refs:

@@ -240,20 +240,9 @@ def summary(loss_bad, origins: list, grad_norms: list, no_grad: dict) -> list[di
                 }
             )
     if grad_norms:
-        steps = sorted(grad_norms)
-        first_norm = steps[0][1]
-        for step, norm in steps[1:]:
-            if not math.isfinite(norm) or (first_norm > 0 and norm > EXPLODING * first_norm):
-                how = "became non-finite" if not math.isfinite(norm) else "exploded"
-                out.append(
-                    {
-                        "kind": "exploding_grad",
-                        "step": step,
-                        "text": f"gradient norm {how} at step {step}: {norm:.3g} "
-                        f"(step {steps[0][0]}: {first_norm:.3g})",
-                    }
-                )
-                break
+        bad = _first_bad_norm(sorted(grad_norms))
+        if bad is not None:
+            out.append({"kind": "exploding_grad", "step": bad[0], "text": bad[1]})
     if no_grad:
         names = sorted(no_grad)
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
@@ -265,3 +254,22 @@ def summary(loss_bad, origins: list, grad_norms: list, no_grad: dict) -> list[di
             }
         )
     return out
+
+
+def _first_bad_norm(steps: list[tuple[int, float]]) -> tuple[int, str] | None:
+    """The first step whose total gradient norm is non-finite or EXPLODING times the first
+    step's, with a sentence saying so; None when every step is healthy."""
+    first_step, first_norm = steps[0]
+    if not math.isfinite(first_norm):
+        return (
+            first_step,
+            f"gradient norm was non-finite from step {first_step} on: {first_norm:.3g}",
+        )
+    for step, norm in steps[1:]:
+        if not math.isfinite(norm) or (first_norm > 0 and norm > EXPLODING * first_norm):
+            how = "became non-finite" if not math.isfinite(norm) else "exploded"
+            return step, (
+                f"gradient norm {how} at step {step}: {norm:.3g} "
+                f"(step {first_step}: {first_norm:.3g})"
+            )
+    return None

@@ -1,0 +1,80 @@
+"""A scroll bar drawn in the same frame as the content it scrolls.
+
+Textual's own scroll bar learns the content's new height during the layout that places the
+content, and only then asks to be drawn: one frame later, after a second layout. A tree move
+changes the inspector's height almost every time, so its screen was complete a frame late.
+This rail is asked to redraw when the content changes, before that layout, and reads the
+container's size while the layout's frame is drawn, so both land in one frame.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from textual import events
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+class ScrollRail(Widget):
+    """One column docked at the right of a scrolling container: its track and its thumb.
+    Clicking the track or dragging the thumb scrolls the container."""
+
+    COMPONENT_CLASSES = {"scroll-rail--thumb"}
+
+    DEFAULT_CSS = """
+    ScrollRail { dock: right; width: 1; height: 100%; background: $scrollbar-background; }
+    ScrollRail > .scroll-rail--thumb { background: $scrollbar; }
+    ScrollRail:hover > .scroll-rail--thumb { background: $scrollbar-hover; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dragging = False
+        self._drawn: tuple[int, int] | None = None  # the thumb last drawn
+
+    def _thumb(self) -> tuple[int, int] | None:
+        """The thumb's first and last row + 1, or None when everything fits."""
+        box, rows = self.parent, self.size.height
+        if not isinstance(box, Widget) or rows <= 0:
+            return None
+        content, shown = box.virtual_size.height, box.scrollable_content_region.height
+        if content <= shown or shown <= 0:
+            return None
+        length = max(1, round(rows * shown / content))
+        top = round((rows - length) * box.scroll_y / max(1, box.max_scroll_y))
+        return top, top + length
+
+    def sync(self) -> None:
+        """Redraw if the thumb drawn last is not where the container now says (the content
+        changed without ``refresh`` being asked before its layout, or it scrolled)."""
+        if self._thumb() != self._drawn:
+            self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        thumb = self._drawn = self._thumb()
+        on = thumb is not None and thumb[0] <= y < thumb[1]
+        style = self.get_component_rich_style("scroll-rail--thumb") if on else self.rich_style
+        return Strip([Segment(" " * self.size.width, style)], self.size.width)
+
+    def _scroll_to_row(self, y: int) -> None:
+        box = self.parent
+        if isinstance(box, Widget) and self.size.height > 1:
+            fraction = min(1.0, max(0.0, y / (self.size.height - 1)))
+            box.scroll_to(y=fraction * box.max_scroll_y, animate=False)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        self._dragging = True
+        self.capture_mouse()
+        self._scroll_to_row(event.y)
+        event.stop()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._dragging:
+            self._scroll_to_row(event.y)
+            event.stop()
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        if self._dragging:
+            self._dragging = False
+            self.release_mouse()
+            event.stop()
