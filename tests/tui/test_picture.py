@@ -66,6 +66,19 @@ def test_an_odd_last_pixel_row_leaves_the_background_below_it():
     assert all(seg.style.bgcolor is None for seg in last)  # not a black half row
 
 
+def test_a_run_of_equal_cells_is_one_segment_and_every_cell_stays():
+    left, right = (10, 20, 30), (200, 100, 0)
+    rgb = np.zeros((2, 12, 3), np.uint8)
+    rgb[:, :5], rgb[:, 5:] = left, right  # a 2-value map upscaled to 5 and 7 cells
+    (strip,) = raster.half_block_strips(rgb)
+    assert [(seg.text, seg.style.color.triplet) for seg in strip] == [
+        ("▀" * 5, left),
+        ("▀" * 7, right),
+    ]
+    assert strip.cell_length == 12
+    assert [len(row) for row in raster.half_block_cells(rgb)] == [12]  # per cell, for texts
+
+
 def test_large_array_shrinks_by_one_factor_keeping_its_aspect():
     assert raster.integer_fit(256, 128, 40, 200) == (40, 20)
 

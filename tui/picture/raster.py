@@ -8,7 +8,7 @@ square. Graphics terminals (sixel, kitty) get real pixels at the cell size they 
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import repeat
+from itertools import groupby, repeat
 
 import numpy as np
 from rich.color import Color
@@ -48,19 +48,35 @@ def _cell_style(top: tuple[int, int, int], bottom: tuple[int, int, int] | None) 
     return Style(color=Color.from_rgb(*top), bgcolor=Color.from_rgb(*bottom) if bottom else None)
 
 
+def half_block_cells(rgb: np.ndarray) -> list[list[Segment]]:
+    """One segment per cell of an RGB picture (h×w×3 uint8), two pixel rows per cell row.
+    An odd last pixel row leaves its cells' lower halves without a colour: the background
+    shows."""
+    return [[Segment(UPPER_HALF, _cell_style(*pair)) for pair in row] for row in _pairs(rgb)]
+
+
 def half_block_strips(rgb: np.ndarray) -> list[Strip]:
-    """Cells for an RGB picture (h×w×3 uint8), two pixel rows per cell row. An odd last
-    pixel row leaves its cells' lower halves without a colour: the background shows."""
+    """The cells of ``half_block_cells`` as strips, a run of equal cells as one segment: an
+    upscaled map then costs a fraction of the segments to compose and of the colour codes
+    sent to the terminal."""
     strips = []
+    for row in _pairs(rgb):
+        segments = [
+            Segment(UPPER_HALF * sum(1 for _ in run), _cell_style(*pair))
+            for pair, run in groupby(row)
+        ]
+        strips.append(Strip(segments, rgb.shape[1]))
+    return strips
+
+
+def _pairs(rgb: np.ndarray):
+    """Per cell row, the (top, bottom) pixel colours of its cells (bottom None past an odd
+    last row)."""
     for y in range(0, rgb.shape[0], 2):
         tops = map(tuple, rgb[y].tolist())
         last = y + 1 == rgb.shape[0]
         bottoms = repeat(None, rgb.shape[1]) if last else map(tuple, rgb[y + 1].tolist())
-        segments = [
-            Segment(UPPER_HALF, _cell_style(t, b)) for t, b in zip(tops, bottoms, strict=True)
-        ]
-        strips.append(Strip(segments, len(segments)))
-    return strips
+        yield zip(tops, bottoms, strict=True)
 
 
 def value_at(shape: tuple[int, int], pixels: tuple[int, int], y: int, x: int) -> tuple[int, int]:

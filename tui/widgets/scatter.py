@@ -122,17 +122,17 @@ class Scatter(Widget):
                 rgb[ys[hits], xs[hits]] = CURSOR_RGB
             if self.selected is not None and 0 <= self.selected < len(self._pixels):
                 self._cross(rgb, int(ys[self.selected]), int(xs[self.selected]))
-        self._strips = raster.half_block_strips(rgb)
         if self.texts is not None:
-            self._write_texts(width)
+            self._write_texts(raster.half_block_cells(rgb), width)
+        else:
+            self._strips = raster.half_block_strips(rgb)
         self.refresh()
 
-    def _write_texts(self, width: int) -> None:
+    def _write_texts(self, rows: list[list[Segment]], width: int) -> None:
         """Each point's text at its cell, left to right, skipping texts that would overlap
         one already written (the dot stays); search hits and the selection are written
         first so they always show."""
-        taken = [np.zeros(width, dtype=bool) for _ in self._strips]
-        rows: list[list[Segment]] = [list(strip) for strip in self._strips]
+        taken = [np.zeros(width, dtype=bool) for _ in rows]
         first = [i for i in (self.selected, *self.marked.tolist()) if i is not None]
         order = dict.fromkeys([*first, *range(len(self._pixels))])
         colours = self._colours()
