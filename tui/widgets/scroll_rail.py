@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rich.segment import Segment
 from textual import events
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -31,6 +32,7 @@ class ScrollRail(Widget):
         super().__init__()
         self._dragging = False
         self._drawn: tuple[int, int] | None = None  # the thumb last drawn
+        self._cells = (Strip.blank(1), Strip.blank(1))  # a cell of track, one of thumb
 
     def _thumb(self) -> tuple[int, int] | None:
         """The thumb's first and last row + 1, or None when everything fits."""
@@ -50,11 +52,20 @@ class ScrollRail(Widget):
         if self._thumb() != self._drawn:
             self.refresh()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Once per drawing, not per line: where the thumb is, and its two kinds of cell.
+        self._drawn = self._thumb()
+        width = self.size.width
+        thumb = self.get_component_rich_style("scroll-rail--thumb")
+        self._cells = (
+            Strip([Segment(" " * width, self.rich_style)], width),
+            Strip([Segment(" " * width, thumb)], width),
+        )
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
-        thumb = self._drawn = self._thumb()
-        on = thumb is not None and thumb[0] <= y < thumb[1]
-        style = self.get_component_rich_style("scroll-rail--thumb") if on else self.rich_style
-        return Strip([Segment(" " * self.size.width, style)], self.size.width)
+        on = self._drawn is not None and self._drawn[0] <= y < self._drawn[1]
+        return self._cells[on]
 
     def _scroll_to_row(self, y: int) -> None:
         box = self.parent
