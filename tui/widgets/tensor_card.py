@@ -117,7 +117,6 @@ class TensorCard(Steady, AgentPane):
     TensorCard { height: auto; padding: 0 1; margin-bottom: 1; border-left: tall $panel; }
     TensorCard.-current { border-left: tall $accent; }
     TensorCard > Static { height: auto; }
-    TensorCard > .title { text-style: bold; }
     """
 
     def __init__(
@@ -136,9 +135,7 @@ class TensorCard(Steady, AgentPane):
         self._made_for = 0  # the picture width the histogram and view were made for
 
     def compose(self) -> ComposeResult:
-        yield SteadyStatic(classes="title")
-        yield SteadyStatic(classes="stats")
-        yield TextLines(classes="hist")
+        yield TextLines(classes="head")  # title, statistics, histogram: one widget to lay out
         yield Picture(max_rows=self.max_rows)
         yield SteadyStatic(classes="dims")
 
@@ -199,11 +196,9 @@ class TensorCard(Steady, AgentPane):
         ref = self.ref
         assert ref is not None
         entry = self._entry()
-        title = Text()
+        title = Text(style="bold")
         title.append(ref.title)
-        title.append(
-            f"  {fmt.shape(ref.entry.get('shape'))} {ref.entry.get('dtype', '')}", style=""
-        )
+        title.append(f"  {fmt.shape(ref.entry.get('shape'))} {ref.entry.get('dtype', '')}")
         if ref.entry.get("device") and ref.entry.get("device") != "cpu":
             title.append(f" {ref.entry['device']}", style=colors.MUTED)
         if self._grad:
@@ -215,28 +210,24 @@ class TensorCard(Steady, AgentPane):
             )
         if ref.entry.get("batch_dim_inferred"):
             title.append("  batch dim inferred", style=colors.WARN)
-        self.query_one(".title", Static).update(title)
+        head = self.query_one(".head", TextLines)
         if entry is None:
-            self.query_one(".stats", Static).update(
-                Text("no gradient recorded for this tensor", style=colors.MUTED)
-            )
-            self.query_one(".hist", TextLines).update("")
+            missing = Text("no gradient recorded for this tensor", style=colors.MUTED)
+            head.update(Text("\n").join([title, missing]))
             self.query_one(Picture).clear()
             self.query_one(".dims", Static).update("")
             self._lead = []
             return
-        self.query_one(".stats", Static).update(stats_text(entry))
         self._made_for = self.picture_width()
         width = max(16, self._made_for - 2)
         diverging = self._grad or ref.gradient_view
-        self.query_one(".hist", TextLines).update(
-            histogram(
-                entry.get("hist"),
-                min(width, 64),
-                diverging,
-                depth=depth_of(self.app.console.color_system),
-            )
+        bars = histogram(
+            entry.get("hist"),
+            min(width, 64),
+            diverging,
+            depth=depth_of(self.app.console.color_system),
         )
+        head.update(Text("\n").join([title, stats_text(entry), bars]))
         self._lead = leading_dims(
             list(entry.get("shape") or []), ref.entry.get("batch_dim"), self._sliced()
         )
