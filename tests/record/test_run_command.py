@@ -101,6 +101,37 @@ def test_sys_exit_code_passes_through(tmp_path):
     assert run.meta["exit_code"] == 3 and len(run.index()["steps"]) == 1
 
 
+WITH_ARGPARSE = """
+import argparse, torch, torch.nn as nn
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=10)
+steps = parser.parse_args().steps
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(steps):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_tvis_options_after_the_script_are_pointed_out_when_the_script_refuses_them(tmp_path):
+    script = _script(tmp_path, WITH_ARGPARSE)
+    result = run_tvis("run", str(script), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 2  # the script's argparse said no
+    assert "unrecognized arguments: --out" in result.stderr
+    assert f"tvis: --out came after {script}, so the script got it" in result.stderr
+    assert "tvis run --out …" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_script_that_takes_an_option_tvis_also_has_is_left_alone(tmp_path):
+    script = _script(tmp_path, WITH_ARGPARSE)
+    result = run_tvis("run", str(script), "--steps", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "came after" not in result.stderr
+
+
 def test_bare_except_cannot_swallow_the_stop(tmp_path):
     body = TRAIN.replace(
         "    loss = ", "    try:\n        pass\n    except:\n        pass\n    loss = "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tvis.record.ranks import detect, parse_ranks, rank_run_dir, records_fully
 from tvis.record.report import report
+from tvis.store.format import FAILED
 
 USAGE_ERROR = 2
 
@@ -136,4 +137,34 @@ def main(args: argparse.Namespace) -> int:
         )
         return USAGE_ERROR
     report(outcome, rank)
+    misplaced = misplaced_options(list(args.args))
+    if misplaced and outcome.status == FAILED and outcome.batches == 0:
+        # The script most likely refused them: say where tvis's own options go.
+        them = "them" if len(misplaced) > 1 else "it"
+        print(
+            f"tvis: {', '.join(misplaced)} came after {args.script}, so the script got {them}; "
+            f"tvis's options go before the script: tvis run {' '.join(misplaced)} … "
+            f"{args.script} …",
+            file=sys.stderr,
+        )
     return outcome.exit_code
+
+
+def misplaced_options(script_args: list[str]) -> list[str]:
+    """The options of `tvis run` itself among the script's arguments (they came after the
+    script, so argparse handed them to it)."""
+    parser = _Flags()
+    configure(parser)
+    return [a.split("=", 1)[0] for a in script_args if a.split("=", 1)[0] in parser.flags]
+
+
+class _Flags(argparse.ArgumentParser):
+    """Notes the option strings ``configure`` declares."""
+
+    def __init__(self) -> None:
+        super().__init__(add_help=False)
+        self.flags: set[str] = set()
+
+    def add_argument(self, *names, **kwargs):
+        self.flags.update(n for n in names if n.startswith("-"))
+        return super().add_argument(*names, **kwargs)
