@@ -5,10 +5,9 @@ the same frame, not once more after it (`tui/widgets/scroll_rail.py`)."""
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from tvis.tui.widgets.scroll_rail import ScrollRail
+from tvis.tui.widgets.scroll_rail import RailScroll, ScrollRail
 
 
 class _CountingRail(ScrollRail):
@@ -21,7 +20,7 @@ class _CountingRail(ScrollRail):
         return super().refresh(*args, **kwargs)
 
 
-class _Box(VerticalScroll):
+class _Box(RailScroll):
     DEFAULT_CSS = "_Box { scrollbar-size-vertical: 0; }"
 
     def __init__(self, rows: int) -> None:
@@ -32,13 +31,6 @@ class _Box(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield self.rail
         yield Static("\n".join(f"line {i}" for i in range(self.rows)), id="text")
-
-    def watch_virtual_size(self, size) -> None:
-        self.call_later(self.rail.sync)  # as the inspector does
-
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
-        self.rail.sync()
 
 
 class _Page(App):
@@ -91,7 +83,7 @@ async def test_a_content_change_announced_before_its_layout_is_drawn_once():
         box = app.query_one(_Box)
         box.rail.refreshes = 0
         box.query_one("#text", Static).update("\n".join("x" for _ in range(20)))
-        box.rail.refresh()  # what the inspector does when it puts in new cards
+        box.content_changed()  # what the inspector does when it puts in new cards
         await _settle(pilot)
         assert box.rail._drawn == (0, 5)  # 10 of 20 rows: half the rail
         assert box.rail.refreshes == 1  # the sync after the layout found it drawn already

@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -20,9 +20,9 @@ from textual.worker import get_current_worker
 from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
-from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
+from tvis.tui.steady import SteadyStatic, SteadyVertical
 from tvis.tui.widgets.layer_views import Layer, LayerViews, PlaceKeys
-from tvis.tui.widgets.scroll_rail import ScrollRail
+from tvis.tui.widgets.scroll_rail import RailScroll
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import (
     CARD_ROWS,
@@ -163,7 +163,7 @@ PARAM_PARTS = ("weight", "grad", "update")
 """What a parameter's card shows: its value before the step, its gradient, and Δw."""
 
 
-class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
+class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first), and the layer
     views of a model call's output (with the On image view's place keys)."""
 
@@ -187,11 +187,9 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
         self._asked_for: Selection | None = None  # what the replies in flight are for
         self._param_entries: dict[str, dict | None] = {}
         self._param_parts: list[str] = []
-        # Textual's scroll bar is hidden: this one is drawn in the content's own frame.
-        self._rail = ScrollRail()
 
     def compose(self) -> ComposeResult:
-        yield self._rail
+        yield self.rail
         yield SteadyStatic("Nothing selected yet.", id="header")
         yield SteadyVertical(id="args")
 
@@ -218,7 +216,7 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
             header.update(batch_header(selection.row))
         elif selection.kind == "param" and selection.param:
             header.update(param_header(selection.param))
-        self._rail.refresh()  # before the layout the header's new height asks for
+        self.content_changed()  # the header's height may change
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
@@ -424,15 +422,7 @@ class Inspector(Steady, PlaceKeys, Asks, VerticalScroll, can_focus=True):
         self._refs = refs
         self.current = 0
         self._mark_current()
-        self._rail.refresh()  # drawn by the layout these widgets ask for, in its frame
-
-    def watch_virtual_size(self, size) -> None:
-        # Content that grew later (a picture arriving): the rail catches up after the frame.
-        self.call_later(self._rail.sync)
-
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
-        self._rail.sync()
+        self.content_changed()
 
     def _redraw_cards(self, *_: Any) -> None:
         for card, ref in self._refs:
