@@ -1,5 +1,5 @@
-"""`kill -9` at chosen moments: every step the script saw finish is on disk, every
-listed batch and step is readable, and `tvis ls` cleans what the killed writer left."""
+"""`kill -9` at chosen moments: every step the script saw finish is on disk with its
+batch, every listed batch and step is readable, and `tvis ls` cleans what the killed writer left."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def _check_run(run: Path, finished: int) -> None:
     row = json.loads(listed.stdout)
     assert row["status"] == "incomplete"
     assert row["steps"] >= finished  # nothing the script saw finish is lost
+    assert row["batches"] >= finished  # nor the batch each of those steps used
     assert [p for p in run.rglob("*") if p.name.endswith(".tmp")] == []
     reader = RunReader(run)
     index = reader.index()

@@ -300,6 +300,11 @@ class BatchBuilder:
         else:
             entry["stats"], entry["hist"] = tensors.stats(t)
 
+    def take_pending(self) -> list[tuple[dict, torch.Tensor]]:
+        """The private copies queued so far (their bytes still count toward the cap)."""
+        pending, self.pending = self.pending, []
+        return pending
+
     def relabel_batch_dims(self) -> None:
         """Give tensors captured before the batch size was known their batch dim."""
         for entry_id, t in self.objects.items():

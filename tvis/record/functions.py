@@ -71,7 +71,9 @@ class FunctionTracer(Extension):
     def _on_call(self, frame):
         code = frame.f_code
         rec = self.recorder
-        if rec.batch is None or rec.paused or rec.stopped or rec.busy:
+        # No batch open: before the first (nothing is recorded yet), or after a step
+        # closed its batch, where a call (``train_step()``) starts the next one.
+        if rec.paused or rec.stopped or rec.busy or (rec.batch is None and not rec.next_index):
             return None
         with rec.work:
             try:

@@ -39,6 +39,9 @@ class Steps:
                         self.loss_bad = (batch.index, self.step_index, batch.loss)
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
+                # The forward's statistics are taken while backward runs (it holds the
+                # interpreter lock rarely), not after the step.
+                self.writer.put_stats(batch.take_pending())
                 if self.settings.rank_digests:
                     self._watch_local_grads()
             except Exception as e:
@@ -216,12 +219,27 @@ class Steps:
             self.param_table.setdefault(
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}
             )
+        if optimizer is not None and self._batch_done(current):
+            # On disk with its step, not when the next batch opens (and before the step
+            # is listed, so an index never lists a step that is not written yet).
+            self._close_batch()
         self.step_maps.append(record["step"])
         self.writer.put_step(step, record, jobs, raw_bytes)
         self.write_index()
         # A finished step is on disk before the next one starts: a kill -9 later loses
         # at most the batches of the step in progress.
         self.writer.flush()
+
+    def _batch_done(self, batch) -> bool:
+        """Whether ``batch`` is a training batch whose step has come and none of whose
+        calls is still open (a ``train_step()`` that steps and returns keeps it open)."""
+        return (
+            batch is not None
+            and batch is self.batch
+            and batch.mode == "train"
+            and batch.had_backward
+            and not any(c is not None and c.owner == batch.index for c in self.stack)
+        )
 
     def _param_names(self) -> dict[int, tuple[str, str]]:
         names: dict[int, tuple[str, str]] = {}

@@ -19,7 +19,7 @@ import threading
 
 import msgpack
 
-from tvis.record import builder, params
+from tvis.record import builder, params, tensors
 from tvis.store import atomic
 from tvis.store.format import RUN_INDEX
 from tvis.store.writer import RunWriter
@@ -55,6 +55,16 @@ class BackgroundWriter:
         """Queue a batch; its ``pending`` statistics are computed here (``builder.settle``)."""
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
         self._queue.put((self._settle_and_write, (index, record, arrays, pending)))
+
+    def put_stats(self, pending: list) -> None:
+        """Queue statistics put off by the recorder, ahead of their batch."""
+        if pending:
+            self._queue.put((self._fill, (pending,)))
+
+    def _fill(self, pending: list) -> None:
+        failed = tensors.fill(pending)
+        if failed:
+            self.errors.append(f"statistics of {failed} tensors could not be computed")
 
     def put_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
         """Queue a step; its values are derived and encoded here (``params.settle``), and
