@@ -74,6 +74,48 @@ def test_script_sets_up_untraced_and_trains_traced(tmp_path):
     assert sys.gettrace() is None
 
 
+EPOCHS = textwrap.dedent(
+    """\
+    import torch
+
+
+    def log(loss):
+        return loss.item()
+
+
+    def epoch(model, opt):
+        for _ in range(2):
+            loss = model(torch.randn(3, 4)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            log(loss)
+
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        epoch(model, opt)
+    """
+)
+
+
+@needs_no_tracer
+def test_call_after_a_step_inside_a_longer_call_opens_the_next_batch(tmp_path):
+    # The step ends its batch; the epoch's call (from an earlier batch) is still open
+    # when log() runs: log() belongs to the next batch.
+    script, project = _project_script(tmp_path, EPOCHS)
+    outcome = record_script(script, [], Settings(steps=5), project, tmp_path / "runs")
+    assert not [n for n in outcome.notices if "tvis failed" in n], outcome.notices
+    reader = RunReader(outcome.run_dir)
+    logged = [
+        b["index"]
+        for b in reader.index()["batches"]
+        if any(c["name"] == "log" for c in reader.batch(b["index"]).record["calls"])
+    ]
+    assert len(logged) >= 3
+
+
 @needs_monitoring
 def test_functions_recorded_under_another_settrace_tracer_from_python_3_12(tmp_path):
     script, project = _project_script(tmp_path, SCRIPT)

@@ -1,6 +1,6 @@
-"""When a recorded step reaches the disk: step k is on disk once its ``optimizer.step()``
-returns, however slow the disk, and its batches once the next batch begins; whenever the
-recording ends in Python, every finished step is."""
+"""When a recorded step reaches the disk: step k and its batches are on disk once its
+``optimizer.step()`` returns, however slow the disk; whenever the recording ends in
+Python, every finished step is."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tvis.store.writer import RunWriter
 
 def _on_disk(run_dir, finished: int) -> list[int]:
     """Steps the run index on disk lists; the first ``finished`` are read whole with their
-    batches (a later step may be written before its batch closes)."""
+    batches."""
     reader = RunReader(run_dir)
     index = reader.index()
     listed = {b["index"] for b in index["batches"]}
@@ -31,18 +31,30 @@ def _on_disk(run_dir, finished: int) -> list[int]:
     return [s["index"] for s in index["steps"]]
 
 
-def _train(steps: int, after_step=None) -> None:
+def _train(steps: int, after_step=None, in_function: bool = False) -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(steps):
         x = torch.randn(8, 16)
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if in_function:
+            _train_step(model, opt, x)
+        else:
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
         if after_step is not None:
             after_step(step)
+
+
+def _train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> float:
+    """A project function around the step: its batch ends when it returns."""
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
 
 
 def _slow_disk(monkeypatch) -> None:
@@ -57,15 +69,17 @@ def _slow_disk(monkeypatch) -> None:
         monkeypatch.setattr(RunWriter, name, slow)
 
 
-def test_step_is_on_disk_when_its_optimizer_step_returns(tmp_path, monkeypatch):
+@pytest.mark.parametrize("in_function", [False, True], ids=["loop", "train_step"])
+def test_step_is_on_disk_with_its_batch_when_its_optimizer_step_returns(
+    tmp_path, monkeypatch, in_function
+):
     _slow_disk(monkeypatch)
     seen: dict[int, list[int]] = {}
 
     def look(step: int) -> None:
-        # Its batch is written when the batch closes, at the next forward.
-        seen[step] = _on_disk(tmp_path / "run", step)
+        seen[step] = _on_disk(tmp_path / "run", step + 1)
 
-    outcome = record_here(lambda: _train(6, look), tmp_path, steps=5)
+    outcome = record_here(lambda: _train(6, look, in_function), tmp_path, steps=5)
     assert outcome.status == "complete"
     assert sorted(seen) == [0, 1, 2, 3]  # the fifth step() ends the recording
     for step, steps in seen.items():

@@ -88,7 +88,7 @@ class FunctionTracer(Extension):
             if code.co_name == "forward" and top.project:
                 top.frame = frame  # the module's own forward: merged, not a new call
                 return None
-        if top is None or top.owner != rec.batch.index:
+        if rec.batch is not None and (top is None or top.owner != rec.batch.index):
             rec.function_boundary()
         batch = rec.ensure_batch()
         if batch.full:
@@ -139,5 +139,7 @@ class FunctionTracer(Extension):
                 ops.note_call_result(rec, batch, call, value)
                 if not batch.light and torch.is_grad_enabled():
                     rec.watch_gradients(batch, call)
+                if batch.step is not None:
+                    rec.end_stepped_batch()
             except Exception as e:
                 rec.guard(f"tracing the return of {call.name}", e)

@@ -219,7 +219,7 @@ class Steps:
             self.param_table.setdefault(
                 p["name"], {k: p[k] for k in ("name", "module", "shape", "dtype")}
             )
-        if optimizer is not None and self._batch_done(current):
+        if optimizer is not None and self.batch_done(current):
             # On disk with its step, not when the next batch opens (and before the step
             # is listed, so an index never lists a step that is not written yet).
             self._close_batch()
@@ -230,16 +230,22 @@ class Steps:
         # at most the batches of the step in progress.
         self.writer.flush()
 
-    def _batch_done(self, batch) -> bool:
+    def batch_done(self, batch: BatchBuilder | None) -> bool:
         """Whether ``batch`` is a training batch whose step has come and none of whose
-        calls is still open (a ``train_step()`` that steps and returns keeps it open)."""
+        calls is still open (a ``train_step()`` that steps keeps it open until it returns)."""
         return (
             batch is not None
-            and batch is self.batch
             and batch.mode == "train"
-            and batch.had_backward
+            and batch.step is not None
             and not any(c is not None and c.owner == batch.index for c in self.stack)
         )
+
+    def end_stepped_batch(self) -> None:
+        """After a project call returns: if it held open a batch whose step has come, the
+        batch is written now, with its step, rather than when the next batch opens."""
+        if self.batch_done(self.batch):
+            self._close_batch()
+            self.writer.flush()
 
     def _param_names(self) -> dict[int, tuple[str, str]]:
         names: dict[int, tuple[str, str]] = {}
