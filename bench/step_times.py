@@ -50,10 +50,12 @@ def main() -> None:
         from tvis.record.builder import Settings
         from tvis.record.runner import record_script
 
-        out = Path(tempfile.mkdtemp())
         off = {name: False for name in opts.without}
         settings = Settings(steps=opts.steps, **off)
-        outcome = record_script(script, opts.args, settings, script.parent, out)
+        # Removed after: runs left behind fill the page cache, and on a VM whose free
+        # memory is reclaimed by the host, writing into fresh pages slows the next runs.
+        with tempfile.TemporaryDirectory(prefix="tvis-step-times-") as out:
+            outcome = record_script(script, opts.args, settings, script.parent, Path(out))
         size = outcome.bytes
     else:
         sys.argv = [str(script), *opts.args]
