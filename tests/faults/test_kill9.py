@@ -1,5 +1,6 @@
 """`kill -9` at chosen moments: every step the script saw finish is on disk with its
-batch, every listed batch and step is readable, and `tvis ls` cleans what the killed writer left."""
+batch, every listed batch and step is readable, and `tvis ls` cleans what the killed
+writer left."""
 
 from __future__ import annotations
 

@@ -78,10 +78,10 @@ A batch index (``batches/N/index.msgpack``)::
 Every project line that ran has a ``lines`` entry: ``op`` and ``shape`` are its last
 result — the last torch op it ran, or the module or project function it called (``op`` is
 then the call's name and ``ms`` its forward time). A training batch ends with its
-optimizer step (it is written then, with the step) unless a call of it is still open (a
-``train_step()`` that steps and returns: then it ends when the next batch opens). Lines
-and calls that run between batches (``zero_grad()`` after the step, the loop fetching
-the next batch) belong to the next training batch.
+optimizer step and is written then, with the step (or, when a project call of the batch
+is still open — a ``train_step()`` that steps — when that call returns). Lines and calls
+that run between batches (``zero_grad()`` after the step, the loop fetching the next
+batch) belong to the next training batch.
 
 ``anomalies`` names where the batch first went non-finite::
 
