@@ -53,6 +53,28 @@ def train_loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None
             model(torch.randn(2, 6))  # evaluation
 
 
+def train_then_save(model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
+    for _ in range(steps):
+        loss = model(torch.randn(5, 6)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.fc2.weight.detach() * 2  # after the loop
+
+
+def test_lines_after_the_last_step_join_the_last_batch(tmp_path):
+    # The script ends before --steps: its last batch was written with its step, and
+    # is written again with the lines that ran after it.
+    torch.manual_seed(0)
+    model = TwoLayers()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    outcome = record_here(lambda: train_then_save(model, opt, 2), tmp_path, steps=5)
+    run = RunReader(outcome.run_dir)
+    last = run.index()["batches"][-1]["index"]
+    line = _lines(run.batch(last).record)[_line_of("after the loop")]
+    assert (line["op"], line["shape"]) == ("mul", [3, 32])
+
+
 def test_lines_that_only_call_modules_or_functions_show_their_result(tmp_path):
     torch.manual_seed(0)
     model = TwoLayers()

@@ -160,6 +160,9 @@ class Recorder(ModuleCalls, Steps):
         # Lines run between batches (a training loop fetching the next batch): the next
         # training batch takes them (tvis/record/ops.py).
         self.early_lines: dict = {}
+        # The last training batch written and its record, until the next one opens: lines
+        # that run after it with no batch to take them (after the loop) join it at the end.
+        self.last_written: tuple[int, dict] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -219,6 +222,9 @@ class Recorder(ModuleCalls, Steps):
             self.notice(f"tvis could not record the last manual update: {e}")
         self._close_batch()
         self._flush_light()
+        if self.early_lines and self.last_written is not None:
+            self.writer.put_late_lines(*self.last_written, list(self.early_lines.values()))
+            self.early_lines = {}
         self.write_index()
 
     # -- notices -----------------------------------------------------------------------
@@ -248,6 +254,7 @@ class Recorder(ModuleCalls, Steps):
         self.next_index += 1
         if not light:
             batch.lines, self.early_lines = self.early_lines, {}
+            self.last_written = None
         batch.bytes_left = self._bytes_left()
         batch.samples = self._samples_within_budget(batch.bytes_left)
         self._reopen_carried(batch)
@@ -388,6 +395,8 @@ class Recorder(ModuleCalls, Steps):
             self.batch_maps.append(record["batch"])
             self._account(record, batch.arrays)
             self.writer.put_batch(batch.index, record, batch.arrays, batch.pending)
+            if batch.mode == "train":
+                self.last_written = (batch.index, record)
             self.write_index()
         except Exception as e:
             self.guard(f"writing batch {batch.index}", e)

@@ -56,6 +56,18 @@ class BackgroundWriter:
         self.bytes_queued += sum(a.nbytes for a in arrays.values())
         self._queue.put((self._settle_and_write, (index, record, arrays, pending)))
 
+    def put_late_lines(self, index: int, record: dict, lines: list[dict]) -> None:
+        """Lines that ran after batch ``index`` was written (``record``, as written): the
+        ones it does not have join it, and its record is written again."""
+        self._queue.put((self._add_lines, (index, record, lines)))
+
+    def _add_lines(self, index: int, record: dict, lines: list[dict]) -> None:
+        if index in self.lost_batches or self.disk_full:
+            return
+        known = {(line["file"], line["line"]) for line in record["lines"]}
+        record["lines"] += [line for line in lines if (line["file"], line["line"]) not in known]
+        self.writer.write_batch_record(index, record)
+
     def put_stats(self, pending: list) -> None:
         """Queue statistics put off by the recorder, ahead of their batch."""
         if pending:

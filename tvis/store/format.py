@@ -81,7 +81,9 @@ then the call's name and ``ms`` its forward time). A training batch ends with it
 optimizer step and is written then, with the step (or, when a project call of the batch
 is still open — a ``train_step()`` that steps — when that call returns). Lines and calls
 that run between batches (``zero_grad()`` after the step, the loop fetching the next
-batch) belong to the next training batch.
+batch) belong to the next training batch; lines after the last one (code after the loop
+of a script that ended before its last step) join the last, whose record is written again
+when the run ends.
 
 ``anomalies`` names where the batch first went non-finite::
 

@@ -70,6 +70,10 @@ class RunWriter:
         from ``arrays`` (tensor id -> array). Returns the bytes written."""
         return self._write_chunk(self.path / BATCHES / folder_name(index), record, arrays)
 
+    def write_batch_record(self, index: int, record: dict) -> None:
+        """Write the record of batch ``index`` again (its values stay where they are)."""
+        atomic.write_msgpack(self.path / BATCHES / folder_name(index) / INDEX, record)
+
     def write_step(self, index: int, record: dict, arrays: dict[int, Encoded]) -> int:
         """Write optimizer step ``index`` (parameter records, same layout as a batch, values
         encoded by tvis/store/codec.py)."""
