@@ -53,6 +53,15 @@ def train_loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None
             model(torch.randn(2, 6))  # evaluation
 
 
+def _recorded(loop, tmp_path, batches: int, steps: int) -> RunReader:
+    """``loop(model, opt, batches)`` recorded for ``steps`` steps on a seeded TwoLayers."""
+    torch.manual_seed(0)
+    model = TwoLayers()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    outcome = record_here(lambda: loop(model, opt, batches), tmp_path, steps=steps)
+    return RunReader(outcome.run_dir)
+
+
 def train_then_save(model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
     for _ in range(steps):
         loss = model(torch.randn(5, 6)).square().mean()
@@ -65,22 +74,14 @@ def train_then_save(model: nn.Module, opt: torch.optim.Optimizer, steps: int) ->
 def test_lines_after_the_last_step_join_the_last_batch(tmp_path):
     # The script ends before --steps: its last batch was written with its step, and
     # is written again with the lines that ran after it.
-    torch.manual_seed(0)
-    model = TwoLayers()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    outcome = record_here(lambda: train_then_save(model, opt, 2), tmp_path, steps=5)
-    run = RunReader(outcome.run_dir)
+    run = _recorded(train_then_save, tmp_path, batches=2, steps=5)
     last = run.index()["batches"][-1]["index"]
     line = _lines(run.batch(last).record)[_line_of("after the loop")]
     assert (line["op"], line["shape"]) == ("mul", [3, 32])
 
 
 def test_lines_that_only_call_modules_or_functions_show_their_result(tmp_path):
-    torch.manual_seed(0)
-    model = TwoLayers()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    outcome = record_here(lambda: train_loop(model, opt, 10), tmp_path, steps=2)
-    batch = RunReader(outcome.run_dir).batch(0).record
+    batch = _recorded(train_loop, tmp_path, batches=10, steps=2).batch(0).record
     lines = _lines(batch)
     for marker, op, shape in (
         ("calls fc1", "fc1", [5, 16]),
@@ -93,11 +94,7 @@ def test_lines_that_only_call_modules_or_functions_show_their_result(tmp_path):
 
 
 def test_training_loop_lines_show_shapes_in_every_batch(tmp_path):
-    torch.manual_seed(0)
-    model = TwoLayers()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    outcome = record_here(lambda: train_loop(model, opt, 10), tmp_path, steps=3)
-    run = RunReader(outcome.run_dir)
+    run = _recorded(train_loop, tmp_path, batches=10, steps=3)
     train = [b["index"] for b in run.index()["batches"] if not b["light"]]
     assert len(train) == 3
     for index in train:
@@ -108,11 +105,7 @@ def test_training_loop_lines_show_shapes_in_every_batch(tmp_path):
 
 
 def test_no_grad_forward_lines_are_marked(tmp_path):
-    torch.manual_seed(0)
-    model = TwoLayers()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    outcome = record_here(lambda: train_loop(model, opt, 10), tmp_path, steps=2)
-    run = RunReader(outcome.run_dir)
+    run = _recorded(train_loop, tmp_path, batches=10, steps=2)
     light = next(b["index"] for b in run.index()["batches"] if b["light"])
     line = _lines(run.batch(light).record)[_line_of("evaluation")]
     assert line["shape"] == [2, 3] and line["no_grad"] is True
