@@ -74,9 +74,7 @@ class BackgroundWriter:
             self._queue.put((self._fill, (pending,)))
 
     def _fill(self, pending: list) -> None:
-        failed = tensors.fill(pending)
-        if failed:
-            self.errors.append(f"statistics of {failed} tensors could not be computed")
+        self._failed(tensors.fill(pending), "tensors")
 
     def put_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
         """Queue a step; its values are derived and encoded here (``params.settle``), and
@@ -87,8 +85,7 @@ class BackgroundWriter:
     def _settle_step(self, index: int, record: dict, jobs: list, raw_bytes: int) -> None:
         arrays, failed = params.settle(record, jobs)
         jobs.clear()  # the host copies go as soon as they are encoded
-        if failed:
-            self.errors.append(f"statistics of {failed} parameters could not be computed")
+        self._failed(failed, "parameters")
         norms = [p["norms"]["grad"] for p in record["params"] if p["norms"]["grad"] is not None]
         if norms:
             self.grad_norms.append((index, math.sqrt(sum(n * n for n in norms))))
@@ -98,9 +95,7 @@ class BackgroundWriter:
         self._write(self.writer.write_step, self.lost_steps, index, record, arrays)
 
     def _settle_and_write(self, index: int, record: dict, arrays: dict, pending: list) -> None:
-        failed = builder.settle(record, pending)
-        if failed:
-            self.errors.append(f"statistics of {failed} tensors could not be computed")
+        self._failed(builder.settle(record, pending), "tensors")
         if record.get("anomalies"):
             self.origins.append((index, record["anomalies"]))
         self._write(self.writer.write_batch, self.lost_batches, index, record, arrays)
@@ -115,6 +110,10 @@ class BackgroundWriter:
             self.batches_written += 1
         else:
             self.steps_written += 1
+
+    def _failed(self, count: int, what: str) -> None:
+        if count:
+            self.errors.append(f"statistics of {count} {what} could not be computed")
 
     def put_index(self, index: dict) -> None:
         # Packed now: the recorder keeps mutating its lists after handing them over.
