@@ -52,6 +52,18 @@ class CallTree:
                 return entry
         return None
 
+    def grad_output(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        """The first output that received a gradient, else the first output: an RNN's
+        ``(output, h_n)`` of an encoder whose sequence output goes unused is reached
+        through ``h_n`` alone, and that is its gradient."""
+        first = None
+        for arg in call.get("outputs") or []:
+            entry = self.tensor(arg.get("tensor")) if isinstance(arg, dict) else None
+            if entry is not None and isinstance(entry.get("grad"), int):
+                return entry
+            first = first or entry
+        return first
+
     def tensor(self, tensor_id: Any) -> dict[str, Any] | None:
         return self.tensors.get(tensor_id) if isinstance(tensor_id, int) else None
 
@@ -61,7 +73,7 @@ class CallTree:
     def row(self, call_id: int) -> dict[str, Any]:
         call = self.by_id[call_id]
         out = self.first_output(call)
-        grad = self.grad_of(out)
+        grad = self.grad_of(self.grad_output(call))
         row = {k: v for k, v in call.items() if k not in ("inputs", "outputs")}
         row.update(
             n_children=len(self.children.get(call_id, [])),
@@ -76,7 +88,7 @@ class CallTree:
         call = self.by_id[call_id]
         out = self.first_output(call)
         stats = (out or {}).get("stats") or {}
-        grad = self.grad_of(out)
+        grad = self.grad_of(self.grad_output(call))
         return {
             "id": call_id,
             "order": position,

@@ -283,7 +283,7 @@ class ReplayAPI:
                     step=step["index"],
                     name=f"{classes.get(opt) or 'optimizer'} group {group}",
                     optimizer=opt,
-                    group=group,
+                    param_group=group,
                     lr=(hyper.get((opt, group)) or {}).get("lr"),
                     n_params=len(members),
                     top=[
@@ -304,7 +304,8 @@ class ReplayAPI:
     def _layer_values(
         self, run: str, batch: int, call: int, sample: int, grad: bool, weights: bool = False
     ) -> tuple[Chunk, CallTree, dict[str, Any], np.ndarray]:
-        """One sample's values of a call's first output (or its gradient; or, ``weights``,
+        """One sample's values of a call's first output (or the gradient that reached the call,
+        ``CallTree.grad_output``; or, ``weights``,
         the attention weights an attention owner computed). A tensor without a batch dim
         (a position embedding) is the same for every sample and comes whole."""
         chunk = self.store.chunk(run, "batch", batch)
@@ -313,7 +314,12 @@ class ReplayAPI:
             raise AgentError(f"batch {batch} has no call {call}.", NOT_FOUND)
         name = tree.by_id[call].get("name")
         owned = _attention_of(chunk.record, call) if weights and not grad else None
-        entry = tree.tensor(owned) if owned is not None else tree.first_output(tree.by_id[call])
+        if owned is not None:
+            entry = tree.tensor(owned)
+        elif grad:
+            entry = tree.grad_output(tree.by_id[call])
+        else:
+            entry = tree.first_output(tree.by_id[call])
         if entry is None:
             raise AgentError(f"{name} returned no tensor.", NOT_FOUND)
         if grad:
@@ -481,6 +487,9 @@ def _forward_calls(tree: CallTree, detail: str, owners: set[int]) -> list[int]:
         if tree.by_id[cid].get("phase") == "forward"
         and tree.by_id[cid].get("kind") in ("module", "function")
     ]
+    first_module = min((c for c in forward if tree.by_id[c].get("kind") == "module"), default=None)
+    if first_module is not None:
+        forward = [c for c in forward if not _prepares_batch(tree, c, first_module)]
     if detail == "layer":
         forward = [
             cid
@@ -490,6 +499,21 @@ def _forward_calls(tree: CallTree, detail: str, owners: set[int]) -> list[int]:
             or not any(tree.by_id[c].get("kind") == "module" for c in tree.children.get(cid, []))
         ]
     return returned_order(tree, forward)
+
+
+def _prepares_batch(tree: CallTree, cid: int, first_module: int) -> bool:
+    """A project function that ran before the batch's first module call and calls no module
+    (a ``get_batch()`` or ``collate()`` of a script without a DataLoader): it built the
+    batch, it is not a layer of the forward. Call ids follow the order calls began."""
+    if cid > first_module or tree.by_id[cid].get("kind") != "function":
+        return False
+    below = list(tree.children.get(cid, []))
+    while below:
+        child = below.pop()
+        if tree.by_id[child].get("kind") == "module":
+            return False
+        below.extend(tree.children.get(child, []))
+    return True
 
 
 def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> dict[str, Any]:
@@ -509,10 +533,11 @@ def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> 
 
 
 def _tensor_fields(tree: CallTree, cid: int) -> dict[str, Any]:
-    """What a layer event says of its call's first output and that output's gradient."""
+    """What a layer event says of its call's first output and of its gradient (that of the
+    output the gradient reached: ``CallTree.grad_output``)."""
     call = tree.by_id[cid]
     out = tree.first_output(call)
-    grad = tree.grad_of(out)
+    grad = tree.grad_of(tree.grad_output(call))
     norm = ((grad or {}).get("stats") or {}).get("norm")
     return {
         "tensor": out.get("id") if out else None,
@@ -572,7 +597,7 @@ def batch_events(
         if position % GIVE_WAY_EVERY == 0:
             give_way()
         # The gradient's id, read off the output's entry: its own entry waits for a page.
-        grad = (tree.first_output(tree.by_id[cid]) or {}).get("grad")
+        grad = (tree.grad_output(tree.by_id[cid]) or {}).get("grad")
         if isinstance(grad, int):
             arrived.append((grad, -position, cid))
     events.extend(_layer_event(tree, cid, "backward", info) for _, _, cid in sorted(arrived))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from synthetic_run import SyntheticRun
 
 from tvis.agent import layer_views as lv
@@ -20,6 +21,8 @@ from tvis.agent.api import AgentAPI
 from tvis.agent.client import LocalClient
 from tvis.agent.protocol import AgentError, encode
 from tvis.agent.replay import crash_note
+from tvis.record.builder import Settings
+from tvis.record.runner import record
 from tvis.store.format import COMPLETE, RUNNING
 from tvis.store.reader import RunReader
 from tvis.store.writer import RunWriter
@@ -106,6 +109,80 @@ def test_replay_follows_the_asked_sample_through_its_pipeline(recorded):
     stages = [e for e in first_batch(all_events(client, name, sample=1)) if e["kind"] == "stage"]
     pipeline = client.call("pipeline", run=name, batch=0, sample=1)
     assert [e["call"] for e in stages] == [s["call"] for s in pipeline["stages"]]
+
+
+def make_batch(rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch of a script without a DataLoader, built by project code."""
+    x = torch.randn(8, 4, generator=rng)
+    return x, (x.sum(1) > 0).long()
+
+
+def smoothed_nll(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """A loss written by hand: a project function of the forward, not a torch loss."""
+    soft = torch.nn.functional.one_hot(target, 2) * 0.9 + 0.05
+    return -(soft * logits.log_softmax(-1)).sum(-1).mean()
+
+
+def test_replay_leaves_out_project_code_that_only_builds_the_batch(tmp_path: Path):
+    def train() -> None:
+        rng = torch.Generator().manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            x, y = make_batch(rng)
+            loss = smoothed_nll(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    record(train, Settings(steps=3), Path(__file__).parent, tmp_path / "run")
+    with LocalClient(tmp_path) as client:
+        events = all_events(client, "run")
+        roots = client.call("calls", run="run", batch=1)["calls"]
+    assert roots[0]["name"] == "make_batch"  # Explore's tree still has it, where it ran
+    for batch in (1, 2):
+        names = [e["name"] for e in events if e["batch"] == batch and e["phase"] == "forward"]
+        assert names == ["0", "1", "2", "smoothed_nll"]
+
+
+class Reverser(torch.nn.Module):
+    """An encoder-decoder whose encoder is reached through its final state alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = torch.nn.GRU(4, 8, batch_first=True)
+        self.decoder = torch.nn.GRU(4, 8, batch_first=True)
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        _, h = self.encoder(src)  # the sequence output goes unused
+        out, _ = self.decoder(tgt, h)
+        return self.head(out)
+
+
+def test_a_layer_reached_only_through_a_later_output_shows_that_gradient(tmp_path: Path):
+    def train() -> None:
+        torch.manual_seed(0)
+        model = Reverser()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            src, tgt = torch.randn(5, 6, 4), torch.randn(5, 6, 4)
+            logits = model(src, tgt)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 3), torch.zeros(30).long())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    record(train, Settings(steps=2), Path(__file__).parent, tmp_path / "run")
+    with LocalClient(tmp_path) as client:
+        events = first_batch(all_events(client, "run"))
+        layers = {row["name"]: row for row in client.call("layers", run="run", batch=0)["rows"]}
+        units = client.call("neurons", run="run", batch=0, call=layers["encoder"]["id"], grad=True)
+    backward = [e["name"] for e in events if e["phase"] == "backward"]
+    assert backward == ["head", "decoder", "encoder"]  # the encoder learns, through h_n
+    encoder = next(e for e in events if e["phase"] == "backward" and e["name"] == "encoder")
+    assert encoder["grad_norm"] > 0 and layers["encoder"]["grad_norm"] == encoder["grad_norm"]
+    assert units["shape"] == [1, 8]  # dL/d h_n of the followed sample
 
 
 def test_replay_refuses_an_unknown_detail(api: AgentAPI, run: SyntheticRun):

@@ -229,7 +229,14 @@ async def test_result_card_appears_at_the_loss_with_prediction_and_losses(run_di
         assert "predicted" in text and "p(target)" in text and "batch loss" in text
         await pilot.press("n", "n")
         assert page.current_event()["kind"] == "update"
-        assert "‖Δw‖/‖w‖" in screen_text(app) and "lr 0.05" in screen_text(app)
+        text = screen_text(app)
+        assert "‖Δw‖/‖w‖" in text and "lr 0.05" in text
+        # An update is of a training batch: its input stays, and it opens nothing.
+        assert "sample 0 · as the model" in text and "light group" not in text
+        total = page.recording.total
+        await pilot.press("o")
+        await pilot.pause()
+        assert page.recording.total == total and page.expanded == set()
 
 
 # -- the layer views -----------------------------------------------------------------------------
