@@ -182,6 +182,26 @@ async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_
         assert app.internal_errors == []
 
 
+async def test_weights_page_draws_a_long_vector_as_bars_and_says_how_it_was_reduced(vit):
+    app = make_app(vit)
+    async with app.run_test(size=(100, 30)) as pilot:
+        page = await _open_page(pilot, "weights")
+        table = page.query_one(ParamList)
+        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        vectors = [p for p in table.params if len(p["shape"]) == 1]
+        longest = max(vectors, key=lambda p: p["shape"][0])
+        table.focus()
+        table.move_cursor(row=table.params.index(longest))
+        layer = page.query_one(LayerView)
+        await wait_for(
+            pilot, lambda: (layer.shown or {}).get("name") == longest["name"], "the vector"
+        )
+        bars = layer.shown["array"].shape[1]
+        assert bars < longest["shape"][0]  # narrower than the vector: block means
+        text = " ".join(screen_text(app).split())
+        assert f"{longest['shape'][0]} values as bars (shown as {bars} block means)" in text
+
+
 async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):
     app = make_app(vit)
     async with app.run_test(size=(120, 30)) as pilot:

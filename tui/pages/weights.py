@@ -245,7 +245,7 @@ class LayerView(AgentPane):
         if array.shape[0] == 1 and len((self.param or {}).get("shape") or []) <= 1:
             text = Text(f"{shape[-1] if shape else 1} values as bars", style=colors.MUTED)
             if view.get("downsampled"):
-                text.append(f" (block means of {array.shape[1]})", style=colors.MUTED)
+                text.append(f" (shown as {array.shape[1]} block means)", style=colors.MUTED)
             text.append(
                 f"   {fmt.num(view.get('lo'))} … {fmt.num(view.get('hi'))}\n", style=colors.MUTED
             )
