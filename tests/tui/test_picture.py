@@ -37,6 +37,30 @@ def test_16_colour_palettes_use_only_ansi_colours():
             assert Color.from_rgb(*rgb).downgrade(ColorSystem.STANDARD).number == number
 
 
+def test_label_colours_are_distinct_hues_the_terminal_really_has():
+    from tvis.tui.widgets.scatter import UNLABELLED_RGB, label_colours
+
+    for rgb in label_colours(10, "256").tolist():
+        down = Color.from_rgb(*rgb).downgrade(ColorSystem.EIGHT_BIT)
+        assert down.get_truecolor() == ColorTriplet(*rgb), rgb
+    ansi = [
+        Color.from_rgb(*rgb).downgrade(ColorSystem.STANDARD).number
+        for rgb in label_colours(10, "16").tolist()
+    ]
+    assert len(set(ansi)) == 10 and not {0, 5, 7, 8, 13, 15} & set(ansi)  # no greys, magenta
+    for depth in ("truecolor", "256", "16"):
+        colours = label_colours(10, depth).astype(int)
+        assert len({tuple(c) for c in colours.tolist()}) == 10
+        assert colormaps.NAN_RGB not in map(tuple, colours.tolist())
+        assert UNLABELLED_RGB not in map(tuple, colours.tolist())
+        if depth == "truecolor":  # any two at least as far apart as orange from yellow
+            gaps = np.linalg.norm(colours[:, None] - colours[None], axis=-1)
+            assert gaps[~np.eye(10, dtype=bool)].min() > 60
+    assert len(label_colours(3, "256")) == 3
+    many = label_colours(40, "truecolor")  # past ten: a ramp, as no set of hues stays apart
+    assert len(many) == 40 and np.all(np.diff(_luminance(many)) >= 0)
+
+
 def test_nan_and_inf_have_their_own_colours():
     rgb = colormaps.to_rgb(np.array([[0.0, np.nan, np.inf, 1.0]]), Scale(0.0, 1.0))
     assert tuple(rgb[0, 1]) == colormaps.NAN_RGB

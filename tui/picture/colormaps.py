@@ -4,7 +4,7 @@ Colour means a value here, never decoration. ``VALUES`` is perceptually ordered 
 bright, viridis-like) for activations and weights; ``SIGNED`` runs blue (negative) through
 near-black (zero) to red (positive) for gradients, updates and residuals; ``HEAT`` is laid
 over pictures (Grad-CAM, On image). NaN is magenta and ±Inf white in every map, so they are
-seen.
+seen. Labels (a class, a token) get ``label_palette``: distinct hues, not a value's ramp.
 
 Terminals without truecolor get a shorter palette of colours they really have: a ramp of entries of the xterm 256-colour
 cube, or of the 16 ANSI colours, chosen so the map stays one map (no grey middle). ``palette(cmap, depth)`` gives that palette; the legend shows the same colours.
@@ -124,6 +124,43 @@ _ANSI16 = [
     (85, 255, 255),
     (255, 255, 255),
 ]
+
+
+# Colours for labels (classes, tokens): ten hues told apart at a glance on a dark
+# background, none of them magenta (NaN) or grey (unlabelled), in the order they are
+# given out; per depth, the nearest entries the terminal really has.
+_LABELS: dict[str, tuple] = {
+    "truecolor": (
+        (240, 130, 30),
+        (90, 160, 245),
+        (100, 200, 90),
+        (240, 85, 110),
+        (175, 125, 235),
+        (245, 210, 50),
+        (60, 205, 205),
+        (190, 135, 90),
+        (185, 230, 90),
+        (250, 165, 205),
+    ),
+    "256": (
+        (255, 135, 0),
+        (95, 175, 255),
+        (95, 215, 95),
+        (255, 95, 135),
+        (175, 135, 255),
+        (255, 215, 0),
+        (0, 215, 215),
+        (175, 135, 95),
+        (175, 215, 95),
+        (255, 175, 215),
+    ),
+    "16": tuple(_ANSI16[i] for i in (9, 12, 10, 11, 14, 3, 2, 6, 4, 1)),
+}
+
+
+def label_palette(depth: Depth) -> np.ndarray:
+    """The distinct label colours (K×3 uint8) at colour ``depth``."""
+    return np.array(_LABELS[depth], dtype=np.uint8)
 
 
 @cache

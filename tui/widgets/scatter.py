@@ -1,8 +1,9 @@
 """``Scatter``: a 2-D point cloud in half-block cells, each point coloured by its label.
 
 Half blocks give two square pixels per cell, each with its own colour (braille dots would
-share one colour per cell and mix classes). Colours are evenly spaced entries of the picture
-kit's ``VALUES`` map at the terminal's colour depth; the selected point is drawn last, as a
+share one colour per cell and mix classes). Up to ten labels get the picture kit's distinct
+label hues, more get evenly spaced entries of its ``VALUES`` map, at the terminal's colour
+depth; the selected point is drawn last, as a
 cross in the cursor colour, and marked points (search hits) in the cursor colour too.
 Clicking posts ``Scatter.Picked`` with the nearest point.
 """
@@ -32,8 +33,12 @@ DARKEST_SHARE = 0.2
 
 
 def label_colours(count: int, depth: Depth) -> np.ndarray:
-    """``count`` colours (count×3 uint8) spread evenly over the visible part of ``VALUES``
-    at ``depth``."""
+    """``count`` colours (count×3 uint8): distinct hues for up to ten labels; for more,
+    where no set of hues stays distinct, colours spread evenly over the visible part of
+    ``VALUES`` at ``depth``."""
+    distinct = colormaps.label_palette(depth)
+    if count <= len(distinct):
+        return distinct[: max(count, 1)]
     colours = colormaps.palette(colormaps.VALUES, depth)
     if count <= 1:
         return colours[-1:].repeat(max(count, 1), axis=0)
