@@ -105,6 +105,9 @@ class LossAPI(InsightBase):
         result["call"] = (
             {k: call.get(k) for k in ("id", "name", "cls", "kind", "site", "def")} if call else None
         )
+        # What backward ran on: differs from the call's value when the call is one term of
+        # the loss (a sum of losses, a hand-written term) or the loss was scaled.
+        result["backward_loss"] = (chunk.record.get("batch") or {}).get("loss")
         result["per_token"] = table.per_token
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
         if not 0 <= elements <= MAX_ELEMENTS:

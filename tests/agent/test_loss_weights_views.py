@@ -88,6 +88,40 @@ def test_language_model_loss_reduction_matches_the_recorded_loss(text_lm):
     assert check["computed"] == pytest.approx(detail["value"], rel=1e-5)
 
 
+TWO_TERM_SCRIPT = """
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(2):
+        x, y, v = torch.randn(8, 6), torch.randint(0, 3, (8,)), torch.randn(8)
+        out = model(x)
+        penalty = out.pow(2).mean()  # a hand-written term: no torch loss call
+        loss = F.mse_loss(out[:, 0], v) + 0.1 * penalty
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_loss_call_that_is_one_term_says_what_backward_ran_on(tmp_path, text_lm):
+    from tvis.tui.pages.loss import call_line
+
+    (tmp_path / "train.py").write_text(textwrap.dedent(TWO_TERM_SCRIPT))
+    with LocalClient(_record(tmp_path, "train.py")) as client:
+        detail = client.call("loss_detail", run=".", batch=0)
+        batch = client.call("run", run=".")["batches"][0]
+    assert detail["fn"] == "mse_loss" and detail["backward_loss"] == batch["loss"]
+    assert detail["backward_loss"] > detail["value"]  # plus the penalty
+    assert "is one term of the loss" in call_line(detail).plain
+    with LocalClient(text_lm) as client:  # one loss call, backward on it
+        single = client.call("loss_detail", run=".", batch=_training_batch(client))
+    assert single["backward_loss"] == pytest.approx(single["value"])
+    assert "backward ran on" not in call_line(single).plain
+
+
 def test_loss_call_site_is_the_scripts_loss_line(text_lm):
     source = (EXAMPLES / "text_lm" / "train.py").read_text().splitlines()
     with LocalClient(text_lm) as client:

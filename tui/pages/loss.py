@@ -9,6 +9,7 @@ sized to what one screen shows.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,18 @@ def call_line(detail: dict[str, Any]) -> Text:
     text.append(f"({', '.join(args)})")
     if call.get("site"):
         text.append(f"   called at {fmt.where(call['site'])}", style=colors.MUTED)
+    value, backward = detail.get("value"), detail.get("backward_loss")
+    if isinstance(value, float) and isinstance(backward, float) and not _close(value, backward):
+        text.append(
+            f"\nbackward ran on {fmt.num(backward)}, not this call's {fmt.num(value)}: the call "
+            "is one term of the loss, or the loss was scaled",
+            style=colors.WARN,
+        )
     return text
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
 
 
 def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text:
