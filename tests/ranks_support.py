@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +17,9 @@ TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 # Two CPU processes with gloo start, rendezvous and train a tiny model in seconds; a loaded
 # machine can take a minute, and a hung collective must fail the test, not stall it.
 LAUNCH_TIMEOUT = 300
+# What the C++ runtime prints when gloo's threads are still joinable as a process exits:
+# plain torch does this now and then on a loaded machine, with tvis or without.
+TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def free_port() -> int:
@@ -43,9 +47,18 @@ def torchrun(
         command = [*head, "-m", "tvis", "run", *tvis_args, str(script), *script_args]
     else:
         command = [*head, "--no-python", TVIS, "run", *tvis_args, str(script), *script_args]
-    return subprocess.run(
-        command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT
-    )
+    for attempt in range(2):
+        done = subprocess.run(
+            command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT
+        )
+        if done.returncode == 0 or TEARDOWN_ABORT not in done.stderr or attempt:
+            return done
+        # torch's own abort at exit is not what these tests check: once more, from a clean
+        # slate (a real defect fails both times).
+        if "--out" in tvis_args:
+            shutil.rmtree(cwd / tvis_args[tvis_args.index("--out") + 1], ignore_errors=True)
+        command[command.index("--master-port") + 1] = str(free_port())
+    return done
 
 
 def srun_tasks(tvis_args: list[str], script_args: list[str], cwd: Path) -> list:
