@@ -71,6 +71,33 @@ def train_then_save(model: nn.Module, opt: torch.optim.Optimizer, steps: int) ->
     model.fc2.weight.detach() * 2  # after the loop
 
 
+def reads_after_ops(model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
+    for _ in range(steps):
+        x = torch.randn(5, 6)
+        flipped = x.T  # a property
+        total = torch.tanh(x).sum().item()  # then a number
+        where = torch.tanh(x).device  # then a device
+        size = x.shape  # no tensor at all
+        loss = model(x).square().mean() + 0 * total
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    del flipped, where, size
+
+
+def test_a_line_shows_the_op_its_shape_came_from(tmp_path):
+    lines = _lines(_recorded(reads_after_ops, tmp_path, batches=2, steps=2).batch(0).record)
+    for marker, op, shape in (
+        ("a property", "T", [6, 5]),
+        ("then a number", "sum", []),
+        ("then a device", "tanh", [5, 6]),
+    ):
+        line = lines[_line_of(marker)]
+        assert (line["op"], line["shape"]) == (op, shape), marker
+    bare = lines[_line_of("no tensor at all")]
+    assert (bare["op"], bare["shape"]) == ("shape", None)
+
+
 def test_lines_after_the_last_step_join_the_last_batch(tmp_path):
     # The script ends before --steps: its last batch was written with its step, and
     # is written again with the lines that ran after it.

@@ -144,6 +144,8 @@ def _note(rec, call, frame, func, args, out, ms: float) -> None:
     name = getattr(func, "__name__", str(func))
     if name.startswith("_") and not name.startswith("__"):
         return  # torch's own bookkeeping (profiler ranges, foreach kernels), not a result
+    if name == "__get__":  # a property read (x.T, x.data): named by the property
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
     batch, lines = _target(rec)
     # A call opened in an earlier batch (a training loop inside ``main()``) still runs
     # lines that belong to this batch; they are attributed to no call of it.
@@ -185,7 +187,9 @@ def _line(rec, lines: dict, key: tuple[str, int], call_id: int | None) -> dict:
 
 
 def _result(line: dict, op: str, out, ms: float) -> None:
-    """The line's latest result: what its last op or call returned."""
+    """The line's latest result: what its last op or call returned that holds a tensor (a
+    later ``.item()`` or ``.device`` read on the line leaves the op and its shape as they
+    are); an op without one only where the line has nothing better."""
     first = (
         out
         if isinstance(out, torch.Tensor)
@@ -193,8 +197,10 @@ def _result(line: dict, op: str, out, ms: float) -> None:
         if isinstance(out, (tuple, list))
         else None
     )
-    line["op"] = op
     if first is not None:
+        line["op"] = op
         line["shape"], line["dtype"] = list(first.shape), str(first.dtype).removeprefix("torch.")
+    elif line["shape"] is None:
+        line["op"] = op
     line["count"] += 1
     line["ms"] += ms
