@@ -51,7 +51,9 @@ def main() -> None:
             one.append(_seconds(1, x, ops))
             two.append(_seconds(2, x, ops))
         t1, t2 = statistics.median(one), statistics.median(two)
-        print(f"{numel * 4 >> 10:>7} KB {t1 * 1e3:>8.1f} ms {t2 * 1e3:>9.1f} ms {2 - t2 / t1:>8.2f}")
+        print(
+            f"{numel * 4 >> 10:>7} KB {t1 * 1e3:>8.1f} ms {t2 * 1e3:>9.1f} ms {2 - t2 / t1:>8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ class ModuleCalls:
         return names
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if compiling() or self.paused:
+        if compiling() or self.paused or self.recomputing():
             return
         if threading.get_ident() != self.thread and not (
             torch.is_grad_enabled() and self.adopt_thread()
@@ -171,6 +171,14 @@ class ModuleCalls:
         # (module, args, output) when the forward raised: the call must still be closed,
         # or every later forward of a script that catches the error nests under it.
         if compiling() or threading.get_ident() != self.thread or self.paused:
+            return
+        if self.recomputing():
+            if len(rest) == 2:
+                with self.work:
+                    try:
+                        self._hook_recomputed(module, rest[1])
+                    except Exception as e:
+                        self.guard(f"hooking the recomputed {type(module).__name__}", e)
             return
         with self.work:
             try:
@@ -289,6 +297,27 @@ class ModuleCalls:
             if t.requires_grad:
                 batch.hooked.add(entry_id)
                 batch.grad_handles.append(t.register_hook(partial(self._on_grad, batch, entry_id)))
+
+    def _hook_recomputed(self, module: torch.nn.Module, output) -> None:
+        """A forward recomputed during backward (reentrant checkpointing ran the first one
+        without gradients): the gradient of the call the first forward recorded arrives at
+        this output, so it is hooked for that call's output entry (the latest one of the
+        module's calls not hooked yet, of the same shape)."""
+        batch = self.batch
+        if batch is None or batch.light or not isinstance(output, torch.Tensor):
+            return
+        if not output.requires_grad:
+            return
+        name = self.module_name(module)
+        for call in reversed(batch.calls):
+            entry_id = call.outputs[0].get("tensor") if call.outputs else None
+            if call.name != name or entry_id is None or entry_id in batch.hooked:
+                continue
+            if batch.entries[entry_id]["shape"] == list(output.shape):
+                batch.hooked.add(entry_id)
+                hook = partial(self._on_grad, batch, entry_id)
+                batch.grad_handles.append(output.register_hook(hook))
+                return
 
     def _on_grad(self, batch: BatchBuilder, entry_id: int, grad: torch.Tensor) -> None:
         if self.paused:

@@ -130,6 +130,7 @@ class Recorder(ModuleCalls, Steps):
         self.step_index = 0
         self.in_step = 0
         self.in_backward = 0
+        self.noted_recompute = False
         self.in_loss = 0
         self.snapshots: dict | None = None
         self.param_state = param_records.ParamState(
@@ -287,6 +288,22 @@ class Recorder(ModuleCalls, Steps):
             "the run nearly reached --max-bytes: later batches keep statistics only, no values."
         )
         return 0
+
+    def recomputing(self) -> bool:
+        """Whether a forward is running inside backward with gradients on: activation
+        checkpointing recomputing what the first forward ran. Its calls and ops are not
+        recorded again: the first forward's are those values, and the recomputation's
+        own control flow (``_StopRecomputationError``) is torch's, not the script's."""
+        if not (self.in_backward and torch.is_grad_enabled()):
+            return False
+        if not self.noted_recompute:
+            self.noted_recompute = True
+            self.notice(
+                "the model recomputes forwards during backward (activation checkpointing); "
+                "tvis records each forward once, as it first ran.",
+                level="info",
+            )
+        return True
 
     def ensure_batch(self) -> BatchBuilder:
         if self.batch is None:
