@@ -3,9 +3,9 @@
 Half blocks give two square pixels per cell, each with its own colour (braille dots would
 share one colour per cell and mix classes). Up to ten labels get the picture kit's distinct
 label hues, more get evenly spaced entries of its ``VALUES`` map, at the terminal's colour
-depth; the selected point is drawn last, as a
-cross in the cursor colour, and marked points (search hits) in the cursor colour too.
-Clicking posts ``Scatter.Picked`` with the nearest point.
+depth. The selected point is drawn last, as a cross in the cursor colour, and marked points
+(search hits) in the cursor colour too. Clicking posts ``Scatter.Picked`` with the nearest
+point.
 """
 
 from __future__ import annotations

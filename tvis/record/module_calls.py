@@ -304,9 +304,7 @@ class ModuleCalls:
         this output, so it is hooked for that call's output entry (the latest one of the
         module's calls not hooked yet, of the same shape)."""
         batch = self.batch
-        if batch is None or batch.light or not isinstance(output, torch.Tensor):
-            return
-        if not output.requires_grad:
+        if batch is None or batch.light or not getattr(output, "requires_grad", False):
             return
         name = self.module_name(module)
         for call in reversed(batch.calls):

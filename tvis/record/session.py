@@ -293,7 +293,8 @@ class Recorder(ModuleCalls, Steps):
         """Whether a forward is running inside backward with gradients on: activation
         checkpointing recomputing what the first forward ran. Its calls and ops are not
         recorded again: the first forward's are those values, and the recomputation's
-        own control flow (``_StopRecomputationError``) is torch's, not the script's."""
+        own control flow (``_StopRecomputationError``) is torch's, not the script's. The
+        first time, a notice says so."""
         if not (self.in_backward and torch.is_grad_enabled()):
             return False
         if not self.noted_recompute:
