@@ -21,6 +21,10 @@ from tvis.store.reader import Chunk
 MAX_GRID_PIXELS = 16384
 # Cells in one grid: a screen shows a few dozen thumbnails at most.
 MAX_GRID_CELLS = 64
+# A map fewer cells a side than this cannot say where in the picture the evidence is (a
+# CIFAR-sized ResNet's last layers are 1×1 and 2×2): the layer shown first is the deepest
+# whose map has at least this many.
+MIN_SIDE = 4
 
 
 class GradcamAPI(InsightBase):
@@ -41,9 +45,10 @@ class GradcamAPI(InsightBase):
         ``true``), resized onto the input picture and scaled to [0, 1]."""
         require_non_negative(sample=sample)
         views.check_size(width, height)
-        maps = _maps(self.store.chunk(run, "batch", batch), batch)
+        chunk = self.store.chunk(run, "batch", batch)
+        maps = _maps(chunk, batch)
         layers = list(dict.fromkeys(m.get("layer") for m in maps))
-        layer = layer if layer is not None else layers[-1]
+        layer = layer if layer is not None else _first_layer(chunk, maps, layers)
         cell = self._cell(run, batch, maps, layer, which, sample, width, height)
         return {
             "layers": layers,
@@ -79,7 +84,7 @@ class GradcamAPI(InsightBase):
         maps = _maps(chunk, batch)
         layers = list(dict.fromkeys(m.get("layer") for m in maps))
         if sample is None:
-            layer = layer if layer is not None else layers[-1]
+            layer = layer if layer is not None else _first_layer(chunk, maps, layers)
             kept = _kept(chunk, maps, layer, which)
             pairs = [(layer, s) for s in range(max(first, 0), min(kept, first + cells_wanted))]
         else:
@@ -155,6 +160,15 @@ def _choice(maps: list[dict], layer: str, which: str) -> dict:
             f"no Grad-CAM for layer {layer!r} and class {which!r}; layers: {layers}.", NOT_FOUND
         )
     return choice
+
+
+def _first_layer(chunk: Chunk, maps: list[dict], layers: list[str]) -> str:
+    """The deepest layer whose map is at least MIN_SIDE cells a side, else the deepest."""
+    for name in reversed(layers):
+        shape = (chunk.tensor(_choice(maps, name, "pred")["tensor"]) or {}).get("shape") or []
+        if len(shape) >= 2 and min(shape[-2:]) >= MIN_SIDE:
+            return name
+    return layers[-1]
 
 
 def _kept(chunk: Chunk, maps: list[dict], layer: str, which: str) -> int:

@@ -262,6 +262,40 @@ def test_gradcam_resized_onto_the_input_picture(image_run):
     assert corner == pytest.approx(cam[0, 0] / cam.max(), rel=1e-5)
 
 
+def test_gradcam_starts_at_the_deepest_layer_whose_map_can_say_where(tmp_path):
+    import torch
+
+    from tvis.record.builder import Settings
+    from tvis.record.runner import record
+
+    def train() -> None:  # 8×8 maps, then 2×2, then 1×1 (a CIFAR ResNet's last layers)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3, padding=1),
+            torch.nn.MaxPool2d(4),
+            torch.nn.Conv2d(4, 4, 3, padding=1),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(4, 3, 1),
+            torch.nn.Flatten(),
+        )
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            logits = model(torch.randn(4, 3, 8, 8))
+            loss = torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2, 0]))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    record(train, Settings(steps=2), Path(__file__).parent, tmp_path / "run")
+    with LocalClient(tmp_path) as client:
+        first = client.call("gradcam", run="run", batch=0)
+        grid = client.call("gradcam_grid", run="run", batch=0, width=8, height=8)
+        last = client.call("gradcam", run="run", batch=0, layer=first["layers"][-1])
+    assert first["layers"] == ["0", "2", "4"]
+    assert first["layer"] == grid["layer"] == "0" and first["map_shape"] == [8, 8]
+    assert last["map_shape"] == [1, 1]  # still there when asked for
+
+
 def test_gradcam_grid_of_samples_for_one_layer(image_run):
     client, known, _ = image_run
     grid = client.call("gradcam_grid", run="run", batch=0, which="true", width=8, height=8)

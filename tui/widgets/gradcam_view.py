@@ -50,7 +50,9 @@ class GradcamView(AgentPane):
     def __init__(self, layers: list[str] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.layer_names = list(layers or [])
-        self.at_layer = len(self.layer_names) - 1
+        # None until the agent's first reply names the layer it starts at (the deepest
+        # whose map is big enough to say where).
+        self.at_layer: int | None = None
         self.which = "pred"
         self.mode = "one"
         self.reply: dict[str, Any] | None = None
@@ -74,7 +76,7 @@ class GradcamView(AgentPane):
         self.query_one("#gradcam-one").display = self.mode == "one"
         self.query_one("#gradcam-grid").display = self.mode != "one"
         self._title()
-        layer = self.layer_names[self.at_layer]
+        layer = self.layer_names[self.at_layer] if self.at_layer is not None else None
         if self.mode == "one":
             self.query_one("#gradcam-overlay", Picture).placeholder("loading Grad-CAM …")
             self.ask(
@@ -104,6 +106,9 @@ class GradcamView(AgentPane):
         return max(1, width // (side + 1)), max(1, height // (side // 2 + 1))
 
     def answered(self, tag: str, result: Any) -> None:
+        if self.at_layer is None and result.get("layer") in self.layer_names:
+            self.at_layer = self.layer_names.index(result["layer"])
+            self._title()
         if tag == "one":
             self.reply = result
             self._draw_one(result)
@@ -124,7 +129,8 @@ class GradcamView(AgentPane):
 
     def step_layer(self, delta: int) -> None:
         if self.layer_names:
-            self.at_layer = (self.at_layer + delta) % len(self.layer_names)
+            at = self.at_layer if self.at_layer is not None else len(self.layer_names) - 1
+            self.at_layer = (at + delta) % len(self.layer_names)
             self.reload()
 
     def toggle_which(self) -> None:
@@ -142,10 +148,9 @@ class GradcamView(AgentPane):
 
     def _title_text(self) -> Text:
         title = Text(f"{MODE_TITLES[self.mode]} · ", style="bold")
-        if self.mode != "layers":
-            title.append(
-                f"layer {self.at_layer + 1}/{len(self.layer_names)} {self.layer_names[self.at_layer]} · "
-            )
+        at = self.at_layer
+        if self.mode != "layers" and at is not None:
+            title.append(f"layer {at + 1}/{len(self.layer_names)} {self.layer_names[at]} · ")
         title.append("predicted class" if self.which == "pred" else "true class")
         title.append("   t pred/true · <> layer · m mode · [] sample", style="dim")
         return title
