@@ -86,6 +86,16 @@ def clip_middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (keep - head) :]
 
 
+def clip_start(text: str, width: int) -> str:
+    """``text`` cut at its start (``…0.bn1.weight``): a dotted path keeps its most specific
+    part."""
+    if len(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    return "…" + text[len(text) - width + 1 :]
+
+
 def where(loc: Any) -> str:
     """``[file, line]`` as ``file:line``; library files lose their site-packages prefix."""
     if not (isinstance(loc, (list, tuple)) and len(loc) == 2):

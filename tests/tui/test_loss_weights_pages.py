@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_app, open_explore, screen_text, wait_for
-from support import EXAMPLES, TVIS, record_example
+from support import EXAMPLES, TVIS, record_example, record_script
 
+from tvis.tui import fmt
 from tvis.tui.pages.loss import LossView
 from tvis.tui.pages.weights import AllLayers, LayerView, ParamList, Thumb
 from tvis.tui.picture import Picture
@@ -200,6 +201,48 @@ async def test_weights_page_draws_a_long_vector_as_bars_and_says_how_it_was_redu
         assert bars < longest["shape"][0]  # narrower than the vector: block means
         text = " ".join(screen_text(app).split())
         assert f"{longest['shape'][0]} values as bars (shown as {bars} block means)" in text
+
+
+LONG_NAMES = """
+import torch
+from torch import nn
+
+class Stage(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.downsample = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return self.downsample(x)
+
+torch.manual_seed(0)
+model = nn.Sequential()
+model.add_module("backbone_stage_one", Stage(128))
+model.add_module("head", nn.Sequential(nn.Flatten(), nn.Linear(128 * 4 * 4, 3)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    loss = nn.functional.cross_entropy(model(torch.randn(2, 128, 4, 4)), torch.tensor([0, 2]))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+async def test_weights_list_keeps_the_update_ratio_in_view_and_names_their_ends(tmp_path):
+    run = record_script(tmp_path, LONG_NAMES, "--steps", "2")
+    app = make_app(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "weights")
+        table = page.query_one(ParamList)
+        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        name = "backbone_stage_one.downsample.0.weight"  # 128×128×3×3
+        ratio = fmt.num(next(p for p in table.params if p["name"] == name)["norms"]["ratio"])
+        shown = str(table.get_row(name)[0])
+        row = next(line for line in screen_text(app).splitlines() if shown in line)
+        assert ratio in row  # ‖Δw‖/‖w‖, the column that matters most, is not cut off
+        assert shown == "…" + name[1 - len(shown) :]  # a path keeps its specific end
+        await pilot.resize_terminal(160, 40)  # room for longer names beside the picture
+        await wait_for(pilot, lambda: len(str(table.get_row(name)[0])) > len(shown), "more")
 
 
 async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):

@@ -38,6 +38,10 @@ COLUMNS = (
 )
 """The list's headed columns and the key each sorts by."""
 
+NUMBER_COLUMNS = 44
+"""Cells the columns after the name take (a 4-D shape, three numbers, cell padding and the
+scrollbar): the name gets what is left, so ‖Δw‖/‖w‖ stays in view."""
+
 GAP_RGB = (24, 24, 28)
 """Between kernels of the grid: darker than any colour of the signed map."""
 
@@ -104,10 +108,11 @@ class ParamList(DataTable):
         key = COLUMNS[self.sort_column][1]
         self.params = sorted(params, key=lambda p: param_sort_key(p, key), reverse=self.descending)
         self.clear()
+        name_width = max(12, min(28, (self.size.width or 62) - NUMBER_COLUMNS))
         for p in self.params:
             n = p.get("norms") or {}
             self.add_row(
-                fmt.clip(str(p.get("name", "?")), 28),
+                fmt.clip_start(str(p.get("name", "?")), name_width),
                 Text(fmt.shape(p.get("shape")), style=colors.MUTED),
                 Text(fmt.num(n.get("w")), justify="right"),
                 Text(fmt.num(n.get("grad")), justify="right"),
@@ -121,6 +126,12 @@ class ParamList(DataTable):
         names = [p.get("name") for p in self.params]
         if chosen in names:
             self.move_cursor(row=names.index(chosen))
+
+    def on_resize(self) -> None:
+        if self.params:  # names are clipped to the width: fill again at the new one
+            row = self.cursor_row
+            chosen = self.params[row].get("name") if 0 <= row < len(self.params) else None
+            self.fill(self.params, chosen)
 
     def header_text(self) -> str:
         label = COLUMNS[self.sort_column][0]
@@ -419,7 +430,12 @@ class WeightsView(AgentPane):
         self.query_one(ParamList).focus()
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width < self.NARROW, "-narrow")
+        narrow = self.size.width < self.NARROW
+        self.set_class(narrow, "-narrow")
+        # Beside the picture the list takes 62 cells, up to 72 (whole parameter names) when
+        # the picture keeps 78.
+        left = self.query_one("#weights-left")
+        left.styles.width = None if narrow else max(62, min(72, self.size.width - 78))
 
     def load(self, step: int) -> None:
         self.step = step

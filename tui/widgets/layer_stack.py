@@ -186,7 +186,7 @@ class LayerStack(AgentPane):
         # Clipped from the left: layer paths differ at their end (…s.1.attn.qkv).
         room = name_w - (len(warn) + 1 if warn else 0)
         name = str(layer.get("name") or "?")
-        name = name if len(name) <= room else "…" + name[len(name) - room + 1 :]
+        name = fmt.clip_start(name, room)
         name += f" {warn}" if warn else ""
         style = "bold reverse" if here else ("" if lit or arrived else colors.MUTED)
         text.append(f"{name:<{name_w}} ", style=style)
