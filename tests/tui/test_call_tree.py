@@ -9,7 +9,23 @@ from fake_client import FakeClient
 from support import record_script
 
 from tvis.tui.app import TvisApp
-from tvis.tui.widgets.call_tree import PAGE
+from tvis.tui.widgets.call_tree import PAGE, group_label, group_runs
+
+
+def test_a_library_datasets_items_fold_into_one_data_pipeline_row():
+    # torchvision's FakeData: each item is a ToPILImage call, then the script's Compose.
+    items = [
+        {"name": name, "cls": name, "kind": "transform", "phase": "data"}
+        for _ in range(32)
+        for name in ("ToPILImage", "Compose")
+    ]
+    blocks = [{"name": f"blocks.{i}", "cls": "Block", "kind": "module"} for i in range(4)]
+    model = {"name": "Net", "cls": "Net", "kind": "module", "phase": "forward"}
+    pipeline, forward = group_runs([*items, model])
+    assert pipeline == items and forward is model
+    assert group_label(pipeline) == "data pipeline"
+    (folded,) = group_runs(blocks)  # repeated blocks fold as before
+    assert group_label(folded) == "blocks.0…3"
 
 
 async def test_roots_show_the_model_and_fold_repeated_siblings(run_dir: Path):

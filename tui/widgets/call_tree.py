@@ -74,7 +74,9 @@ def first_interesting(rows: list[dict[str, Any]]) -> int:
 
 def group_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any] | list[dict[str, Any]]]:
     """Rows with runs of repeated siblings gathered into lists: same class and either
-    consecutive numbered names (``blocks.3``, ``blocks.4``) or the very same name."""
+    consecutive numbered names (``blocks.3``, ``blocks.4``) or the very same name; or
+    consecutive calls of the data pipeline, whatever they are (a library dataset's items
+    are each a few transform calls, not one ``__getitem__`` of the project's)."""
     out: list[dict[str, Any] | list[dict[str, Any]]] = []
     i = 0
     while i < len(rows):
@@ -90,6 +92,8 @@ def group_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any] | list[dict[st
 
 
 def _continues(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.get("phase") == b.get("phase") == "data":
+        return True
     if a.get("cls") != b.get("cls") or a.get("kind") != b.get("kind"):
         return False
     name_a, name_b = a.get("name") or "", b.get("name") or ""
@@ -100,6 +104,8 @@ def _continues(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def group_label(rows: list[dict[str, Any]]) -> str:
+    if len({r.get("cls") for r in rows}) > 1:  # only the data pipeline's runs mix classes
+        return "data pipeline"
     first, last = rows[0].get("name") or "", rows[-1].get("name") or ""
     ma, mb = _INDEXED.match(first), _INDEXED.match(last)
     if ma and mb and first != last:
@@ -561,7 +567,8 @@ class CallTree(Tree[Node], inherit_bindings=False):
         )
         left.append(data.text)
         left.append(f" ×{len(rows)}", style="bold")
-        if first.get("cls") and first["cls"] not in data.text:
+        same_class = all(r.get("cls") == first.get("cls") for r in rows)
+        if same_class and first.get("cls") and first["cls"] not in data.text:
             left.append(f" {first['cls']}", style=colors.MUTED)
         summary = dict(first)
         summary["fwd_ms"] = sum(r.get("fwd_ms") or 0 for r in rows)

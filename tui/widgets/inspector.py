@@ -210,7 +210,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         elif selection.kind == "group" and selection.row:
             rows = selection.row.get("rows") or []
             title = Text(f"{selection.row.get('label')}  ", style="bold")
-            title.append(f"{len(rows)} × {rows[0].get('cls') or 'call'}\n" if rows else "\n")
+            classes = list(dict.fromkeys(r.get("cls") or r.get("name") or "call" for r in rows))
+            title.append(f"{len(rows)} calls: {', '.join(map(str, classes))}\n" if rows else "\n")
             header.update(Text.assemble(title))
         elif selection.kind == "batch" and selection.row:
             header.update(batch_header(selection.row))
