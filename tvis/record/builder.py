@@ -152,6 +152,7 @@ class BatchBuilder:
         self.root_forwards = 0
         self.had_backward = False
         self.loss: float | None = None
+        self.grad_scale: float | None = None  # a GradScaler's factor on backward's loss
         self.digest: str | None = None  # of the collated batch, when ranks are compared
         self.step: int | None = None
         self.micro = 0
@@ -383,6 +384,7 @@ class BatchBuilder:
                 "n_calls": len(self.calls),
                 "dropped_calls": self.dropped_calls,
                 **({"digest": self.digest} if self.digest else {}),
+                **({"grad_scale": self.grad_scale} if self.grad_scale else {}),
             },
             "calls": [c.record() for c in self.calls],
             "tensors": self.entries,

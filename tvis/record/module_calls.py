@@ -325,7 +325,9 @@ class ModuleCalls:
                 at = (self.work.started - self.overhead - batch.started) * 1e3
                 batch.grad_arrivals.append((at, entry_id))
                 if batch.entries[entry_id].get("grad") is None:
-                    batch.gradient(entry_id, grad)
+                    # Of the loss itself, not of a GradScaler's multiple of it.
+                    scaled = grad / batch.grad_scale if batch.grad_scale else grad
+                    batch.gradient(entry_id, scaled)
             except Exception as e:
                 self.guard("recording a gradient", e)
         return None  # the gradient flows on untouched

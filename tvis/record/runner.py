@@ -89,6 +89,7 @@ def record(
 
     from tvis.record.data import DataPipeline
     from tvis.record.functions import FunctionTracer
+    from tvis.record.grad_scaler import GradScaling
     from tvis.record.loss import LossCapture
     from tvis.record.ops import LineOps
     from tvis.record.project import Project
@@ -122,6 +123,7 @@ def record(
         Representations(),
         Transforms(),
         Tokenizers(),
+        GradScaling(),
     ]
     if settings.functions:
         recorder.extensions.append(FunctionTracer())

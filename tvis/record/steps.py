@@ -33,12 +33,12 @@ class Steps:
                     batch.mode = "train"
                     self.train_batches += 1
                 loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
-                if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-                    batch.loss = float(loss.detach())
-                    if not math.isfinite(batch.loss) and self.loss_bad is None:
-                        self.loss_bad = (batch.index, self.step_index, batch.loss)
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
+                if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+                    batch.loss = float(loss.detach()) / (batch.grad_scale or 1.0)
+                    if not math.isfinite(batch.loss) and self.loss_bad is None:
+                        self.loss_bad = (batch.index, self.step_index, batch.loss)
                 # The forward's statistics are taken while backward runs (it holds the
                 # interpreter lock rarely), not after the step.
                 self.writer.put_stats(batch.take_pending())

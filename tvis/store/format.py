@@ -52,7 +52,9 @@ A batch index (``batches/N/index.msgpack``)::
                "no_grad": bool, "light": bool (values not kept), "batch_size": int | None,
                "phase_ms": {"data", "forward", "loss", "backward", "optimizer"},
                "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int,
-               "digest": str (of the collated batch; ranks of a group only)},
+               "digest": str (of the collated batch; ranks of a group only),
+               "grad_scale"?: float (backward ran on a GradScaler's loss × grad_scale: "loss"
+                              and every dL/d(activation) are recorded divided by it)},
      "calls": [call, ...],            # pre-order: a parent comes before its children
      "tensors": [tensor entry, ...],
      "lines": [{"file", "line", "op", "shape", "dtype", "count", "ms",

@@ -346,6 +346,7 @@ class BatchInfo(TypedDict, total=False):
     overhead_ms: float
     n_calls: int
     dropped_calls: int
+    grad_scale: float  # a GradScaler's factor, divided out of the loss and dL/d(activation)
 
 
 class ParamNorms(TypedDict, total=False):
