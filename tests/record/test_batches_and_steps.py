@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SCRIPTS
+import torch
+from helpers import SCRIPTS, record_here
 from support import run_tvis
 
 from tvis.store.reader import RunReader, find_runs
@@ -97,3 +98,27 @@ def test_keyword_arguments_to_forward_are_captured(tmp_path):
     root = run.batch(0).record["calls"][0]
     assert [a["name"] for a in root["inputs"]] == ["x", "mask"]
     assert root["name"] == "m" and root["def"] == ["kw.py", 5]
+
+
+def test_evaluation_under_inference_mode_is_a_light_group(tmp_path):
+    def train() -> None:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = model(torch.randn(16, 8)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            with torch.inference_mode():  # tensors without a version counter
+                model(torch.randn(64, 8)).argmax(1)
+
+    outcome = record_here(train, tmp_path, steps=3)
+    assert not [n for n in outcome.notices if "failed" in n], outcome.notices
+    run = RunReader(outcome.run_dir)
+    batches = run.index()["batches"]
+    light = [b for b in batches if b["light"]]
+    assert len([b for b in batches if not b["light"]]) == 3 and light
+    record = run.batch(light[0]["index"]).record
+    out = record["tensors"][record["calls"][-1]["outputs"][0]["tensor"]]
+    assert out["shape"] == [64, 2] and out["stats"]["numel"] == 128 and "mean" in out["stats"]

@@ -174,7 +174,7 @@ class BatchBuilder:
 
     def tensor(self, t: torch.Tensor, keep_values: bool = True) -> int:
         """The entry id of ``t`` in this batch, capturing it on first sight."""
-        key = (id(t), t._version)
+        key = _identity(t)
         found = self._by_identity.get(key)
         if found is not None and self.objects.get(found) is t:
             return found
@@ -196,7 +196,7 @@ class BatchBuilder:
 
     def entry_of(self, t: torch.Tensor) -> int | None:
         """The entry id of ``t`` if this batch captured it as it is now."""
-        return self._by_identity.get((id(t), t._version))
+        return self._by_identity.get(_identity(t))
 
     def keeps_item(self) -> bool:
         """Whether values seen now belong to a kept sample (always, outside a fetch)."""
@@ -392,6 +392,13 @@ class BatchBuilder:
             **self._dropped(),
             **self.sections,
         }
+
+
+def _identity(t: torch.Tensor) -> tuple[int, int]:
+    """A tensor as it is now: the same object changed in place is another value. Tensors
+    made under ``torch.inference_mode()`` keep no version counter (and cannot be changed in
+    place outside it): their object alone."""
+    return (id(t), 0 if t.is_inference() else t._version)
 
 
 def settle(record: dict, pending: list) -> int:
