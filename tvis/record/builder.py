@@ -138,6 +138,9 @@ class BatchBuilder:
         )
         self.grad_handles: list = []
         self.hooked: set[int] = set()
+        # Gradients that arrived outside a backward tvis saw: the script's own
+        # torch.autograd.grad (a gradient penalty). A backward that follows replaces them.
+        self.outside_grads: set[int] = set()
         self.grad_arrivals: list[tuple[float, int]] = []
         # For the first non-finite value (tvis/record/anomalies.py): an order of events,
         # the sums of project-line results, and when each module call returned.
@@ -300,6 +303,15 @@ class BatchBuilder:
             entry["stats"], entry["hist"] = {"numel": n}, None
         else:
             entry["stats"], entry["hist"] = tensors.stats(t)
+
+    def forget_outside_grads(self) -> None:
+        """A backward begins: gradients taken by the script's own ``autograd.grad`` were
+        not dL/d(activation) of the loss; its backward's are (or none, for an output it
+        does not reach)."""
+        for entry_id in self.outside_grads:
+            self.entries[entry_id]["grad"] = None
+        self.grad_arrivals = [a for a in self.grad_arrivals if a[1] not in self.outside_grads]
+        self.outside_grads.clear()
 
     def take_pending(self) -> list[tuple[dict, torch.Tensor]]:
         """The private copies queued so far (their bytes still count toward the cap)."""

@@ -328,6 +328,8 @@ class ModuleCalls:
                     # Of the loss itself, not of a GradScaler's multiple of it.
                     scaled = grad / batch.grad_scale if batch.grad_scale else grad
                     batch.gradient(entry_id, scaled)
+                    if not self.in_backward:
+                        batch.outside_grads.add(entry_id)
             except Exception as e:
                 self.guard("recording a gradient", e)
         return None  # the gradient flows on untouched

@@ -32,6 +32,7 @@ class Steps:
                 if batch.mode is None:
                     batch.mode = "train"
                     self.train_batches += 1
+                batch.forget_outside_grads()
                 loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
                 for extension in self.extensions:
                     extension.before_backward(self, batch, loss)
