@@ -75,7 +75,7 @@ class FunctionTracer(Extension):
         # closed its batch, where a call (``train_step()``) starts the next one.
         if rec.paused or rec.stopped or rec.busy or (rec.batch is None and not rec.next_index):
             return None
-        if rec.recomputing():
+        if rec.rerun():
             return None
         with rec.work:
             try:

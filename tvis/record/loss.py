@@ -66,6 +66,7 @@ class LossCapture(Extension):
                 or rec.paused
                 or rec.busy
                 or (rec.batch is None and not rec.stack)
+                or rec.rerun()
             ):
                 return original(*args, **kwargs)
             if rec.stopped or rec.stop_due:

@@ -87,7 +87,7 @@ class ModuleCalls:
         return names
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if compiling() or self.paused or self.recomputing():
+        if compiling() or self.paused or self.rerun():
             return
         if threading.get_ident() != self.thread and not (
             torch.is_grad_enabled() and self.adopt_thread()
@@ -172,8 +172,9 @@ class ModuleCalls:
         # or every later forward of a script that catches the error nests under it.
         if compiling() or threading.get_ident() != self.thread or self.paused:
             return
-        if self.recomputing():
-            if len(rest) == 2:
+        rerun = self.rerun()
+        if rerun:
+            if rerun == "recompute" and len(rest) == 2:
                 with self.work:
                     try:
                         self._hook_recomputed(module, rest[1])

@@ -82,7 +82,7 @@ class _LineMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         rec = self.recorder
-        if compiling() or rec.busy or rec.paused or rec.recomputing():
+        if compiling() or rec.busy or rec.paused or rec.rerun():
             return func(*args, **kwargs)
         if rec.stack:
             top = rec.stack[-1]

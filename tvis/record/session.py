@@ -35,6 +35,8 @@ from tvis.record.writer_thread import BackgroundWriter
 from tvis.store import schema
 
 _perf = time.perf_counter
+# Whether a torch.func transform (vmap, grad, jacrev) is running; private, so looked up once.
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
 
 
 # Root forwards that share a batch before a backward (siamese and contrastive setups run
@@ -130,7 +132,7 @@ class Recorder(ModuleCalls, Steps):
         self.step_index = 0
         self.in_step = 0
         self.in_backward = 0
-        self.noted_recompute = False
+        self.noted_reruns: set[str] = set()
         self.in_loss = 0
         self.snapshots: dict | None = None
         self.param_state = param_records.ParamState(
@@ -289,22 +291,36 @@ class Recorder(ModuleCalls, Steps):
         )
         return 0
 
-    def recomputing(self) -> bool:
-        """Whether a forward is running inside backward with gradients on: activation
-        checkpointing recomputing what the first forward ran. Its calls and ops are not
-        recorded again: the first forward's are those values, and the recomputation's
-        own control flow (``_StopRecomputationError``) is torch's, not the script's. The
-        first time, a notice says so."""
-        if not (self.in_backward and torch.is_grad_enabled()):
-            return False
-        if not self.noted_recompute:
-            self.noted_recompute = True
-            self.notice(
-                "the model recomputes forwards during backward (activation checkpointing); "
-                "tvis records each forward once, as it first ran.",
-                level="info",
+    def rerun(self) -> str | None:
+        """How the model is running again rather than as training's forward, if it is:
+        ``"recompute"`` (activation checkpointing, during backward with gradients on) or
+        ``"transform"`` (a ``torch.func`` transform, such as ``vmap(grad(...))`` for
+        per-sample gradients, calling it functionally on wrapped tensors). Neither is
+        recorded: the first forward's calls hold those values, and a recomputation's own
+        control flow (``_StopRecomputationError``) is torch's. The first time, a notice
+        says so."""
+        if _transforms_active():
+            kind, notice = (
+                "transform",
+                (
+                    "the script runs the model under torch.func transforms (vmap, grad); tvis "
+                    "records its training forward and backward, not those runs."
+                ),
             )
-        return True
+        elif self.in_backward and torch.is_grad_enabled():
+            kind, notice = (
+                "recompute",
+                (
+                    "the model recomputes forwards during backward (activation checkpointing); "
+                    "tvis records each forward once, as it first ran."
+                ),
+            )
+        else:
+            return None
+        if kind not in self.noted_reruns:
+            self.noted_reruns.add(kind)
+            self.notice(notice, level="info")
+        return kind
 
     def ensure_batch(self) -> BatchBuilder:
         if self.batch is None:
