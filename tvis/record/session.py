@@ -37,6 +37,13 @@ from tvis.store import schema
 _perf = time.perf_counter
 # Whether a torch.func transform (vmap, grad, jacrev) is running; private, so looked up once.
 _transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+# The notice the first run of each kind of re-run gets (Recorder.rerun).
+_RERUN_NOTICES = {
+    "transform": "the script runs the model under torch.func transforms (vmap, grad); tvis "
+    "records its training forward and backward, not those runs.",
+    "recompute": "the model recomputes forwards during backward (activation checkpointing); "
+    "tvis records each forward once, as it first ran.",
+}
 
 
 # Root forwards that share a batch before a backward (siamese and contrastive setups run
@@ -300,26 +307,14 @@ class Recorder(ModuleCalls, Steps):
         control flow (``_StopRecomputationError``) is torch's. The first time, a notice
         says so."""
         if _transforms_active():
-            kind, notice = (
-                "transform",
-                (
-                    "the script runs the model under torch.func transforms (vmap, grad); tvis "
-                    "records its training forward and backward, not those runs."
-                ),
-            )
+            kind = "transform"
         elif self.in_backward and torch.is_grad_enabled():
-            kind, notice = (
-                "recompute",
-                (
-                    "the model recomputes forwards during backward (activation checkpointing); "
-                    "tvis records each forward once, as it first ran."
-                ),
-            )
+            kind = "recompute"
         else:
             return None
         if kind not in self.noted_reruns:
             self.noted_reruns.add(kind)
-            self.notice(notice, level="info")
+            self.notice(_RERUN_NOTICES[kind], level="info")
         return kind
 
     def ensure_batch(self) -> BatchBuilder:
