@@ -327,8 +327,8 @@ class ModuleCalls:
                 batch.grad_arrivals.append((at, entry_id))
                 if batch.entries[entry_id].get("grad") is None:
                     # Of the loss itself, not of a GradScaler's multiple of it.
-                    scaled = grad / batch.grad_scale if batch.grad_scale else grad
-                    batch.gradient(entry_id, scaled)
+                    unscaled = grad / batch.grad_scale if batch.grad_scale else grad
+                    batch.gradient(entry_id, unscaled)
                     if not self.in_backward:
                         batch.outside_grads.add(entry_id)
             except Exception as e:
