@@ -148,21 +148,28 @@ async def test_explore_samples_table_shows_decoded_text_of_a_language_model(text
         assert row["target_text"][:30] in screen_text(app)
 
 
+async def _param_list(pilot) -> tuple:
+    """The Weights page once its parameter list is filled: (page, list)."""
+    page = await _open_page(pilot, "weights")
+    table = page.query_one(ParamList)
+    await wait_for(pilot, lambda: table.row_count, "the parameter list")
+    return page, table
+
+
+async def _choose(pilot, page, table, name: str) -> LayerView:
+    """Parameter ``name`` chosen in the list and drawn: the layer view."""
+    table.focus()
+    table.move_cursor(row=[p["name"] for p in table.params].index(name))
+    layer = page.query_one(LayerView)
+    await wait_for(pilot, lambda: (layer.shown or {}).get("name") == name, name)
+    return layer
+
+
 async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_grid(vit):
     app = make_app(vit)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "weights")
-        table = page.query_one(ParamList)
-        await wait_for(pilot, lambda: table.row_count, "the parameter list")
-        names = [p["name"] for p in table.params]
-        table.focus()
-        table.move_cursor(row=names.index("patch_embed.proj.weight"))
-        layer = page.query_one(LayerView)
-        await wait_for(
-            pilot,
-            lambda: (layer.shown or {}).get("name") == "patch_embed.proj.weight",
-            "the patch kernels",
-        )
+        page, table = await _param_list(pilot)
+        layer = await _choose(pilot, page, table, "patch_embed.proj.weight")
         grid = layer.shown
         assert grid["shape"] == [64, 3, 4, 4] and grid["channels"] == 3
         assert grid["array"].shape == (grid["filters"], 3, 4, 4) and grid["filters"] > 1
@@ -186,17 +193,10 @@ async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_
 async def test_weights_page_draws_a_long_vector_as_bars_and_says_how_it_was_reduced(vit):
     app = make_app(vit)
     async with app.run_test(size=(100, 30)) as pilot:
-        page = await _open_page(pilot, "weights")
-        table = page.query_one(ParamList)
-        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        page, table = await _param_list(pilot)
         vectors = [p for p in table.params if len(p["shape"]) == 1]
         longest = max(vectors, key=lambda p: p["shape"][0])
-        table.focus()
-        table.move_cursor(row=table.params.index(longest))
-        layer = page.query_one(LayerView)
-        await wait_for(
-            pilot, lambda: (layer.shown or {}).get("name") == longest["name"], "the vector"
-        )
+        layer = await _choose(pilot, page, table, longest["name"])
         bars = layer.shown["array"].shape[1]
         assert bars < longest["shape"][0]  # narrower than the vector: block means
         text = " ".join(screen_text(app).split())
@@ -232,9 +232,7 @@ async def test_weights_list_keeps_the_update_ratio_in_view_and_names_their_ends(
     run = record_script(tmp_path, LONG_NAMES, "--steps", "2")
     app = make_app(run)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "weights")
-        table = page.query_one(ParamList)
-        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        page, table = await _param_list(pilot)
         name = "backbone_stage_one.downsample.0.weight"  # 128×128×3×3
         ratio = fmt.num(next(p for p in table.params if p["name"] == name)["norms"]["ratio"])
         shown = str(table.get_row(name)[0])
@@ -248,8 +246,7 @@ async def test_weights_list_keeps_the_update_ratio_in_view_and_names_their_ends(
 async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):
     app = make_app(vit)
     async with app.run_test(size=(120, 30)) as pilot:
-        page = await _open_page(pilot, "weights")
-        await wait_for(pilot, lambda: page.query_one(ParamList).row_count, "the parameter list")
+        page, _ = await _param_list(pilot)
         await pilot.press("a")
         grid = page.query_one(AllLayers)
         await wait_for(pilot, lambda: grid.loaded_count, "the first thumbnails")
@@ -268,9 +265,7 @@ async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit)
 async def test_weights_list_sorts_by_its_headed_columns(run_dir):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        page = await _open_page(pilot, "weights")
-        table = page.query_one(ParamList)
-        await wait_for(pilot, lambda: table.row_count, "the parameter list")
+        page, table = await _param_list(pilot)
         for _ in range(4):  # parameter → shape → ‖w‖ → ‖grad‖ → ‖Δw‖/‖w‖
             await pilot.press("o")
         ratios = [(p.get("norms") or {}).get("ratio") for p in table.params]

@@ -103,8 +103,13 @@ def _continues(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return bool(ma and mb and ma[1] == mb[1] and int(mb[2]) == int(ma[2]) + 1)
 
 
+def _mixes_classes(rows: list[dict[str, Any]]) -> bool:
+    """Only the data pipeline's runs mix classes (``_continues``)."""
+    return len({r.get("cls") for r in rows}) > 1
+
+
 def group_label(rows: list[dict[str, Any]]) -> str:
-    if len({r.get("cls") for r in rows}) > 1:  # only the data pipeline's runs mix classes
+    if _mixes_classes(rows):
         return "data pipeline"
     first, last = rows[0].get("name") or "", rows[-1].get("name") or ""
     ma, mb = _INDEXED.match(first), _INDEXED.match(last)
@@ -567,8 +572,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
         )
         left.append(data.text)
         left.append(f" ×{len(rows)}", style="bold")
-        same_class = all(r.get("cls") == first.get("cls") for r in rows)
-        if same_class and first.get("cls") and first["cls"] not in data.text:
+        if not _mixes_classes(rows) and first.get("cls") and first["cls"] not in data.text:
             left.append(f" {first['cls']}", style=colors.MUTED)
         summary = dict(first)
         summary["fwd_ms"] = sum(r.get("fwd_ms") or 0 for r in rows)

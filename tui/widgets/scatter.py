@@ -40,8 +40,6 @@ def label_colours(count: int, depth: Depth) -> np.ndarray:
     if count <= len(distinct):
         return distinct[: max(count, 1)]
     colours = colormaps.palette(colormaps.VALUES, depth)
-    if count <= 1:
-        return colours[-1:].repeat(max(count, 1), axis=0)
     first = int(round(DARKEST_SHARE * (len(colours) - 1)))
     return colours[np.linspace(first, len(colours) - 1, count).round().astype(int)]
 

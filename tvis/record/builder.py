@@ -308,6 +308,8 @@ class BatchBuilder:
         """A backward begins: gradients taken by the script's own ``autograd.grad`` were
         not dL/d(activation) of the loss; its backward's are (or none, for an output it
         does not reach)."""
+        if not self.outside_grads:
+            return
         for entry_id in self.outside_grads:
             self.entries[entry_id]["grad"] = None
         self.grad_arrivals = [a for a in self.grad_arrivals if a[1] not in self.outside_grads]
