@@ -75,6 +75,8 @@ CARD_ROWS = 10
 
 def why_no_picture(ref: TensorRef, target: dict[str, Any]) -> str | None:
     """Why ``target`` (the entry or its gradient entry) has no picture to draw, or None."""
+    if target.get("not_captured"):
+        return f"not captured: {target['not_captured']}"
     if ref.param is None and not target.get("value"):
         return "values not kept (stats only)"
     if (target.get("stats") or {}).get("numel") == 1:

@@ -162,6 +162,7 @@ class BatchBuilder:
         self.sections: dict[str, Any] = {}
         self.dropped_calls = 0
         self.dropped_sites: Counter[tuple[str, str]] = Counter()  # (name, cls) -> calls
+        self.failures: Counter[str] = Counter()  # why tensors could not be read -> how many
         self.raw_images = 0
         self.kept_bytes = 0
         # (entry, private copy) pairs whose statistics the writer thread computes.
@@ -182,8 +183,6 @@ class BatchBuilder:
         if found is not None and self.objects.get(found) is t:
             return found
         entry_id = len(self.entries)
-        self._by_identity[key] = entry_id
-        self.objects[entry_id] = t
         if not self.keeps_item():
             # Items past the kept samples: the call tree shows their shapes; statistics of
             # each item would cost more than the pipeline itself, and the collated batch
@@ -191,11 +190,28 @@ class BatchBuilder:
             entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
             entry.update(stats={"numel": t.numel()}, hist=None, value=None, batch_dim=None)
             entry["batch_dim_inferred"] = False
-            self.entries.append(entry)
-            return entry_id
-        keep_values = keep_values and not self.light
-        self.entries.append(self._summarize(t, entry_id, keep_values))
+        else:
+            entry = self._capture(t, entry_id, keep_values and not self.light)
+        # Registered only once its entry exists: an id never points at another's values.
+        self.entries.append(entry)
+        self._by_identity[key] = entry_id
+        self.objects[entry_id] = t
         return entry_id
+
+    def _capture(self, t: torch.Tensor, entry_id: int, keep_values: bool) -> dict:
+        """The entry of ``t``: summarised, or marked ``not_captured`` with the reason."""
+        reason = tensors.not_captured(t)
+        if reason is None:
+            try:
+                return self._summarize(t, entry_id, keep_values)
+            except Exception as e:
+                self.arrays.pop(entry_id, None)
+                reason = f"unreadable ({type(e).__name__})"
+                self.failures[f"{type(e).__name__}: {first_line(e)}"] += 1
+        entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
+        entry.update(stats=_numel(t), hist=None, value=None, batch_dim=None, not_captured=reason)
+        entry["batch_dim_inferred"] = False
+        return entry
 
     def entry_of(self, t: torch.Tensor) -> int | None:
         """The entry id of ``t`` if this batch captured it as it is now."""
@@ -263,7 +279,7 @@ class BatchBuilder:
 
     def gradient(self, of: int, g: torch.Tensor) -> int:
         entry_id = len(self.entries)
-        entry = self._summarize(g, entry_id, not self.light)
+        entry = self._capture(g, entry_id, not self.light)
         entry["of"] = of
         self.entries.append(entry)
         self.entries[of]["grad"] = entry_id
@@ -324,7 +340,8 @@ class BatchBuilder:
         """Give tensors captured before the batch size was known their batch dim."""
         for entry_id, t in self.objects.items():
             entry = self.entries[entry_id]
-            if entry.get("batch_dim") is None and not entry.get("derived"):
+            skip = entry.get("derived") or "not_captured" in entry
+            if entry.get("batch_dim") is None and not skip:
                 dim, span, inferred = self.batch_dim(t)
                 entry["batch_dim"], entry["batch_dim_inferred"] = dim, inferred
                 if span > 1:
@@ -406,6 +423,21 @@ class BatchBuilder:
             **self._dropped(),
             **self.sections,
         }
+
+
+def _numel(t: torch.Tensor) -> dict:
+    try:
+        return {"numel": int(t.numel())}
+    except RuntimeError:
+        return {}
+
+
+def first_line(error: BaseException, limit: int = 160) -> str:
+    """An exception's message as one line: torch's dispatcher errors append a list of
+    every backend (dozens of lines) that no reader wants in a notice."""
+    lines = str(error).strip().splitlines()
+    text = lines[0].strip() if lines else ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _identity(t: torch.Tensor) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from functools import partial
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tvis.record import anomalies, attention
+from tvis.record import anomalies, attention, tensors
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
 
@@ -199,7 +199,8 @@ def _result(line: dict, op: str, out, ms: float) -> None:
     )
     if first is not None:
         line["op"] = op
-        line["shape"], line["dtype"] = list(first.shape), str(first.dtype).removeprefix("torch.")
+        line["shape"] = tensors.shape_of(first)
+        line["dtype"] = str(first.dtype).removeprefix("torch.")
     elif line["shape"] is None:
         line["op"] = op
     line["count"] += 1

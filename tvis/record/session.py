@@ -24,7 +24,7 @@ import torch
 
 from tvis.record import cuda_timing, tensors
 from tvis.record import params as param_records
-from tvis.record.builder import ANOMALY_INPUTS, BatchBuilder, Call, Settings
+from tvis.record.builder import ANOMALY_INPUTS, BatchBuilder, Call, Settings, first_line
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
@@ -247,7 +247,7 @@ class Recorder(ModuleCalls, Steps):
     def guard(self, what: str, error: Exception) -> None:
         where = traceback.extract_tb(error.__traceback__)[-1]
         self.notice(
-            f"tvis failed while {what} ({type(error).__name__}: {error} at "
+            f"tvis failed while {what} ({type(error).__name__}: {first_line(error)} at "
             f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}); training was not affected."
         )
 
@@ -413,6 +413,11 @@ class Recorder(ModuleCalls, Steps):
             for extension in self.extensions:
                 extension.on_batch_close(self, batch)
             batch.release()
+            for problem, n in batch.failures.items():
+                self.notice(
+                    f"tvis could not read {n} tensor(s) of batch {batch.index} ({problem}); "
+                    "they are recorded as not captured."
+                )
             record = batch.record()
             record[ANOMALY_INPUTS] = (
                 batch.finite_checks,

@@ -49,9 +49,9 @@ def _as_real(x: torch.Tensor) -> torch.Tensor:
 
 
 def digest(x: torch.Tensor) -> str | None:
-    """The first 16 hex digits of BLAKE2b over ``x``'s raw bytes (None for sparse or
-    meta tensors): equal digests mean bit-identical tensors, compared without values."""
-    if x.is_sparse or x.device.type == "meta":
+    """The first 16 hex digits of BLAKE2b over ``x``'s raw bytes (None for a tensor
+    ``not_captured``): equal digests mean bit-identical tensors, compared without values."""
+    if not_captured(x):
         return None
     with torch._C.DisableTorchFunction():
         flat = x.detach().reshape(-1)
@@ -333,8 +333,48 @@ def _leading_rows(x: torch.Tensor, max_elems: int) -> torch.Tensor:
 def describe(x: torch.Tensor) -> dict:
     """Shape, dtype and device of a tensor (never its values)."""
     return {
-        "shape": list(x.shape),
+        "shape": shape_of(x),
         "dtype": str(x.dtype).removeprefix("torch."),
         "device": str(x.device),
         "requires_grad": bool(x.requires_grad),
     }
+
+
+def shape_of(x: torch.Tensor) -> list[int]:
+    """``x``'s shape; a nested tensor's is its number of components (their own shapes
+    differ: ``not_captured`` lists them)."""
+    return [x.size(0)] if x.is_nested else list(x.shape)
+
+
+# Components of a nested tensor whose shapes its notice lists.
+NESTED_SHAPES = 4
+
+
+def _nested(x: torch.Tensor) -> str:
+    parts = x.unbind()
+    shapes = ", ".join("×".join(map(str, p.shape)) or "scalar" for p in parts[:NESTED_SHAPES])
+    more = ", …" if len(parts) > NESTED_SHAPES else ""
+    return f"nested ({len(parts)} tensors: {shapes}{more})"
+
+
+_LAYOUTS = {
+    torch.sparse_coo: "sparse COO",
+    torch.sparse_csr: "sparse CSR",
+    torch.sparse_csc: "sparse CSC",
+    torch.sparse_bsr: "sparse BSR",
+    torch.sparse_bsc: "sparse BSC",
+}
+
+
+def not_captured(x: torch.Tensor) -> str | None:
+    """What kind of tensor ``x`` is when tvis keeps neither statistics nor values of it
+    (sparse, nested, quantized, meta: no dense values to read), or None."""
+    if x.is_nested:
+        return _nested(x)
+    if x.is_quantized:
+        return "quantized"
+    if x.device.type == "meta":
+        return "meta (no data)"
+    if x.layout != torch.strided:
+        return _LAYOUTS.get(x.layout, str(x.layout).removeprefix("torch."))
+    return None

@@ -40,6 +40,10 @@ entry") looks like::
      "batch_dim": 0 | None, "batch_dim_inferred": bool,
      "grad": <id of the gradient's tensor entry> | None, "of": <id this is the gradient of> | None}
 
+A tensor tvis cannot read densely (sparse, nested, quantized, meta) has
+``"not_captured": "sparse COO"`` (its kind), its shape (a nested tensor's: its number of
+components), no statistics beyond ``numel`` and no value.
+
 ``value.shape`` is the stored (possibly sliced) shape; ``kept`` says how it was cut:
 ``all`` (whole tensor), ``samples`` (first ``count`` entries along ``batch_dim``) or
 ``rows`` (first ``count`` entries along dim 0, for tensors without a batch dim).

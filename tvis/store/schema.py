@@ -212,6 +212,9 @@ class TensorEntry(TypedDict, total=False):
     requires_grad: bool
     derived: bool
     raw_image: str  # a PIL picture kept as it was given: its mode ("RGB", "L", ...)
+    # A tensor with no dense values to read: its kind ("sparse COO", "nested (...)",
+    # "quantized", "meta (no data)", "unreadable (RuntimeError)"); no statistics, no value.
+    not_captured: str
     grad_entry: TensorEntry  # inlined by the agent
 
 
