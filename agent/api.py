@@ -209,9 +209,11 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
             "total": len(children),
             "calls": [tree.row(c) for c in _page(children, offset, limit)],
         }
-        if parent == -1:
-            chunk = self.store.chunk(run, "batch", batch)
-            reply["dropped"] = chunk.record.get("dropped_sites") or []
+        # Calls the cap left out where they ran (records before parents were noted: roots).
+        sites = self.store.chunk(run, "batch", batch).record.get("dropped_sites") or []
+        reply["dropped"] = [
+            s for s in sites if isinstance(s, dict) and s.get("parent", -1) == parent
+        ]
         return reply
 
     @rpc

@@ -624,7 +624,8 @@ def _batch_note(record: dict[str, Any], info: dict[str, Any]) -> str | None:
         return (
             f"batch {info['index']} has no forward calls: the script stopped before the model ran."
         )
-    if not isinstance(record.get("loss"), dict):
+    if not isinstance(record.get("loss"), dict) and info.get("loss") is None:
+        # A loss with no loss function (``x.pow(2).mean()``) is still in the batch map.
         return f"batch {info['index']} stopped before its loss: no loss and no gradients to replay."
     return None
 

@@ -47,7 +47,7 @@ _INDEXED = re.compile(r"^(.*)\.(\d+)$")
 class Node:
     """What a tree row stands for."""
 
-    kind: str  # call | group | more | loading | batch | params | param | message
+    kind: str  # call | group | more | dropped | loading | batch | params | param | message
     batch: int | None = None
     row: dict[str, Any] = field(default_factory=dict)
     parent_call: int = -1  # whose children a "more" row (or a batch row) pages through
@@ -64,6 +64,13 @@ OPENED_WRAPPERS = 3
 
 RATIO_HEADER = "‖Δw‖/‖w‖"
 """What the number beside each parameter in step mode is."""
+
+
+def dropped_label(site: dict[str, Any]) -> str:
+    """The row standing for calls the recorder's call cap counted but did not record."""
+    count = site.get("count")
+    count = f"{count:,}" if isinstance(count, int) else "?"
+    return f"×{count} more {site.get('name')} (past the call cap: counted, not recorded)"
 
 
 def first_interesting(rows: list[dict[str, Any]]) -> int:
@@ -249,6 +256,8 @@ class CallTree(Tree[Node], inherit_bindings=False):
                     text=f"… {total - end} more calls",
                 )
             )
+        else:
+            items += [Node("dropped", text=dropped_label(s)) for s in page.get("dropped") or []]
         data.loaded = True
         self._replace_placeholder(node, anchor, items)
 

@@ -19,8 +19,9 @@ from tvis.store import schema
 # reads 500 cards.
 MAX_ARGS = 16
 
-# Recorded calls per batch: a project helper called in a Python loop could otherwise
-# produce millions of records.
+# Recorded calls per batch past which project helpers (functions, transforms, tokenizer
+# calls) are counted rather than recorded: one called in a Python loop could otherwise
+# produce millions of records. Modules and the loss are always recorded.
 CALL_CAP = 20000
 
 # A light group (evaluation forwards, extra LBFGS passes) keeps at most this many calls:
@@ -161,7 +162,8 @@ class BatchBuilder:
         self.micro = 0
         self.sections: dict[str, Any] = {}
         self.dropped_calls = 0
-        self.dropped_sites: Counter[tuple[str, str]] = Counter()  # (name, cls) -> calls
+        # Calls left out past the cap: (name, cls, id of the recorded call they ran in) -> n
+        self.dropped_sites: Counter[tuple[str, str | None, int]] = Counter()
         self.failures: Counter[str] = Counter()  # why tensors could not be read -> how many
         self.raw_images = 0
         self.kept_bytes = 0
@@ -364,6 +366,8 @@ class BatchBuilder:
 
     @property
     def full(self) -> bool:
+        """Past the call cap: a light group records nothing more; a training batch
+        records its modules and loss, and only counts project helpers."""
         return len(self.calls) >= (LIGHT_CALL_CAP if self.light else CALL_CAP)
 
     def add_call(self, call: Call) -> Call:
@@ -391,13 +395,14 @@ class BatchBuilder:
             call.frame = None
 
     def _dropped(self) -> dict:
-        """What a full light group left out, per module: the tree shows "×N more"."""
+        """What the call cap left out, per name and the call it ran in: the tree shows
+        "×N more" there."""
         if not self.dropped_sites:
             return {}
         return {
             "dropped_sites": [
-                {"name": name, "cls": cls, "count": n}
-                for (name, cls), n in self.dropped_sites.most_common()
+                {"name": name, "cls": cls, "parent": parent, "count": n}
+                for (name, cls, parent), n in self.dropped_sites.most_common()
             ]
         }
 

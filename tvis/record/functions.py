@@ -94,6 +94,7 @@ class FunctionTracer(Extension):
             rec.function_boundary()
         batch = rec.ensure_batch()
         if batch.full:
+            rec.drop_call(batch, _name(code), None)
             return None
         back = frame.f_back
         call = Call(
@@ -101,7 +102,7 @@ class FunctionTracer(Extension):
             parent=-1,
             depth=0,
             kind="function",
-            name=code.co_qualname if hasattr(code, "co_qualname") else code.co_name,
+            name=_name(code),
             cls=None,
             phase=rec._phase() if not rec.in_loss else "loss",
             definition=[self.project.relpath(code.co_filename), code.co_firstlineno],
@@ -145,3 +146,7 @@ class FunctionTracer(Extension):
                     rec.end_stepped_batch()
             except Exception as e:
                 rec.guard(f"tracing the return of {call.name}", e)
+
+
+def _name(code) -> str:
+    return code.co_qualname if hasattr(code, "co_qualname") else code.co_name

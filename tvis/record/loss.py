@@ -102,7 +102,7 @@ class LossCapture(Extension):
             return rec.stack[-1]
         with rec.work:
             batch = rec.ensure_batch() if rec.stack else rec.batch
-            if batch is None or batch.full:
+            if batch is None or (batch.full and batch.light):
                 return None
             call = Call(
                 id=0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import sys
 import threading
@@ -123,9 +124,8 @@ class ModuleCalls:
             if first is not None and first.dim() > 0:
                 batch.batch_size = int(first.shape[0])
         self.open_modules += 1
-        if batch.full:
-            batch.dropped_calls += 1
-            batch.dropped_sites[(self.module_name(module), type(module).__name__)] += 1
+        if batch.full and batch.light:
+            self.drop_call(batch, self.module_name(module), type(module).__name__)
             self.stack.append(None)  # keeps pre/post hooks paired
             return
         cls = type(module)
@@ -153,6 +153,14 @@ class ModuleCalls:
         call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
         self.open_call(batch, call)
         cuda_timing.start(call, args)
+
+    def drop_call(self, batch: BatchBuilder, name: str, cls: str | None) -> None:
+        """Count a call the cap leaves out, under the recorded call it runs in."""
+        parent = next(
+            (c for c in reversed(self.stack) if c is not None and c.owner == batch.index), None
+        )
+        batch.dropped_calls += 1
+        batch.dropped_sites[(name, cls, parent.id if parent else -1)] += 1
 
     def open_call(self, batch: BatchBuilder, call: Call) -> None:
         """Add ``call`` to ``batch`` under the innermost open call recorded in the same batch."""
@@ -348,8 +356,10 @@ class ModuleCalls:
                 continue
             start = min(outs)
             ins = [arrival[a["tensor"]] for a in call.inputs if a.get("tensor") in arrival]
-            later = [at for at in times if at > start]
-            end = max(ins) if ins else (later[0] if later else start)
+            # The first arrival after start, found by bisection: a scan per call would be
+            # quadratic in a batch of 20,000 calls.
+            later = bisect.bisect_right(times, start)
+            end = max(ins) if ins else (times[later] if later < len(times) else start)
             call.bwd_ms = max(end - start, 0.0)
             call.flags.append(schema.BWD_INFERRED)
 

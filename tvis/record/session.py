@@ -24,7 +24,14 @@ import torch
 
 from tvis.record import cuda_timing, tensors
 from tvis.record import params as param_records
-from tvis.record.builder import ANOMALY_INPUTS, BatchBuilder, Call, Settings, first_line
+from tvis.record.builder import (
+    ANOMALY_INPUTS,
+    CALL_CAP,
+    BatchBuilder,
+    Call,
+    Settings,
+    first_line,
+)
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
@@ -165,6 +172,11 @@ class Recorder(ModuleCalls, Steps):
         self.carried: list[Call] = []
         self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
+        # Project helper calls the call cap left out of training batches, by name, and
+        # the one notice that counts them (rewritten as batches add to it).
+        self.capped: Counter[str] = Counter()
+        self.capped_batches = 0
+        self._cap_notice: dict | None = None
         self.grad_watched: set[int] = set()  # parameters whose local gradients are noted
         self.local_grads: set[int] = set()  # ... and those that got one since the last step
         # Lines run between batches (a training loop fetching the next batch): the next
@@ -418,6 +430,7 @@ class Recorder(ModuleCalls, Steps):
                     f"tvis could not read {n} tensor(s) of batch {batch.index} ({problem}); "
                     "they are recorded as not captured."
                 )
+            self._note_capped(batch)
             record = batch.record()
             record[ANOMALY_INPUTS] = (
                 batch.finite_checks,
@@ -434,6 +447,27 @@ class Recorder(ModuleCalls, Steps):
             self.write_index()
         except Exception as e:
             self.guard(f"writing batch {batch.index}", e)
+
+    def _note_capped(self, batch: BatchBuilder) -> None:
+        """One notice for the whole run: how many helper calls the cap left out, of what."""
+        if batch.light or not batch.dropped_calls:
+            return
+        self.capped_batches += 1
+        for (name, _, _), n in batch.dropped_sites.items():
+            self.capped[name] += n
+        named = ", ".join(f"{name} ×{n:,}" for name, n in self.capped.most_common(3))
+        more = ", …" if len(self.capped) > 3 else ""
+        text = (
+            f"past {CALL_CAP:,} calls in a batch tvis counts project helper calls instead of "
+            f"recording them: {sum(self.capped.values()):,} left out in "
+            f"{self.capped_batches} batch(es) ({named}{more}); the call tree shows them as "
+            '"×N more" where they ran. Modules and the loss are all recorded.'
+        )
+        if self._cap_notice is None:
+            self._cap_notice = {"level": "warn", "text": text}
+            self.notices.append(self._cap_notice)
+        else:
+            self._cap_notice["text"] = text
 
     def _carry_open_calls(self, batch: BatchBuilder) -> None:
         """Calls still open at a batch boundary with nothing recorded inside them yet

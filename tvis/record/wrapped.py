@@ -20,13 +20,11 @@ from tvis.record.compiled import compiling
 
 
 def recording(rec) -> BatchBuilder | None:
-    """The batch a library call made now is recorded in, or None when it is not."""
+    """The batch a library call made now is recorded in, or None when it is not (past the
+    batch's call cap, ``call_through`` counts the call instead)."""
     if compiling() or threading.get_ident() != rec.thread or rec.paused or rec.busy or rec.stopped:
         return None
-    batch = rec.batch
-    if batch is None or batch.full:
-        return None
-    return batch
+    return rec.batch
 
 
 def project_site(rec, frame) -> list | None:
@@ -56,6 +54,9 @@ def call_through(
     result)`` adds what this kind of call records beyond its outputs.
     """
     batch = recording(rec)
+    if batch is not None and batch.full:
+        rec.drop_call(batch, name, cls or name)
+        batch = None
     call = _open(rec, batch, kind, name, cls or name, function, inputs) if batch else None
     if call is None:
         return function(*args, **kwargs)

@@ -66,8 +66,10 @@ A batch index (``batches/N/index.msgpack``)::
                                      # earlier batch (a loop in main()) or top-level code
                 "no_grad"?: true,    # the line ran with gradients off (evaluation)
                 "flags"?: ["nonfinite_origin" | "nonfinite_grad_origin"]}, ...],
-     "dropped_sites"?: [{"name", "cls", "count"}],  # calls a full light group left out,
-                                                    # per module (batch.dropped_calls in all)
+     "dropped_sites"?: [{"name", "cls", "parent", "count"}],  # calls the call cap left out
+                     # (a light group's modules; a training batch's project helpers past
+                     # 20,000 calls), per name and the recorded call they ran inside
+                     # (parent: -1 at the top); batch.dropped_calls in all
      "anomalies"?: {"nonfinite"?: origin, "nonfinite_grad"?: origin},
      "data": {"batch": [arg, ...], "indices": [dataset index, ...],
               "items": [{"index", "calls": [first, end)}, ...]},
