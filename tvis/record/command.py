@@ -136,7 +136,14 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return USAGE_ERROR
-    report(outcome, rank)
+    try:
+        report(outcome, rank)
+    except OSError:
+        pass  # the terminal is gone (SIGHUP from a dropped ssh session): the run is saved
+    if outcome.signal is not None:
+        from tvis.record.signals import die_of
+
+        die_of(outcome.signal)
     misplaced = misplaced_options(list(args.args))
     if misplaced and outcome.status == FAILED and outcome.batches == 0:
         # The script most likely refused them: say where tvis's own options go.

@@ -10,7 +10,7 @@ import traceback
 import types
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tvis.record import anomalies
@@ -34,6 +34,7 @@ class Outcome:
     contributors: tuple = ()  # (name, bytes) of the largest parts of the run
     anomalies: tuple = ()  # one sentence per anomaly (anomalies.summary)
     disk_full: str | None = None  # the write error that found the disk full
+    signal: int | None = None  # SIGTERM/SIGHUP that ended it: the process dies of it next
 
 
 def run_dir_for(out: Path, script: Path) -> Path:
@@ -95,6 +96,7 @@ def record(
     from tvis.record.project import Project
     from tvis.record.representations import Representations
     from tvis.record.session import Recorder, StopRecording
+    from tvis.record.signals import SignalEnd, Terminated, ended_by
     from tvis.record.tokenizers import Tokenizers
     from tvis.record.transforms import Transforms
     from tvis.record.writer_thread import BackgroundWriter
@@ -141,11 +143,15 @@ def record(
 
     recorder.on_hard_stop = hard_stop
     status, exit_code, error = COMPLETE, 0, None
+    ending = SignalEnd()
     try:
         recorder.install()
+        ending.install()
         fn()
     except StopRecording:
         pass
+    except Terminated as e:
+        status, exit_code, error = INTERRUPTED, 128 + e.signum, ended_by(e.signum)
     except SystemExit as e:
         exit_code = _exit_code(e.code)
         if exit_code != 0:
@@ -159,10 +165,12 @@ def record(
         error = _user_traceback()
         sys.stderr.write(error)
     finally:
+        ending.finish()  # a signal from here on waits for the run to be written
         recorder.script_returned()
         recorder.uninstall()
     _finalize(recorder, background, writer, status, exit_code, error)
-    return _outcome(run_dir, recorder, writer, status, exit_code)
+    ending.restore()
+    return replace(_outcome(run_dir, recorder, writer, status, exit_code), signal=ending.received)
 
 
 def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code: int) -> Outcome:
