@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from tvis.record import tensors
 from tvis.store import schema
 
 # Line-op checks kept per batch: the origin is almost always early; a forward with more
@@ -46,10 +47,11 @@ def note_op(batch, call_id: int | None, func, args: tuple, out, line: dict) -> N
         return
     if not (out.is_floating_point() or out.is_complex()) or out.numel() == 0:
         return
-    if out.device.type == "meta" or out.is_sparse:
+    if tensors.not_captured(out):
         return
     wide = torch.float32 if out.dtype in (torch.float16, torch.bfloat16) else None
-    total = out.detach().sum(dtype=wide)
+    # An expanded tensor is finite where its storage is: its repeats are not summed.
+    total = tensors.stored(out)[0].detach().sum(dtype=wide)
     batch.finite_checks.append((batch.seq, line, op, call_id, total))
 
 

@@ -314,6 +314,7 @@ class BatchBuilder:
             n >= DEFER_MIN
             and t.device.type == "cpu"
             and t.layout == torch.strided
+            and 0 not in t.stride()  # expanded: its storage alone is read, on the spot
             and self.pending_bytes + nbytes <= DEFER_BYTES
         ):
             self.pending.append((entry, t.detach().clone()))

@@ -82,11 +82,40 @@ def digest_tree(value: object) -> str | None:
     return hashlib.blake2b("".join(parts).encode(), digest_size=8).hexdigest() if parts else None
 
 
+def stored(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``x`` without its broadcast dims (stride 0, as ``expand`` makes), and how many times
+    each of its elements stands in ``x``: every element of an expanded tensor repeats
+    equally often, so its statistics come from its storage, weighted by that count."""
+    if x.layout != torch.strided or x.is_nested or 0 not in x.stride():
+        return x, 1
+    repeat, index = 1, []
+    for size, stride in zip(x.shape, x.stride(), strict=True):
+        if stride == 0 and size > 1:
+            repeat *= size
+            index.append(slice(0, 1))
+        else:
+            index.append(slice(None))
+    return x[tuple(index)], repeat
+
+
 def stats(x: torch.Tensor) -> tuple[dict, dict | None]:
-    """Statistics and a histogram of ``x`` (non-finite values excluded from moments)."""
+    """Statistics and a histogram of ``x`` (non-finite values excluded from moments), in
+    time proportional to its storage (an expanded tensor's repeats are counted, not read)."""
     n = x.numel()
     if n == 0 or x.device.type == "meta":
         return {"numel": n}, None
+    part, repeat = stored(x)
+    summary, hist = _stats(part)
+    if repeat > 1:
+        summary.update(numel=n, nan=summary["nan"] * repeat, inf=summary["inf"] * repeat)
+        summary["norm"] *= math.sqrt(repeat)
+        if hist is not None:
+            hist["counts"] = [c * repeat for c in hist["counts"]]
+    return summary, hist
+
+
+def _stats(x: torch.Tensor) -> tuple[dict, dict | None]:
+    n = x.numel()
     xf = _as_real(x.detach())
     if xf.is_sparse:
         xf = xf.coalesce().values()
