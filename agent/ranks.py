@@ -283,9 +283,12 @@ def _same_batches(ranks: list[tuple[int, str]], indexes: list[dict]) -> dict[str
 
 
 def _first_failure(rows: list[dict[str, Any]]) -> int | None:
-    """The rank that failed first on its own (not because a peer died under it)."""
+    """The rank that failed first on its own (not because a peer died under it); when
+    every failure is a lost peer, the rank that left the group first (even complete)."""
     failed = [r for r in rows if r.get("status") in ("failed", "interrupted", "incomplete")]
-    own = [r for r in failed if not r.get("peer_failure")] or failed
+    own = [r for r in failed if not r.get("peer_failure")]
+    if failed and not own:
+        own = [r for r in rows if not r.get("peer_failure") and r.get("ended")]
     if not own:
         return None
     own.sort(key=lambda r: (r.get("status") == "incomplete", r.get("ended") or float("inf")))

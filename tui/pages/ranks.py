@@ -150,7 +150,16 @@ def summary(reply: dict[str, Any]) -> Group:
     failed = reply.get("first_failure")
     if failed is not None:
         row = next((r for r in rows if r["rank"] == failed), {})
-        lines.append(Text(f"✗ rank {failed} failed first: {row.get('error') or row.get('status')}"))
+        if row.get("status") == "complete":  # it left while its peers still waited on it
+            lines.append(
+                Text(
+                    f"✗ rank {failed} left first ({row.get('steps')} steps); the others lost their peer"
+                )
+            )
+        else:
+            lines.append(
+                Text(f"✗ rank {failed} failed first: {row.get('error') or row.get('status')}")
+            )
         lines[-1].stylize(colors.BAD)
     grads = reply.get("grads") or {}
     first = grads.get("first")

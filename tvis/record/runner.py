@@ -94,6 +94,7 @@ def record(
     from tvis.record.loss import LossCapture
     from tvis.record.ops import LineOps
     from tvis.record.project import Project
+    from tvis.record.rank_stop import StopAgreement
     from tvis.record.representations import Representations
     from tvis.record.session import Recorder, StopRecording
     from tvis.record.signals import SignalEnd, Terminated, ended_by
@@ -119,6 +120,9 @@ def record(
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project), names)
     recorder.whole_script = whole_script
+    rank = (meta or {}).get("rank")
+    if isinstance(rank, dict) and rank.get("world_size", 1) > 1:
+        recorder.rank_stop = StopAgreement(run_dir, rank["rank"], rank["world_size"])
     recorder.extensions += [
         DataPipeline(),
         LossCapture(),
@@ -134,6 +138,8 @@ def record(
 
     def hard_stop() -> None:
         # The script swallowed StopRecording: save, report and end the process here.
+        if recorder.rank_stop is not None:
+            recorder.rank_stop.ended()
         recorder.uninstall()
         _finalize(recorder, background, writer, COMPLETE, 0, None)
         sys.stdout.flush()
@@ -166,6 +172,8 @@ def record(
         sys.stderr.write(error)
     finally:
         ending.finish()  # a signal from here on waits for the run to be written
+        if recorder.rank_stop is not None:
+            recorder.rank_stop.ended()  # no peer waits for this rank any more
         recorder.script_returned()
         recorder.uninstall()
     _finalize(recorder, background, writer, status, exit_code, error)

@@ -167,6 +167,7 @@ class Recorder(ModuleCalls, Steps):
         self.optimizers_built = 0
         self.whole_script = False  # set when everything the script builds happens under tvis
         self.on_hard_stop = None
+        self.rank_stop = None  # under a launcher: where all ranks stop (rank_stop.py)
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
         self.extensions: list = []
         self.carried: list[Call] = []
@@ -360,7 +361,7 @@ class Recorder(ModuleCalls, Steps):
             batch = self.ensure_batch()
         if batch.mode is None:
             batch.mode = "train"
-            self.train_batches += 1
+            self.count_train_batch()
             self._flush_light()
             self._settle_manual_step()
             if self.stop_due:
@@ -541,7 +542,27 @@ class Recorder(ModuleCalls, Steps):
         waiting for a step)."""
         return not any(b.get("step") is None and not b["light"] for b in self.batch_maps)
 
+    def count_train_batch(self) -> None:
+        self.train_batches += 1
+        if self.rank_stop is not None:
+            self.rank_stop.began(self.train_batches)
+
     # -- stopping ----------------------------------------------------------------------
+
+    def ranks_agree_to_stop(self) -> bool:
+        """This rank has its steps: whether every rank stops here too (always, alone)."""
+        if self.rank_stop is None:
+            return True
+        with self.work:
+            agreed = self.rank_stop.agree(self.train_batches)
+        if not agreed:
+            self.notice(
+                "the ranks step at different cadences (gradient accumulation on some): "
+                f"this rank records past its {self.settings.steps} steps, to the first batch "
+                "where every rank has them, so that no rank is left waiting in a collective.",
+                level="info",
+            )
+        return agreed
 
     def check_stop(self) -> None:
         """Raise StopRecording if the recording is over (called where raising is safe)."""

@@ -31,7 +31,7 @@ class Steps:
                 batch = self.ensure_batch()
                 if batch.mode is None:
                     batch.mode = "train"
-                    self.train_batches += 1
+                    self.count_train_batch()
                 batch.forget_outside_grads()
                 loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
                 for extension in self.extensions:
@@ -175,7 +175,8 @@ class Steps:
                     self._write_step(snap, optimizer=(index, optimizer))
             except Exception as e:
                 self.guard("recording the optimizer step", e)
-        if all(n >= self.settings.steps for n in self.steps_per_optimizer.values()):
+        done = all(n >= self.settings.steps for n in self.steps_per_optimizer.values())
+        if done and self.ranks_agree_to_stop():
             self.stop()
 
     def _write_step(self, snapshot: dict, optimizer) -> None:

@@ -210,6 +210,8 @@ the claim ``<key>-1``, then ``<key>-2``, …, so a new launch's ranks meet in a 
 ``meta.json`` adds ``"rank": {"rank", "local_rank", "world_size", "launcher"}`` and
 ``"full": bool``. Ranks not recorded in full (by default every rank but 0; ``--ranks``)
 keep no tensor values: statistics, losses and parameter norms and digests only.
+A rank's ``stop.json`` (``{"batch", "ready"}`` or ``{"ended": true}``) is how ranks agree
+to stop after the same training batch (tvis/record/rank_stop.py); readers ignore it.
 
 Digests (``"digest"`` in a tensor entry): the first 16 hex digits of BLAKE2b over the
 tensor's raw bytes, so ranks compare exactly without values. Parameter entries of a step
@@ -253,6 +255,7 @@ def folder_name(index: int) -> str:
 
 
 GROUP = "group.json"
+STOP_SYNC = "stop.json"
 CLAIM_PREFIX = ".tvis-group-"
 
 

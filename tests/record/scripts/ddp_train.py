@@ -38,6 +38,13 @@ def parse() -> argparse.Namespace:
     p.add_argument("--spare-on-rank0", action="store_true", help="the unused layer runs on rank 0")
     p.add_argument("--raise-at", type=int, default=-1, help="rank 1 raises before this step")
     p.add_argument("--skip-reduce", default="", help="manual mode: a parameter not averaged")
+    p.add_argument(
+        "--accumulate-rank1",
+        type=int,
+        default=1,
+        help="rank 1 steps every this many batches (each backward still all-reduces)",
+    )
+    p.add_argument("--batches", type=int, default=0, help="train this many batches (not --steps)")
     return p.parse_args()
 
 
@@ -75,15 +82,21 @@ def main() -> None:
         state["step"] += 1
 
     opt.register_step_post_hook(after_step)
-    epoch = 0
-    while state["step"] < args.steps:
+    every = args.accumulate_rank1 if rank == 1 else 1
+    epoch = batches = 0
+
+    def more() -> bool:  # the same count on every rank, so all meet the same collectives
+        return batches < args.batches if args.batches else state["step"] < args.steps
+
+    while more():
         if sampler is not None:
             sampler.set_epoch(epoch)
         for x, y in loader:
             if rank == 1 and state["step"] == args.raise_at:
                 raise RuntimeError(f"rank 1 gave up at step {args.raise_at}")
             loss = nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
+            if batches % every == 0:
+                opt.zero_grad()
             loss.backward()
             if args.mode == "manual":
                 for name, p in net.named_parameters():
@@ -91,8 +104,10 @@ def main() -> None:
                         dist.all_reduce(p.grad)
                         p.grad /= world
             state["loss"] = loss.item()
-            opt.step()
-            if state["step"] >= args.steps:
+            batches += 1
+            if batches % every == 0:
+                opt.step()
+            if not more():
                 break
         epoch += 1
     log.close()
