@@ -77,3 +77,4 @@ def no_tvis_left_installed():
         assert not fn.__module__.startswith("tvis"), f"{what} is still patched by tvis"
     assert torch._C._len_torch_function_stack() == 0, "a torch function mode is still active"
     assert sys.gettrace() is None or "tvis" not in repr(sys.gettrace()), "tracer left installed"
+    assert not sys.gettrace.__module__.startswith("tvis"), "sys.gettrace is still patched"

@@ -11,7 +11,8 @@ monitoring tool holds the ids tvis would use). While a trace function is set, CP
 every frame of the thread on its slow path and calls the trace function for each: so the
 hook is started only when the first batch opens (imports, building the dataset, the model
 and the optimizer run untraced), and tvis lifts it while it works and for stretches it
-does not observe.
+does not observe. While it is on, ``sys.gettrace()`` answers for the script as if it were
+not (a script that checks for a debugger must train as it does without tvis).
 
 Both report what settrace reports: an entry at each call and at each resumption of a
 generator or coroutine (``next``, ``send`` and ``throw``), an exit at each return and each
@@ -30,6 +31,15 @@ from types import CodeType, FrameType
 # then decides: None to ignore the frame, or a function that receives its return value.
 Wants = Callable[[CodeType], bool]
 OnCall = Callable[[FrameType], Callable[[object], None] | None]
+
+_gettrace = sys.gettrace  # the interpreter's own, which tvis itself always asks
+_hidden: set = set()  # tvis's trace functions, which ``sys.gettrace()`` does not show
+
+
+def _gettrace_for_script():
+    """``sys.gettrace`` while tvis traces: the thread's trace function unless it is tvis's."""
+    found = _gettrace()
+    return None if found in _hidden else found
 
 
 def new_call_hook(wants: Wants, on_call: OnCall) -> SettraceHook | MonitoringHook | None:
@@ -55,24 +65,29 @@ class SettraceHook:
     def start(self) -> None:
         """See the calls of the calling thread from now on (once per thread)."""
         self.started = True
+        _hidden.add(self._trace)
+        sys.gettrace = _gettrace_for_script
         sys.settrace(self._trace)
 
     def stop(self) -> None:
         """See no more calls; a thread still running lifts the hook at its next call."""
         self.started = False
-        if sys.gettrace() is self._trace:
+        if _gettrace() is self._trace:
             sys.settrace(None)
+        _hidden.discard(self._trace)
+        if not _hidden:
+            sys.gettrace = _gettrace
 
     def lift(self) -> bool:
         """Take the hook off this thread for a while; whether it was on."""
-        if sys.gettrace() is self._trace:
+        if _gettrace() is self._trace:
             sys.settrace(None)
             return True
         return False
 
     def put_back(self) -> None:
         """Undo ``lift``: on again, unless stopped or another tracer took the thread."""
-        if self.started and sys.gettrace() is None:
+        if self.started and _gettrace() is None:
             sys.settrace(self._trace)
 
     def _global(self, frame, event, arg):
