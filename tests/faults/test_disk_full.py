@@ -68,6 +68,10 @@ def test_disk_full_keeps_exit_code_and_finalizes_run(tmp_path):
     # The index lists exactly what reached the disk; what did not is counted as lost.
     assert row["batches"] == len(list((run / "batches").iterdir())) >= 1
     assert row["steps"] == len(list((run / "steps").iterdir())) < 8
+    # The sentence says what happened: what was kept, and that the rest was not written.
+    sentence = next(line for line in done.stderr.splitlines() if "disk full at" in line)
+    assert f"kept {row['batches']} batch(es) and {row['steps']} step(s);" in sentence
+    assert "could not be written and are not in the run" in sentence
 
 
 def test_disk_nearly_full_from_the_start_still_finalizes(tmp_path):

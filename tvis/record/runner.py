@@ -255,11 +255,16 @@ def _finalize(recorder, background, writer, status, exit_code, error) -> None:
 
 
 def disk_full_sentence(path: Path, background) -> str:
+    """What a full disk cost the run, as it happened: what was kept, what could not be
+    written (the run index leaves those out), what fit later with statistics only."""
+    lost = len(background.lost_batches) + len(background.lost_steps)
+    later = background.written_after_full
+    fitted = f"; {later} later one(s) fit with statistics only" if later else ""
     return (
         f"disk full at {path}: kept {background.batches_written} batch(es) and "
-        f"{background.steps_written} step(s), later ones with statistics only "
-        f"({len(background.lost_batches) + len(background.lost_steps)} lost); free space "
-        "and record again to keep more. Training was not affected."
+        f"{background.steps_written} step(s); {lost} batch(es) and step(s) could not be "
+        f"written and are not in the run{fitted}. Free space and record again to keep more; "
+        "training was not affected."
     )
 
 

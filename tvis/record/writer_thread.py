@@ -45,6 +45,7 @@ class BackgroundWriter:
         self.disk_full: str | None = None  # the error of the first write that found no room
         self.batches_written = 0
         self.steps_written = 0
+        self.written_after_full = 0  # batches and steps (statistics only) that fit after it
         self.lost_batches: set[int] = set()
         self.lost_steps: set[int] = set()
         self._queue: queue.Queue = queue.Queue(QUEUE_DEPTH)
@@ -110,6 +111,8 @@ class BackgroundWriter:
             self.batches_written += 1
         else:
             self.steps_written += 1
+        if self.disk_full:
+            self.written_after_full += 1
 
     def _failed(self, count: int, what: str) -> None:
         if count:
