@@ -3,6 +3,7 @@ training stays bit-identical to a plain compiled run."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -64,3 +65,13 @@ def test_compiled_training_bit_identical_without_recompiles_when_recorded(tmp_pa
     assert outcome.steps == 5
     calls = RunReader(outcome.run_dir).batch(0).record["calls"]
     assert calls[0]["cls"] == "OptimizedModule"  # the compiled region, seen at its boundary
+
+
+def test_compiled_module_gets_no_global_hooks_warning_from_tvis(tmp_path):
+    # A plain run has no global module hooks, so torch says nothing; tvis's are its own.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = record(lambda: _train([]), Settings(steps=3), HERE, tmp_path / "run")
+    assert outcome.status == "complete"
+    assert not [w for w in caught if "global hooks" in str(w.message)]
+    assert not [f for f in warnings.filters if "global hooks" in str(f[1])]  # filter removed

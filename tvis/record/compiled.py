@@ -13,6 +13,33 @@ and change the compiled code.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+
 from torch.compiler import is_compiling as compiling
 
-__all__ = ["compiling"]
+__all__ = ["compiling", "quiet_hooks_warning"]
+
+# What torch says at each call of a ``torch.compile(module)`` wrapper while any global
+# module hook exists. Under tvis those hooks are tvis's own (a plain run has none and says
+# nothing), and tvis expects the wrapper's extra hook call: the warning is not the script's.
+_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+
+
+def quiet_hooks_warning() -> Callable[[], None]:
+    """Silence torch's warning about tvis's global hooks; returns what undoes it."""
+    warnings.filterwarnings("ignore", message=_HOOKS_WARNING, category=UserWarning)
+    added = warnings.filters[0]
+
+    def restore() -> None:
+        for i, entry in enumerate(warnings.filters):
+            if entry is added:
+                del warnings.filters[i]
+                # Let go of decisions cached under the filter, as resetwarnings does
+                # (where this Python has the hook; a stale cache only keeps it quiet).
+                mutated = getattr(warnings, "_filters_mutated", None)
+                if mutated is not None:
+                    mutated()
+                return
+
+    return restore

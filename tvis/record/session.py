@@ -32,6 +32,7 @@ from tvis.record.builder import (
     Settings,
     first_line,
 )
+from tvis.record.compiled import quiet_hooks_warning
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
@@ -167,6 +168,7 @@ class Recorder(ModuleCalls, Steps):
         self.optimizers_built = 0
         self.whole_script = False  # set when everything the script builds happens under tvis
         self.on_hard_stop = None
+        self._loud_again = None  # undoes quiet_hooks_warning
         self.rank_stop = None  # under a launcher: where all ranks stop (rank_stop.py)
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
         self.extensions: list = []
@@ -218,6 +220,7 @@ class Recorder(ModuleCalls, Steps):
                 previous_hook(args)
 
         self.patches.set(threading, "excepthook", quiet_stop)
+        self._loud_again = quiet_hooks_warning()
         for extension in self.extensions:
             extension.install(self)
         self.stack_watchers = [
@@ -236,6 +239,9 @@ class Recorder(ModuleCalls, Steps):
             handle.remove()
         self.handles.clear()
         self.patches.restore()
+        if self._loud_again is not None:
+            self._loud_again()
+            self._loud_again = None
 
     def finish(self) -> None:
         """Close what is open and write the run index; safe to call more than once."""
