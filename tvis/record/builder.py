@@ -24,6 +24,11 @@ MAX_ARGS = 16
 # produce millions of records. Modules and the loss are always recorded.
 CALL_CAP = 20000
 
+# Calls of one module recorded per training batch: other modules and the loss are always
+# recorded, but a cell called for each step of a very long sequence would otherwise grow
+# the batch without bound.
+MODULE_REPEATS = 20000
+
 # A light group (evaluation forwards, extra LBFGS passes) keeps at most this many calls:
 # enough to show the shape of an eval loop, bounded however long it runs.
 LIGHT_CALL_CAP = 500
@@ -61,6 +66,8 @@ class Settings:
     gradcam: bool = True
     keep_values: bool = True  # False on ranks recorded light: statistics only
     rank_digests: bool = False  # under a launcher: digest each batch to compare ranks
+    call_cap: int = CALL_CAP
+    module_repeats: int = MODULE_REPEATS
 
     def light(self) -> Settings:
         """What a rank not recorded in full keeps: every call's statistics, the loss, and
@@ -164,6 +171,7 @@ class BatchBuilder:
         self.dropped_calls = 0
         # Calls left out past the cap: (name, cls, id of the recorded call they ran in) -> n
         self.dropped_sites: Counter[tuple[str, str | None, int]] = Counter()
+        self.module_calls: Counter[str] = Counter()  # calls per module name (module_repeats)
         self.failures: Counter[str] = Counter()  # why tensors could not be read -> how many
         self.raw_images = 0
         self.kept_bytes = 0
@@ -369,7 +377,7 @@ class BatchBuilder:
     def full(self) -> bool:
         """Past the call cap: a light group records nothing more; a training batch
         records its modules and loss, and only counts project helpers."""
-        return len(self.calls) >= (LIGHT_CALL_CAP if self.light else CALL_CAP)
+        return len(self.calls) >= (LIGHT_CALL_CAP if self.light else self.settings.call_cap)
 
     def add_call(self, call: Call) -> Call:
         self.calls.append(call)

@@ -93,7 +93,7 @@ class FunctionTracer(Extension):
         if rec.batch is not None and (top is None or top.owner != rec.batch.index):
             rec.function_boundary()
         batch = rec.ensure_batch()
-        if batch.full:
+        if batch.full or rec.dropping():
             rec.drop_call(batch, _name(code), None)
             return None
         back = frame.f_back

@@ -124,7 +124,7 @@ class ModuleCalls:
             if first is not None and first.dim() > 0:
                 batch.batch_size = int(first.shape[0])
         self.open_modules += 1
-        if batch.full and batch.light:
+        if self._drops_module(batch, self.module_name(module), is_loss):
             self.drop_call(batch, self.module_name(module), type(module).__name__)
             self.stack.append(None)  # keeps pre/post hooks paired
             return
@@ -153,6 +153,22 @@ class ModuleCalls:
         call.inputs = batch.args(_name_args(self._arg_names(module), args), not batch.light)
         self.open_call(batch, call)
         cuda_timing.start(call, args)
+
+    def _drops_module(self, batch: BatchBuilder, name: str, is_loss: bool) -> bool:
+        """Whether this module call is counted rather than recorded: in a full light group;
+        in a training batch, past ``module_repeats`` calls of the same module (an RNN cell over
+        a very long sequence), or inside a call so dropped. Other modules and the loss are
+        recorded however many calls came before."""
+        if batch.light:
+            return batch.full
+        if is_loss:
+            return False
+        batch.module_calls[name] += 1
+        return batch.module_calls[name] > self.settings.module_repeats or self.dropping()
+
+    def dropping(self) -> bool:
+        """Whether a call being counted, not recorded, is open: what runs inside it is too."""
+        return None in self.stack
 
     def drop_call(self, batch: BatchBuilder, name: str, cls: str | None) -> None:
         """Count a call the cap leaves out, under the recorded call it runs in."""

@@ -26,7 +26,6 @@ from tvis.record import cuda_timing, tensors
 from tvis.record import params as param_records
 from tvis.record.builder import (
     ANOMALY_INPUTS,
-    CALL_CAP,
     BatchBuilder,
     Call,
     Settings,
@@ -465,10 +464,12 @@ class Recorder(ModuleCalls, Steps):
         named = ", ".join(f"{name} ×{n:,}" for name, n in self.capped.most_common(3))
         more = ", …" if len(self.capped) > 3 else ""
         text = (
-            f"past {CALL_CAP:,} calls in a batch tvis counts project helper calls instead of "
-            f"recording them: {sum(self.capped.values()):,} left out in "
-            f"{self.capped_batches} batch(es) ({named}{more}); the call tree shows them as "
-            '"×N more" where they ran. Modules and the loss are all recorded.'
+            f"tvis counted {sum(self.capped.values()):,} call(s) in {self.capped_batches} "
+            f"batch(es) instead of recording them ({named}{more}): past "
+            f"{self.settings.call_cap:,} calls a batch records no more project helpers, and "
+            f"past {self.settings.module_repeats:,} calls of one "
+            'module no more of that module. The call tree shows them as "×N more" where '
+            "they ran; every other module and the loss are recorded."
         )
         if self._cap_notice is None:
             self._cap_notice = {"level": "warn", "text": text}

@@ -54,7 +54,7 @@ def call_through(
     result)`` adds what this kind of call records beyond its outputs.
     """
     batch = recording(rec)
-    if batch is not None and batch.full:
+    if batch is not None and (batch.full or rec.dropping()):
         rec.drop_call(batch, name, cls or name)
         batch = None
     call = _open(rec, batch, kind, name, cls or name, function, inputs) if batch else None
