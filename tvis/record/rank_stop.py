@@ -40,8 +40,6 @@ class StopAgreement:
         self.peers = [
             run_dir.parent / rank_folder(r) / STOP_SYNC for r in range(world_size) if r != rank
         ]
-        self.waited = 0.0  # seconds spent waiting on peers, for the notice
-        self.extra = False  # stopped past its own N-th step to meet a peer
 
     def began(self, batch: int) -> None:
         """This rank begins its training batch ``batch`` (1-based): not ready before it."""
@@ -55,21 +53,16 @@ class StopAgreement:
         """Whether every rank stops after training batch ``batch`` (this rank has its
         steps): True when all are ready there, False when a peer went on."""
         self._say({"batch": batch, "ready": batch})
-        started = time.monotonic()
-        deadline = started + PATIENCE
-        try:
-            while True:
-                answers = [_read(peer) for peer in self.peers]
-                if any(a.get("batch", 0) > batch and not a.get("ended") for a in answers):
-                    self.extra = True
-                    return False
-                if all(a.get("ended") or a.get("ready") == batch for a in answers):
-                    return True
-                if time.monotonic() > deadline:
-                    return True
-                time.sleep(POLL)
-        finally:
-            self.waited += time.monotonic() - started
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            answers = [_read(peer) for peer in self.peers]
+            if any(a.get("batch", 0) > batch and not a.get("ended") for a in answers):
+                return False
+            if all(a.get("ended") or a.get("ready") == batch for a in answers):
+                return True
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(POLL)
 
     def _say(self, state: dict) -> None:
         try:

@@ -174,8 +174,8 @@ class Recorder(ModuleCalls, Steps):
         self.carried: list[Call] = []
         self.stack_watchers: list = []
         self.contributors: Counter[str] = Counter()
-        # Project helper calls the call cap left out of training batches, by name, and
-        # the one notice that counts them (rewritten as batches add to it).
+        # Calls the caps left out of training batches, by name, and the one notice that
+        # counts them (rewritten as batches add to it).
         self.capped: Counter[str] = Counter()
         self.capped_batches = 0
         self._cap_notice: dict | None = None
@@ -455,7 +455,7 @@ class Recorder(ModuleCalls, Steps):
             self.guard(f"writing batch {batch.index}", e)
 
     def _note_capped(self, batch: BatchBuilder) -> None:
-        """One notice for the whole run: how many helper calls the cap left out, of what."""
+        """One notice for the whole run: how many calls the caps left out, of what."""
         if batch.light or not batch.dropped_calls:
             return
         self.capped_batches += 1
