@@ -37,12 +37,6 @@ def test_statistics_of_an_expanded_tensor_match_the_materialised_one():
     assert hist["counts"] == want_hist["counts"]
 
 
-def test_statistics_of_a_huge_broadcast_read_only_its_storage():
-    got, hist = tensors.stats(torch.full((1,), 2.0).expand(HUGE, HUGE))
-    assert got["numel"] == HUGE * HUGE and got["mean"] == 2.0 and got["std"] == 0.0
-    assert got["norm"] == 2.0 * HUGE and sum(hist["counts"]) == HUGE * HUGE
-
-
 def test_recording_a_huge_broadcast_keeps_its_statistics(tmp_path):
     # Reading the logical elements would take hours: the time limit is what fails then.
     done = subprocess.run(
@@ -58,3 +52,4 @@ def test_recording_a_huge_broadcast_keeps_its_statistics(tmp_path):
     masks = [e for e in batch["tensors"] if e["shape"] == [HUGE, HUGE]]
     assert masks and all(e["stats"]["numel"] == HUGE * HUGE for e in masks)
     assert all(e["stats"]["mean"] == 1.0 and e["stats"]["std"] == 0.0 for e in masks)
+    assert all(e["stats"]["norm"] == HUGE and sum(e["hist"]["counts"]) == HUGE**2 for e in masks)
