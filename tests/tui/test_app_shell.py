@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, open_explore, render_text, screen_text, wait_for
 from fake_client import FakeClient
 from textual.command import CommandPalette
+from viewer_support import make_app, open_explore, render_text, screen_text, wait_for
 
 from tvis.tui import keys
 from tvis.tui.app import TvisApp

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
 from support import cut_agent_argv, write_large_run
 from textual.command import CommandPalette
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.agent.client import LocalClient, PipeClient
 from tvis.agent.protocol import AgentError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, node_named, open_explore, screen_text, wait_for
+from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.picture import Picture
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView

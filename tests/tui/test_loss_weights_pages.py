@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
 from support import EXAMPLES, TVIS, record_example, record_script
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.tui import fmt
 from tvis.tui.pages.loss import LossView

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, node_named, open_explore, screen_text, wait_for
+from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.colors import phase_label
 from tvis.tui.widgets import layers_table

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, screen_text, wait_for
 from support import record_example, record_script
+from viewer_support import make_app, screen_text, wait_for
 
 from tvis.tui.picture import Picture
 from tvis.tui.replay_model import SPEEDS

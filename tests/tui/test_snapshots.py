@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.tui.picture import Picture
 

@@ -126,7 +126,7 @@ def test_the_viewer_process_never_imports_torch(run_dir, no_torch):
         import asyncio, sys
         sys.path.insert(0, {str(ROOT / "tests" / "tui")!r})
         from pathlib import Path
-        from conftest import make_app, open_explore
+        from viewer_support import make_app, open_explore
 
         async def main():
             app = make_app(Path({str(run_dir)!r}))
