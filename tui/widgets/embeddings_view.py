@@ -19,6 +19,7 @@ from tvis.tui import fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.widgets.insight_context import follow, shown_token, where
 from tvis.tui.widgets.scatter import Scatter
+from tvis.tui.widgets.search_box import SearchBox
 
 MAX_POINTS = 2000
 """Points asked for: a terminal scatter shows fewer distinct pixels; the agent states how
@@ -63,7 +64,7 @@ class EmbeddingsView(AgentPane):
             yield Scatter(id="embeddings-scatter")
             yield Static(id="embeddings-legend")
         yield Static(id="embeddings-info")
-        yield Input(placeholder="token to find (enter keeps it, escape closes)")
+        yield SearchBox(placeholder="token to find (enter keeps it, escape closes)")
 
     def on_mount(self) -> None:
         self.watch(self.app, "sample", self._followed, init=False)
