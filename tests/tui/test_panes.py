@@ -213,3 +213,22 @@ async def test_a_narrow_layers_table_drops_whole_columns_and_keeps_the_warnings(
         titles = header.split()
         assert titles[:3] == ["#", "name", "output"] and titles[-1] == "flags"
         assert "fwd" not in titles  # gave way whole, not cut at the edge
+
+
+async def test_timeline_of_a_later_batch_draws_its_forward_lane(run_dir: Path):
+    """Every batch's calls are timed from that batch's start (not offset by tvis's overhead
+    in the batches before), so the second batch's forward lane is drawn, not empty."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("full_stop", "t")
+        timeline = page.query_one(Timeline)
+        await wait_for(
+            pilot, lambda: timeline.bars and timeline.batch_index == 1, "batch 1's timeline"
+        )
+        forward = [b for b in timeline.bars if b["lane"] == "forward"]
+        assert forward and all(0 <= b["t0"] <= b["t1"] <= timeline.span for b in forward)
+        area = timeline.content_region
+        lines = screen_text(app).splitlines()[area.y : area.bottom]
+        lane = next(i for i, line in enumerate(lines) if "── forward" in line)
+        assert "ShapesCNN" in lines[lane + 1][area.x : area.right]
