@@ -198,6 +198,7 @@ def _bars(x: np.ndarray, labels: Sequence[str] | None, offset: int, limit: int) 
     lo, hi = views.finite_range(x.astype(np.float32)) if x.size else (None, None)
     return {
         "kind": "bars",
+        "order": "value" if labelled else "magnitude",  # highest first / largest |value| first
         "total": int(x.size),
         "offset": offset,
         "units": [int(i) for i in page],

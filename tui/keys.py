@@ -269,6 +269,20 @@ def shown(app, id: str) -> str:
     return app.get_key_display(Binding(first, ""))
 
 
+def hint(app, *parts: tuple[str | tuple[str, ...], str]) -> str:
+    """A line of key hints as the user's keymap has them, e.g. ``hjkl cursor · <> layer``:
+    each part is the binding ids (one, or several shown together) and what they do."""
+    shown_parts = []
+    for ids, what in parts:
+        names = [shown(app, i) for i in ((ids,) if isinstance(ids, str) else ids)]
+        # hjkl, <>, [] read as one; two letters (n/p, o/O) or longer names need the slash
+        single = all(len(n) == 1 for n in names)
+        together = single and (len(names) > 2 or not any(n.isalnum() for n in names))
+        joined = "".join(names) if together else "/".join(names)
+        shown_parts.append(f"{joined} {what}")
+    return " · ".join(shown_parts)
+
+
 def keymap_path() -> Path:
     env = os.environ.get("TVIS_KEYMAP")
     if env:

@@ -247,3 +247,26 @@ async def test_keys_faster_than_a_mount_never_break_the_cards(run_dir: Path):
         assert [c.ref.title for c in inspector.cards] == ["out", "input"]
         assert all(card.query(".head") for card in inspector.cards)
         assert app.internal_errors == []
+
+
+async def test_neurons_bars_of_logits_keep_their_sign_on_a_zero_axis(run_dir: Path):
+    """Logits below zero are drawn left of the axis and above it right, on one scale, in the
+    order the title names (class-labelled values: highest first)."""
+    from tvis.tui.widgets.layer_views import NeuronsView
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 50)) as pilot:
+        page = await open_explore(pilot)
+        await _select(pilot, page, "head")
+        await pilot.press("i", "v")  # the inspector, then its Neurons view
+        view = page.query_one(NeuronsView)
+        await wait_for(pilot, lambda: view.total, "the logits as bars")
+        values = [float(v) for v in view.last_reply["values"]]
+        assert values == sorted(values, reverse=True) and min(values) < 0 < max(values)
+        lines = screen_text(app).splitlines()
+        assert any("values, highest first" in line for line in lines)
+        for label, value in zip(view.last_reply["labels"], values, strict=True):
+            line = next(line for line in lines if f"{label} " in line and "│" in line)
+            left, right = line.split("│", 1)
+            assert ("█" in left.split(label, 1)[1]) == (value < 0)
+            assert ("█" in right) == (value > 0)

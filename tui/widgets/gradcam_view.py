@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Static
 
-from tvis.tui import fmt
+from tvis.tui import fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import HEAT, Picture, Scale, overlay
 from tvis.tui.widgets.insight_context import where
@@ -152,7 +152,14 @@ class GradcamView(AgentPane):
         if self.mode != "layers" and at is not None:
             title.append(f"layer {at + 1}/{len(self.layer_names)} {self.layer_names[at]} · ")
         title.append("predicted class" if self.which == "pred" else "true class")
-        title.append("   t pred/true · <> layer · m mode · [] sample", style="dim")
+        hints = keys.hint(
+            self.app,
+            ("insights.which", "pred/true"),
+            (("insights.layer_prev", "insights.layer_next"), "layer"),
+            ("insights.mode", "mode"),
+            (("app.sample_prev", "app.sample_next"), "sample"),
+        )
+        title.append(f"   {hints}", style="dim")
         return title
 
     def _draw_one(self, result: dict[str, Any]) -> None:

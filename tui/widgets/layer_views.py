@@ -26,10 +26,11 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tvis.tui import colors, fmt
+from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale, overlay, to_rgb
 from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
+from tvis.tui.widgets.sparkline import signed_hbar
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
 
 VIEWS = ("image", "neurons", "stats")
@@ -307,6 +308,10 @@ class PlaceKeys:
             view.forget_location()
 
 
+BAR_ORDER = {"value": "values, highest first", "magnitude": "values, largest |value| first"}
+"""What the Neurons bars' title says of their order (the agent's ``order``)."""
+
+
 class NeuronsView(Steady, AgentPane):
     """Every channel or unit, most active first, one page at a time."""
 
@@ -321,6 +326,7 @@ class NeuronsView(Steady, AgentPane):
         self.page_offset = 0
         self.total = 0
         self.limit = 12
+        self.last_reply: dict[str, Any] | None = None  # what is drawn
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=20, legend=False)
@@ -367,6 +373,7 @@ class NeuronsView(Steady, AgentPane):
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         self.total = int(result.get("total") or 0)
+        self.last_reply = result
         picture, bars = self.query_one(Picture), self.query_one(".bars", Static)
         units = result.get("units") or []
         signed = bool(self.shown_layer and self.shown_layer.grad)
@@ -387,7 +394,7 @@ class NeuronsView(Steady, AgentPane):
             {
                 "maps": "channels, most active first",
                 "strips": "units over the tokens, most active first",
-            }.get(kind, "values, highest first"),
+            }.get(kind, BAR_ORDER.get(result.get("order"), "values")),
             style=colors.MUTED,
         )
         if result.get("position") is not None:
@@ -418,16 +425,30 @@ class NeuronsView(Steady, AgentPane):
         return canvas
 
     def _bars(self, result: dict[str, Any], signed: bool) -> Text:
+        """One bar per value on a zero axis: negatives to its left in the negative colour,
+        positives to its right, all on one scale (the largest |value| fills its side)."""
         values = [float(v) for v in result.get("values") or []]
         labels = result.get("labels") or [f"#{u}" for u in result.get("units") or []]
-        top = max((abs(v) for v in values if np.isfinite(v)), default=1.0) or 1.0
-        width = max(8, (self.size.width or 40) - 22)
-        colour = colors.PHASE["backward" if signed else "forward"]
+        finite = [v for v in values if np.isfinite(v)]
+        top = max((abs(v) for v in finite), default=1.0) or 1.0
+        width = max(8, (self.size.width or 40) - 23)
+        lo, hi = (result.get("lo"), result.get("hi")) if finite else (0.0, 0.0)
+        negatives = any(v < 0 for v in finite) or (isinstance(lo, float) and lo < 0)
+        positives = any(v > 0 for v in finite) or (isinstance(hi, float) and hi > 0)
+        left = width // 2 if negatives and positives else (width if negatives else 0)
+        right = width - left
+        styles = {
+            "neg": Style(color=colors.NEGATIVE),
+            "neg-edge": Style(color=colors.NEGATIVE, reverse=True),
+            "pos": Style(color=colors.POSITIVE),
+            "axis": Style(color=colors.MUTED),
+            "": Style(),
+        }
         text = Text()
         for label, value in zip(labels, values, strict=False):
-            cells = int(round(abs(value) / top * width)) if np.isfinite(value) else 0
             text.append(f"{fmt.clip(str(label), 10):>10} ", style="bold")
-            text.append("█" * cells, style=Style(color=colour, dim=value < 0))
+            for piece, kind in signed_hbar(value, top, left, right):
+                text.append(piece, style=styles[kind])
             text.append(f" {fmt.num(value, 3)}\n", style=colors.MUTED)
         return text
 
@@ -522,10 +543,18 @@ class LayerViews(SteadyVertical):
                 reverse=name == view, bold=name == view, meta={"@click": f"switch_view('{name}')"}
             )
             text.append(f" {TITLES[name]} ", style=style)
-        text.append("  v switches", style=colors.MUTED)
+        text.append(f"  {keys.shown(self.app, self._switch_id())} switches", style=colors.MUTED)
         self.query_one(".switcher", Static).update(text)
         if self.shown_layer is not None:
             self._show(self.shown_layer)
+
+    def _switch_id(self) -> str:
+        """The binding that cycles these views where they are (Replay's or the inspector's)."""
+        for node in self.ancestors:
+            for binding in getattr(node, "BINDINGS", ()):
+                if getattr(binding, "action", None) == "cycle_view" and binding.id:
+                    return binding.id
+        return "replay.view"
 
     def cycle(self) -> None:
         self.switch(VIEWS[(VIEWS.index(self.current) + 1) % len(VIEWS)])

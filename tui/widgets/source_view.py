@@ -209,12 +209,18 @@ class SourcePane(Asks, Vertical):
         self.view.set_source(src.get("file", "?"), src.get("text") or "", anns, line)
         header = Text(src.get("file", "?"), style="bold")
         position = (
-            f"  file {self.files.index(src['file']) + 1} of {len(self.files)} · F next"
+            f"  file {self.files.index(src['file']) + 1} of {len(self.files)} · "
+            + keys.hint(self.app, ("source.file", "next"))
             if src.get("file") in self.files
             else ""
         )
         header.append(
-            f"{position} · {len(anns)} executed lines · n/N next/prev · enter selects its call",
+            f"{position} · {len(anns)} executed lines · "
+            + keys.hint(
+                self.app,
+                (("source.next", "source.prev"), "next/prev"),
+                ("source.select", "selects its call"),
+            ),
             style=colors.MUTED,
         )
         self.query_one("#source-header", Static).update(header)
