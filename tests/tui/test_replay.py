@@ -509,3 +509,43 @@ async def test_batch_labels_under_the_scrubber_never_run_together(gapped_run: Pa
         ticks = str(page.query_one(Scrubber).render()).splitlines()[1]
         assert "b0" in ticks
         assert not re.search(r"b\d+b", ticks), ticks
+
+
+NAN_AT_STEP_ONE = """
+import torch
+from torch import nn
+
+
+class Shaky(nn.Module):
+    def forward(self, x):
+        return torch.log(x - 100.0) if self.training_step == 1 else x  # NaN at step 1
+
+
+torch.manual_seed(0)
+shaky = Shaky()
+model = nn.Sequential(nn.Linear(4, 8), shaky, nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+for step in range(2):
+    shaky.training_step = step
+    loss = nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+async def test_a_nan_run_opens_on_the_first_non_finite_value(tmp_path: Path):
+    run = record_script(tmp_path, NAN_AT_STEP_ONE, "--steps", "2")
+    app = make_app(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        origin = next(a for a in app.run_info["anomalies"] if a["kind"] == "nonfinite")
+        assert origin["batch"] == 1 and origin["origin"]["call"] is not None
+        event = await wait_for(
+            pilot,
+            lambda: (e := page.current_event()) and e.get("call") == origin["origin"]["call"] and e,
+            "the Shaky call of batch 1",
+        )
+        assert event["batch"] == 1 and app.batch == 1
+        assert "Shaky" in screen_text(app)
