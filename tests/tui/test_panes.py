@@ -10,7 +10,7 @@ from tvis.tui.colors import phase_label
 from tvis.tui.widgets import layers_table
 from tvis.tui.widgets.layers_table import LayersTable
 from tvis.tui.widgets.samples_view import SampleTable
-from tvis.tui.widgets.source_view import SourceView
+from tvis.tui.widgets.source_view import SourceView, annotation_text
 from tvis.tui.widgets.step_view import ParamTable
 from tvis.tui.widgets.timeline import Timeline, fit_label
 
@@ -232,3 +232,29 @@ async def test_timeline_of_a_later_batch_draws_its_forward_lane(run_dir: Path):
         lines = screen_text(app).splitlines()[area.y : area.bottom]
         lane = next(i for i, line in enumerate(lines) if "── forward" in line)
         assert "ShapesCNN" in lines[lane + 1][area.x : area.right]
+
+
+async def test_source_follows_the_selection_into_another_file_and_the_loss_line_has_its_shape(
+    run_dir: Path,
+):
+    """The model's calls are defined in model.py; the loss function is library code, called
+    at train.py:72: the Source pane follows to its call site, annotated with its output."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(200, 50)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("s", "c")  # the Source pane beside, the tree focused again
+        view = page.query_one(SourceView)
+        await wait_for(pilot, lambda: view.file == "model.py", "the model's definition")
+        tree = page.calls.call_tree
+        tree.move_cursor(await wait_for(pilot, lambda: node_named(page, "F.cross_entropy"), "loss"))
+        await wait_for(pilot, lambda: view.file == "train.py", "the loss call's file")
+        site = page.selection.row["site"][1]
+        assert view.cursor + 1 == site
+        assert view.lines[view.cursor].plain.strip().startswith("loss = F.cross_entropy(")
+        assert "scalar F.cross_entropy" in annotation_text(view.annotations[site])
+        line = await wait_for(
+            pilot,
+            lambda: next(r for r in screen_text(app).splitlines() if f"▕  {site} " in r),
+            "the loss line on screen",
+        )
+        assert "scalar" in line, line

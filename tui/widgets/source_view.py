@@ -75,7 +75,11 @@ class SourceView(ScrollView, can_focus=True):
         self.annotations = {int(k): v for k, v in annotations.items()}
         self._cache.clear()
         self.virtual_size = Size(self.size.width, len(self.lines))
-        self.move_to(line - 1 if line else self._first_annotated())
+        index = line - 1 if line else self._first_annotated()
+        self.move_to(index)
+        # A new file's length applies at the next layout: until then the scroll is clamped
+        # to the old one's, and the cursor's line of a longer file would stay off screen.
+        self.call_after_refresh(self.move_to, index)
 
     def _first_annotated(self) -> int:
         return min(self.annotations, default=1) - 1
