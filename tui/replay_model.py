@@ -154,3 +154,28 @@ def first_nonfinite(run_info: dict[str, Any] | None) -> dict[str, Any] | None:
             place = {"batch": anomaly["batch"], "call": origin.get("call"), "phase": phase}
             found.append((anomaly["batch"], rank, place))
     return min(found, key=lambda f: f[:2])[2] if found else None
+
+
+PACE_WINDOW_S = 2.0
+"""How far back the drawn rate is measured: long enough to average a few slow frames,
+short enough that a change of speed shows within two seconds."""
+
+
+@dataclass
+class Pace:
+    """Frames drawn while playing, for saying how many a second really are (a frame that
+    takes longer than the timer's interval makes the timer skip ticks)."""
+
+    times: list[float] = field(default_factory=list)
+
+    def drawn(self, now: float) -> None:
+        self.times = [t for t in self.times if now - t <= PACE_WINDOW_S] + [now]
+
+    def reset(self) -> None:
+        self.times = []
+
+    def rate(self) -> float | None:
+        """Frames a second over the window; None until a second's worth was measured."""
+        if len(self.times) < 3 or self.times[-1] - self.times[0] < 1.0:
+            return None
+        return (len(self.times) - 1) / (self.times[-1] - self.times[0])

@@ -13,6 +13,7 @@ columns); one line saying what the recording lacks.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -27,7 +28,14 @@ from textual.worker import get_current_worker
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
-from tvis.tui.replay_model import PAGE, SPEEDS, STEP_SIZES, Recording, first_nonfinite
+from tvis.tui.replay_model import (
+    PAGE,
+    SPEEDS,
+    STEP_SIZES,
+    Pace,
+    Recording,
+    first_nonfinite,
+)
 from tvis.tui.widgets.layer_stack import LayerStack
 from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
@@ -108,6 +116,7 @@ class ReplayPage(PlaceKeys, Screen):
         self.size_name = "layer"
         self.expanded: set[int] = set()  # light groups opened into their calls (first batch)
         self.speed = DEFAULT_SPEED
+        self.pace = Pace()  # frames drawn while playing: the speed label says what is real
         self.ended = False
         self._timer: Timer | None = None
         self._asked_pages: set[int] = set()
@@ -351,6 +360,7 @@ class ReplayPage(PlaceKeys, Screen):
             SPEEDS[self.speed],
             (self.app.size.width or 80) - 1,
             self._light_hint(),
+            self.pace.rate(),
         )
         feed.refresh()
 
@@ -457,10 +467,12 @@ class ReplayPage(PlaceKeys, Screen):
             self.ended = True
             self._draw_missing()
             return
+        self.pace.drawn(time.monotonic())
         self.seek(rec.step(self.cursor, self.size_name, 1))
 
     def _set_playing(self, playing: bool) -> None:
         self.playing = playing
+        self.pace.reset()
         if self._timer is not None:
             if playing:
                 self._timer.resume()
@@ -498,6 +510,7 @@ class ReplayPage(PlaceKeys, Screen):
         if self._timer is not None:
             self._timer.stop()
         self._timer = self.set_interval(1 / SPEEDS[self.speed], self._tick, pause=not self.playing)
+        self.pace.reset()
         self._draw_transport()
 
     def action_cycle_view(self) -> None:
