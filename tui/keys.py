@@ -147,6 +147,10 @@ RUNS = [
 
 HELP = [
     _b("escape,q,question_mark,f1", "dismiss", "Close the keys", "help.close"),
+    _b("j,down", "scroll(1)", "Scroll down", "help.down"),
+    _b("k,up", "scroll(-1)", "Scroll up", "help.up"),
+    _b("pagedown,space", "scroll(10)", "Page down", "help.page_down"),
+    _b("pageup", "scroll(-10)", "Page up", "help.page_up"),
 ]
 
 REPLAY = [

@@ -241,3 +241,20 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
         await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
         assert app.internal_errors == []
+
+
+async def test_help_at_80x24_gives_descriptions_room_and_scrolls_with_j_and_k(run_dir):
+    from textual.containers import VerticalScroll
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: "Open in inspector" in screen_text(app), "the help")
+        line = next(r for r in screen_text(app).splitlines() if "Open in inspector" in r)
+        assert line.index("Open in inspector") < 30  # not squeezed behind wide key/id columns
+        box = app.screen.query_one(VerticalScroll)
+        await pilot.press("j", "j", "j")
+        await wait_for(pilot, lambda: box.scroll_y == 3, "three lines down")
+        await pilot.press("k")
+        await wait_for(pilot, lambda: box.scroll_y == 2, "one line up")
