@@ -211,7 +211,7 @@ async def test_a_narrow_layers_table_drops_whole_columns_and_keeps_the_warnings(
         await pilot.pause()
         header = next(line for line in screen_text(app).splitlines() if " # name" in line)
         titles = header.split()
-        assert titles[:3] == ["#", "name", "output"] and titles[-1] == "flags"
+        assert titles[:4] == ["#", "name", "class", "output"] and titles[-1] == "flags"
         assert "fwd" not in titles  # gave way whole, not cut at the edge
 
 
@@ -258,3 +258,14 @@ async def test_source_follows_the_selection_into_another_file_and_the_loss_line_
             "the loss line on screen",
         )
         assert "scalar" in line, line
+
+
+async def test_layers_table_keeps_its_class_column_at_120_columns(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("y")
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count > 10 and table.row(3), "layer rows")
+        assert "cls" in [c.key for c, _ in table._columns(table.size.width)]
+        assert "Conv2d" in screen_text(app) and "class" in screen_text(app)
