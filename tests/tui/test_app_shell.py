@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fake_client import FakeClient
+from rich.style import Style
 from textual.command import CommandPalette
 from viewer_support import make_app, open_explore, render_text, screen_text, wait_for
 
@@ -258,3 +259,24 @@ async def test_help_at_80x24_gives_descriptions_room_and_scrolls_with_j_and_k(ru
         await wait_for(pilot, lambda: box.scroll_y == 3, "three lines down")
         await pilot.press("k")
         await wait_for(pilot, lambda: box.scroll_y == 2, "one line up")
+
+
+async def test_status_line_in_16_colours_keeps_the_lines_own_colour(run_dir):
+    """With 16 colours the value marker's blue becomes ANSI dark blue on the line's grey:
+    there the state is drawn in the line's own colour (bold), not in a colour of its own."""
+    from rich.color import ColorSystem
+
+    from tvis.tui.widgets.status_line import StatusLine
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        status = app.screen.query_one(StatusLine)
+        app.console._color_system = ColorSystem.TRUECOLOR
+        status._changed()
+        coloured = [s for s in status.content.spans if Style.parse(str(s.style)).color]
+        assert coloured  # 24-bit: the state has its colours
+        app.console._color_system = ColorSystem.STANDARD
+        status._changed()
+        assert "value" in status.content.plain
+        assert not [s for s in status.content.spans if Style.parse(str(s.style)).color]
