@@ -299,14 +299,29 @@ async def test_vit_tokens_and_attention_are_painted_on_the_patch_grid(vit_run: P
         await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "attention")
 
 
-async def test_a_text_model_says_why_there_is_no_on_image_and_labels_logits_with_tokens(
+async def test_a_text_model_paints_its_tokens_with_the_layers_strength_and_labels_logits(
     lm_run: Path,
 ):
+    """No picture to paint on: the followed sample's tokens are the input, each coloured by
+    the layer's mean |x| at its position (as the Loss page colours tokens by loss)."""
+    from tvis.store.reader import RunReader
+
     app = make_app(lm_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
         await seek_to(pilot, page, "lm_head")
-        await wait_for(pilot, lambda: "not a picture" in screen_text(app), "the reason")
+        view = page.query_one(OnImageView)
+        await wait_for(pilot, lambda: view.kind == "text" and view.drawn, "the tokens")
+        reply = view._last
+        assert reply["tokens"][0] == "<bos>" and len(reply["strength"]) == len(reply["tokens"])
+        chunk = RunReader(lm_run).batch(page.current_event()["batch"])
+        out = chunk.array(page.current_event()["tensor"])[0].astype(np.float64)
+        per_position = np.abs(out.reshape(out.shape[0], -1)).mean(axis=1)
+        unit = (per_position - per_position.min()) / np.ptp(per_position)
+        np.testing.assert_allclose(reply["strength"], unit[: len(reply["tokens"])], atol=1e-5)
+        tokens = view.query_one(".location").content
+        assert len({str(span.style.bgcolor) for span in tokens.spans}) > 3  # not one colour
+        assert "per input token" in screen_text(app) and "not a picture" not in screen_text(app)
         card = page.query_one(InputCard)
         await wait_for(pilot, lambda: card.pipeline, "the input card")
         assert "The sea" in screen_text(app) or card.pipeline.get("raw", {}).get("kind") == "text"

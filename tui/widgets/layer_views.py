@@ -28,8 +28,9 @@ from textual.widgets import Static
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
-from tvis.tui.picture import Picture, Scale, overlay, to_rgb
+from tvis.tui.picture import VALUES, Picture, Scale, overlay, to_rgb
 from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
+from tvis.tui.widgets.insight_context import shown_token
 from tvis.tui.widgets.sparkline import signed_hbar
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
 
@@ -67,6 +68,26 @@ def neurons_limit(width: int, height: int) -> int:
     """Maps that fit a view of ``width`` × ``height`` cells (a map is 8 cells and a gap
     wide, 4 rows and a gap tall in half blocks)."""
     return max(1, (width + 1) // (MAP_PX + 1)) * max(1, (height - 3) // (MAP_PX // 2 + 1))
+
+
+def token_strength(result: dict[str, Any], depth: str) -> Text:
+    """The followed sample's tokens, each on the colour of the layer's strength at its
+    position (low → high, as the pictures' value map), the way the Loss page colours
+    tokens by their loss."""
+    tokens = result.get("tokens") or []
+    given = result.get("strength")
+    strength = np.asarray([] if given is None else given, dtype=np.float32).reshape(1, -1)
+    rgb = to_rgb(strength, Scale(0.0, 1.0), VALUES, depth)[0] if strength.size else []
+    text = Text()
+    for token, (r, g, b) in zip(tokens, np.asarray(rgb).tolist(), strict=False):
+        ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
+        text.append(shown_token(str(token)), style=Style(color=ink, bgcolor=f"rgb({r},{g},{b})"))
+    left = int(result.get("total") or 0) - len(tokens)
+    if left > 0:
+        text.append(f" … {left} more positions", style=colors.MUTED)
+    if result.get("vocab_why"):
+        text.append(f"\n{result['vocab_why']}", style=colors.MUTED)
+    return text
 
 
 class OnImageView(Steady, AgentPane):
@@ -149,6 +170,15 @@ class OnImageView(Steady, AgentPane):
             return
         picture = self.query_one(Picture)
         info = self.query_one(".info", Static)
+        picture.display = result.get("kind") != "text"
+        if result.get("kind") == "text":  # a text model: the layer on its input tokens
+            self.map_shape, self.kind, self._last = None, "text", result
+            self.query_one(".location", Static).update(token_strength(result, self._depth()))
+            info.update(self._caption(result), layout=False)
+            self.drawn = self.shown_layer
+            return
+        if self.kind == "text":  # its tokens go with it
+            self.query_one(".location", Static).update("")
         if not result.get("applies"):
             self.map_shape, self.kind = None, None
             picture.placeholder(result.get("why") or "this layer has no place on the picture.")
@@ -183,6 +213,7 @@ class OnImageView(Steady, AgentPane):
         how = {
             "conv": "mean over channels",
             "tokens": "per patch token",
+            "text": "per input token, mean over its features",
             "attention": self._gaze(result),
         }.get(result.get("kind"), "")
         text = Text(
@@ -198,6 +229,11 @@ class OnImageView(Steady, AgentPane):
             hint = " · backspace: [CLS]" if self.location else " · click a patch: where it looks"
             text.append(hint, style=colors.MUTED)
         return text
+
+    def _depth(self) -> str:
+        from tvis.tui.picture.widget import depth_of
+
+        return depth_of(self.app.console.color_system)
 
     def _gaze(self, result: dict[str, Any]) -> str:
         """Whose attention the map shows: [CLS]'s, or the picked patch's (and its token)."""
