@@ -151,6 +151,21 @@ async def test_gradcam_grid_of_samples_and_strip_of_layers(recorded_run):
             "one cell per conv layer",
         )
         assert len(thumbs) == 3 and "every layer" in screen_text(app)
+        await wait_for(pilot, lambda: not view.cue.waiting, "the loading cue gone once drawn")
+        assert "loading Grad-CAM maps" not in screen_text(app)
+
+
+async def test_gradcam_grid_says_it_is_loading_while_its_maps_take_long(recorded_run):
+    app = make_app(recorded_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page, view = await _open_insights(pilot, "gradcam")
+        view.mode = "samples"
+        view.cue.start()  # as reload does when it asks for a grid ...
+        await pilot.pause(0.5)  # ... and the answer has not come (nothing was asked here)
+        assert "loading Grad-CAM maps …" in screen_text(app)
+        view.reload()
+        await wait_for(pilot, lambda: page.query("#gradcam-grid .thumb Picture"), "the grid")
+        await wait_for(pilot, lambda: "loading Grad-CAM maps" not in screen_text(app), "no cue")
 
 
 # -- absent views -----------------------------------------------------------------------------
