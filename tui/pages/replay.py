@@ -180,8 +180,11 @@ class ReplayPage(PlaceKeys, Screen):
         offset = int((result.get("events") or [{}])[0].get("seq", 0)) if result.get("events") else 0
         if tag == "first":
             first = self.recording is None
+            # Where the cursor is now, not where it was when asked: a poll of a run being
+            # recorded reloads, and a key pressed meanwhile must not be undone.
+            keep = self.current_event() or self._keep
             self.recording = Recording.from_reply(result)
-            target = self.recording.find(self._keep) if self._keep else 0
+            target = self.recording.find(keep) if keep else 0
             self._keep = None
             if first:  # a run that went wrong opens where it did
                 self._origin = first_nonfinite(self.app.run_info)
