@@ -468,10 +468,15 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
         batches = [batch] if batch is not None else self.store.reader(run).batch_ids()
         lines: dict[int, dict[tuple, dict[str, Any]]] = {}
         for b in batches:
-            record = self.store.chunk(run, "batch", b).record
+            chunk = self.store.chunk(run, "batch", b)
+            record = chunk.record
+            ran = set()
             for entry in record.get("lines") or []:
                 if isinstance(entry, dict) and entry.get("file") == file:
                     self._merge_line(lines, entry, b)
+                    ran.add(entry.get("line"))
+            for entry in _call_site_lines(chunk, file, ran):
+                self._merge_line(lines, entry, b)
         return {
             "file": file,
             "text": sources[file],
@@ -542,3 +547,30 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
         result = sample_rows(chunk, self._tree(run, batch), data.get("classes"))
         self._sequence_columns(chunk, Vocabulary(data), result)
         return result
+
+
+def _call_site_lines(chunk, file: str, ran: set) -> list[dict[str, Any]]:
+    """Lines of ``file`` that called a recorded call but ran no op of their own there (a
+    loss function whose ops run inside the library): annotated with the call's output."""
+    found = []
+    for call in chunk.record.get("calls") or []:
+        site = call.get("site") if isinstance(call, dict) else None
+        if not (isinstance(site, list) and len(site) == 2 and site[0] == file):
+            continue
+        if site[1] in ran or not isinstance(site[1], int):
+            continue
+        out = next((o for o in call.get("outputs") or [] if isinstance(o, dict)), {})
+        entry = chunk.tensors.get(out.get("tensor")) if out.get("tensor") is not None else None
+        found.append(
+            {
+                "file": file,
+                "line": site[1],
+                "op": call.get("name"),
+                "shape": (entry or {}).get("shape"),
+                "dtype": (entry or {}).get("dtype"),
+                "count": 1,
+                "ms": call.get("fwd_ms"),
+                "call": call.get("id"),
+            }
+        )
+    return found

@@ -20,6 +20,9 @@ from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 # Every reply of these views stays under this many bytes of array data, so one replay frame
 # costs at most a few tens of KiB over two ssh hops (the budget is 32 KiB a frame).
 MAX_VIEW_BYTES = 24 << 10
+# Token positions of a text model's input painted with a layer's strength: a long sequence
+# (the Loss page colours as many); 512 float32 strengths are 2 KiB.
+MAX_TEXT_TOKENS = 512
 # Raw values listed at one picked location: a screen lists far fewer; 4096 float32 = 16 KiB.
 MAX_LOCATION_VALUES = 4096
 
@@ -198,6 +201,7 @@ def _bars(x: np.ndarray, labels: Sequence[str] | None, offset: int, limit: int) 
     lo, hi = views.finite_range(x.astype(np.float32)) if x.size else (None, None)
     return {
         "kind": "bars",
+        "order": "value" if labelled else "magnitude",  # highest first / largest |value| first
         "total": int(x.size),
         "offset": offset,
         "units": [int(i) for i in page],

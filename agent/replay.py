@@ -28,6 +28,7 @@ import numpy as np
 from tvis.agent import layer_views as lv
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
+from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import long_rpc, rpc
 from tvis.agent.insights.common import stamp
 from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
@@ -344,6 +345,42 @@ class ReplayAPI:
             return None
         return views.take_sample(values, 0, sample)
 
+    def _replay_tokens(self, chunk: Chunk, tree: CallTree, sample: int) -> np.ndarray | None:
+        """The followed sample's input token ids (1-D), or None when the input is no such."""
+        given = model_input(chunk.record, tree)
+        values = chunk.array(given["id"]) if given else None
+        if values is None or values.ndim != 2 or values.dtype.kind not in "iu":
+            return None
+        if not 0 <= sample < values.shape[0]:
+            return None
+        return np.asarray(values[sample])
+
+    def _on_tokens(
+        self, run: str, chunk: Chunk, tree: CallTree, sample: int, values: np.ndarray
+    ) -> dict[str, Any] | None:
+        """For a text model, the layer "on the input" is on its tokens: each position's
+        mean |x| over its features, scaled to [0, 1] (``kind: "text"``). None when the input
+        is not token ids or the layer has no position axis that matches them."""
+        ids = self._replay_tokens(chunk, tree, sample)
+        if ids is None or values.ndim < 1 or values.shape[0] != ids.size or not ids.size:
+            return None
+        x = np.nan_to_num(views.as_real(np.asarray(values)).astype(np.float32), posinf=0, neginf=0)
+        per_position = np.abs(x.reshape(ids.size, -1)).mean(axis=1)[: lv.MAX_TEXT_TOKENS]
+        low, peak = float(per_position.min()), float(per_position.max())
+        span = peak - low
+        unit = (per_position - low) / span if span > 0 else np.zeros_like(per_position)
+        vocab = Vocabulary(self.store.index(run).get("data"))
+        shown = ids[: lv.MAX_TEXT_TOKENS].tolist()
+        return {
+            "kind": "text",
+            "tokens": [vocab.token(int(i)) for i in shown],
+            "strength": unit.astype(np.float32),
+            "peak": peak,
+            "low": low,
+            "total": int(ids.size),
+            "vocab_why": vocab.why,
+        }
+
     @rpc
     def on_image(
         self,
@@ -377,6 +414,10 @@ class ReplayAPI:
             "tensor": entry["id"],
             "kind": how.kind,
         }
+        if pixels is None:
+            text = self._on_tokens(run, chunk, tree, sample, values)
+            if text is not None:
+                return {**base, "applies": True, **text}
         if how.kind == "none" or pixels is None:
             return {**base, "applies": False, "why": how.why}
         shown = views.picture(pixels, self._normalize(run), width, height)

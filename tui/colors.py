@@ -21,6 +21,8 @@ PHASE = {
 PHASE_LABEL = {"optimizer": "update"}
 
 GOOD, WARN, BAD = "#72c26a", "#e8b33a", "#e5534b"
+NEGATIVE, POSITIVE = "#5096ff", "#ff6e50"
+"""Below and above zero in one-line bars: the ends of the signed colour map."""
 MUTED = "#7f8796"
 
 

@@ -61,6 +61,19 @@ class ExportItem:
     param: str | None = None
     which: str = "weight"
     grad_of: int | None = None  # for a gradient: the id of the tensor it belongs to
+    full_shape: tuple[int, ...] | None = None  # the recorded tensor's, before any cut
+
+    @property
+    def cut(self) -> str:
+        """What part of the tensor was kept, when not all of it: ``first 3 of 32 samples``."""
+        kept, count = self.value.get("kept"), self.value.get("count")
+        if kept not in ("samples", "rows") or not isinstance(count, int):
+            return ""
+        stored = tuple(self.value.get("shape") or ())
+        full = self.full_shape or ()
+        dim = next((i for i, (a, b) in enumerate(zip(stored, full, strict=False)) if a != b), 0)
+        total = full[dim] if dim < len(full) else "?"
+        return f"first {count} of {total} {kept}"
 
     @property
     def where(self) -> dict[str, int]:
@@ -73,7 +86,10 @@ class ExportItem:
     def file_stem(self) -> str:
         place = f"b{self.batch}" if self.batch is not None else f"s{self.step}"
         name = _UNSAFE.sub("_", self.label.replace(" (gradient)", ".grad")).strip("_")
-        return f"{self.run_id}_{place}_{name}_t{self.tensor}"
+        cut = ""
+        if self.cut:  # first 3 of 32 samples -> _first3of32samples: never taken for all 32
+            cut = "_" + self.cut.replace("first ", "first").replace(" of ", "of").replace(" ", "")
+        return f"{self.run_id}_{place}_{name}{cut}_t{self.tensor}"
 
 
 def item_for(ref: TensorRef, grad: bool, call_name: str, run_id: str) -> ExportItem:
@@ -103,6 +119,7 @@ def item_for(ref: TensorRef, grad: bool, call_name: str, run_id: str) -> ExportI
         param=ref.param,
         which=ref.which,
         grad_of=int(ref.entry["id"]) if grad and ref.param is None else None,
+        full_shape=tuple(entry.get("shape") or ()) or None,
     )
 
 
@@ -258,7 +275,9 @@ def start(app: Any, item: ExportItem) -> None:
         except Exception as e:  # every failure is reported; the viewer keeps going
             app.call_from_thread(finish, failure(e), True)
             return
-        app.call_from_thread(finish, f"saved {item.label} to {', '.join(map(str, paths))}", False)
+        cut = f" ({item.cut}: only those were kept)" if item.cut else ""
+        saved = f"saved {item.label}{cut} to {', '.join(map(str, paths))}"
+        app.call_from_thread(finish, saved, False)
 
     app.run_worker(run, thread=True, group="export", exit_on_error=False)
 

@@ -59,26 +59,49 @@ def ordered_scopes(first: list[str]) -> list[tuple[str, list[Binding], bool]]:
     return [(t, s, True) for t, s in here + everywhere] + [(t, s, False) for t, s in rest]
 
 
-def help_table(app, keymap: dict[str, str], first: list[str] | None = None) -> Table:
+ID_COLUMN_FROM = 90
+"""Widest help (in columns) that still gives each binding's id a column of its own; a
+narrower one writes the id under its description, which then keeps room to be read."""
+
+
+def help_table(
+    app, keymap: dict[str, str], first: list[str] | None = None, width: int = 120
+) -> Table:
+    wide = width >= ID_COLUMN_FROM
     table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column("keys", style="bold", no_wrap=True, min_width=12)
-    table.add_column("does")
-    table.add_column("id", style=colors.MUTED, no_wrap=True)
+    # Narrow, a binding with many keys wraps them rather than squeezing every description.
+    table.add_column(
+        "keys", style="bold", no_wrap=wide, min_width=12, max_width=None if wide else 16
+    )
+    table.add_column("does", ratio=1)
+    if wide:
+        table.add_column("id", style=colors.MUTED, no_wrap=True)
+
+    def add(keys_text, does, id_text) -> None:
+        if wide:
+            table.add_row(keys_text, does, id_text)
+        elif id_text:
+            cell = Text(does) if isinstance(does, str) else does.copy()
+            cell.append(f"\n{id_text}", style=colors.MUTED)
+            table.add_row(keys_text, cell)
+        else:
+            table.add_row(keys_text, does)
+
     elsewhere = False
     for title, scope, on_screen in ordered_scopes(first or []):
         if not on_screen and not elsewhere:
             elsewhere = True
-            table.add_row(Text("Elsewhere", style=f"bold {colors.MUTED}"), "", "")
-            table.add_row("", "", "")
-        table.add_row(Text(title, style=f"bold {colors.PHASE['forward']}"), "", "")
+            add(Text("Elsewhere", style=f"bold {colors.MUTED}"), "", "")
+            add("", "", "")
+        add(Text(title, style=f"bold {colors.PHASE['forward']}"), "", "")
         for binding in scope:
             if binding.id and binding.id.startswith("app.page"):
                 if binding.id == "app.page1":  # the nine page keys read better as one row
-                    table.add_row("1 … 9", "jump to the n-th page of the tab bar", "app.page1…9")
+                    add("1 … 9", "jump to the n-th page of the tab bar", "app.page1…9")
                 continue
             shown = " ".join(key_label(app, k) for k in effective_keys(binding, keymap))
-            table.add_row(shown, binding.description, binding.id or "")
-        table.add_row("", "", "")
+            add(shown, binding.description, binding.id or "")
+        add("", "", "")
     return table
 
 
@@ -101,5 +124,13 @@ class HelpScreen(ModalScreen[None]):
             yield Static(
                 Text("Keys — remap any of them by id in " + str(keys.keymap_path()), style="bold")
             )
-            yield Static(help_table(self.app, self.app.keymap, self.first))
+            yield Static(id="help-table")
             yield Static(Text(f"{keys.shown(self.app, 'help.close')} closes", style=colors.MUTED))
+
+    def on_resize(self) -> None:
+        width = self.query_one(VerticalScroll).content_region.width or self.app.size.width
+        table = help_table(self.app, self.app.keymap, self.first, width)
+        self.query_one("#help-table", Static).update(table)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)

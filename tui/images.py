@@ -108,13 +108,46 @@ def ask_version(fd: int) -> str | None:
     """Ask the terminal on ``fd`` for its version (XTVERSION), then for its attributes
     (DA1), and read until the attributes come: a terminal that does not know XTVERSION
     has then said so by answering DA1 alone."""
+    match = _VERSION_REPLY.search(_ask(fd, b"\x1b[>0q\x1b[c"))
+    return match.group(1).decode(errors="replace") if match else None
+
+
+SIXEL_LIMIT = (1000, 1000)
+"""The largest sixel picture (width, height in pixels) drawn when the terminal does not say:
+xterm's default ``maxGraphicSize``. xterm drops a wider or taller picture whole and leaves
+its cells black."""
+
+_GEOMETRY_REPLY = re.compile(rb"\x1b\[\?2;0;(\d+);(\d+)S")
+
+_sixel_limit: tuple[int, int] = SIXEL_LIMIT
+
+
+def sixel_limit() -> tuple[int, int]:
+    """The largest sixel picture (width, height in pixels) this terminal draws."""
+    return _sixel_limit
+
+
+def ask_graphics_limit(fd: int) -> tuple[int, int] | None:
+    """Ask the terminal on ``fd`` for the sixel area it allows (XTSMGRAPHICS, read the
+    geometry), fenced by DA1 as ``ask_version`` is; None when it does not answer."""
+    reply = _ask(fd, b"\x1b[?2;1;0S\x1b[c")
+    match = _GEOMETRY_REPLY.search(reply)
+    if not match:
+        return None
+    width, height = int(match.group(1)), int(match.group(2))
+    return (width, height) if width > 0 and height > 0 else None
+
+
+def _ask(fd: int, query: bytes) -> bytes:
+    """Write ``query`` (ending in DA1) to the terminal on ``fd`` in raw mode and read the
+    replies until DA1's answer, or ``XTVERSION_WAIT_S``."""
     import termios
     import tty
 
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)
     try:
-        os.write(fd, b"\x1b[>0q\x1b[c")
+        os.write(fd, query)
         reply = b""
         deadline = time.monotonic() + XTVERSION_WAIT_S
         while not _DA1_REPLY.search(reply):
@@ -124,8 +157,23 @@ def ask_version(fd: int) -> str | None:
             reply += os.read(fd, 256)
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-    match = _VERSION_REPLY.search(reply)
-    return match.group(1).decode(errors="replace") if match else None
+    return reply
+
+
+def _measure_sixel_limit() -> None:
+    global _sixel_limit
+    try:
+        import termios
+
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except (ImportError, OSError):
+        return
+    try:
+        _sixel_limit = ask_graphics_limit(fd) or SIXEL_LIMIT
+    except (OSError, termios.error):
+        pass
+    finally:
+        os.close(fd)
 
 
 def _probe() -> str:
@@ -139,6 +187,9 @@ def _probe() -> str:
 
 
 def prepare(mode: str) -> None:
-    """Load textual-image for kitty/sixel now, while the terminal can still answer its probes."""
+    """Load textual-image for kitty/sixel now, and for sixel ask how large a picture may be,
+    while the terminal can still answer (afterwards Textual owns stdin)."""
     if mode in ("kitty", "sixel"):
         import textual_image.widget  # noqa: F401  (measures the cell size at import)
+    if mode == "sixel":
+        _measure_sixel_limit()

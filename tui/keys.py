@@ -147,6 +147,10 @@ RUNS = [
 
 HELP = [
     _b("escape,q,question_mark,f1", "dismiss", "Close the keys", "help.close"),
+    _b("j,down", "scroll(1)", "Scroll down", "help.down"),
+    _b("k,up", "scroll(-1)", "Scroll up", "help.up"),
+    _b("pagedown,space", "scroll(10)", "Page down", "help.page_down"),
+    _b("pageup", "scroll(-10)", "Page up", "help.page_up"),
 ]
 
 REPLAY = [
@@ -267,6 +271,20 @@ def shown(app, id: str) -> str:
     """How binding ``id``'s first key reads on screen after ``app``'s keymap (``"c"``, ``"^p"``)."""
     first = keys_of(id, getattr(app, "keymap", None) or {})[0]
     return app.get_key_display(Binding(first, ""))
+
+
+def hint(app, *parts: tuple[str | tuple[str, ...], str]) -> str:
+    """A line of key hints as the user's keymap has them, e.g. ``hjkl cursor · <> layer``:
+    each part is the binding ids (one, or several shown together) and what they do."""
+    shown_parts = []
+    for ids, what in parts:
+        names = [shown(app, i) for i in ((ids,) if isinstance(ids, str) else ids)]
+        # hjkl, <>, [] read as one; two letters (n/p, o/O) or longer names need the slash
+        single = all(len(n) == 1 for n in names)
+        together = single and (len(names) > 2 or not any(n.isalnum() for n in names))
+        joined = "".join(names) if together else "/".join(names)
+        shown_parts.append(f"{joined} {what}")
+    return " · ".join(shown_parts)
 
 
 def keymap_path() -> Path:

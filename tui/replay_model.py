@@ -97,6 +97,22 @@ class Recording:
         found = (self.event(s) for s in range(start, start + count))
         return [e for e in found if e is not None]
 
+    def find_call(self, batch: int, call: int | None, phase: str | None) -> tuple[int, bool]:
+        """(seq, exact) of ``call``'s event in ``batch`` (its ``phase`` first): exact when
+        that event is among the fetched pages; else the start of the batch's ``phase`` run
+        (or of the batch), where it will be."""
+        runs = [r for r in self.outline if r["batch"] == batch]
+        runs.sort(key=lambda r: r["phase"] != phase)
+        for run in runs:
+            for seq in range(run["start"], run["start"] + run["count"]):
+                e = self.event(seq)
+                if call is not None and e is not None and e.get("call") == call:
+                    return seq, True
+        if runs and runs[0]["phase"] == phase:
+            return int(runs[0]["start"]), False
+        row = self.batch_row(batch)
+        return (int(row["start"]) if row else 0), False
+
     def find(self, like: dict[str, Any] | None) -> int:
         """The event of this list closest to ``like`` (an event of another detail or
         sample): the same call in the same batch and phase, else that batch's phase run."""
@@ -120,3 +136,46 @@ class Recording:
             return int(runs[0]["start"])
         row = self.batch_row(like.get("batch"))
         return int(row["start"]) if row else 0
+
+
+def first_nonfinite(run_info: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``{"batch", "call", "phase"}`` of the run's first non-finite value, from the
+    anomalies its recording closed with: the forward origin before the gradient one in the
+    same batch, a non-finite loss (no origin found) at its loss call; None in a healthy run."""
+    found = []
+    for rank, kind in enumerate(("nonfinite", "nonfinite_grad", "loss_nonfinite")):
+        for anomaly in (run_info or {}).get("anomalies") or []:
+            if anomaly.get("kind") != kind or not isinstance(anomaly.get("batch"), int):
+                continue
+            origin = anomaly.get("origin") or {}
+            phase = origin.get("phase") or ("backward" if kind == "nonfinite_grad" else "loss")
+            if origin.get("kind") == "input":
+                phase = "data"
+            place = {"batch": anomaly["batch"], "call": origin.get("call"), "phase": phase}
+            found.append((anomaly["batch"], rank, place))
+    return min(found, key=lambda f: f[:2])[2] if found else None
+
+
+PACE_WINDOW_S = 2.0
+"""How far back the drawn rate is measured: long enough to average a few slow frames,
+short enough that a change of speed shows within two seconds."""
+
+
+@dataclass
+class Pace:
+    """Frames drawn while playing, for saying how many a second really are (a frame that
+    takes longer than the timer's interval makes the timer skip ticks)."""
+
+    times: list[float] = field(default_factory=list)
+
+    def drawn(self, now: float) -> None:
+        self.times = [t for t in self.times if now - t <= PACE_WINDOW_S] + [now]
+
+    def reset(self) -> None:
+        self.times = []
+
+    def rate(self) -> float | None:
+        """Frames a second over the window; None until a second's worth was measured."""
+        if len(self.times) < 3 or self.times[-1] - self.times[0] < 1.0:
+            return None
+        return (len(self.times) - 1) / (self.times[-1] - self.times[0])

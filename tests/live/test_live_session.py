@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import torch
 from live_support import wait_until
@@ -40,11 +42,40 @@ def test_reading_before_serve_says_to_call_serve(monkeypatch):
         tvis.get("x")
 
 
-def test_serve_twice_is_harmless_and_elsewhere_is_refused(session_server):
+def test_serve_twice_is_harmless_and_elsewhere_moves_keeping_what_was_caught(session_server):
     tvis.serve(port=0)
     assert session.server() is session_server
-    with pytest.raises(ValueError, match="Already serving"):
-        tvis.serve(port=1234)
+    catch_and_wait(session_server, 1, "before")
+    tvis.serve(port=_free_port())
+    moved = session.server()
+    try:
+        assert moved is not session_server and not session_server.running and moved.running
+        assert tvis.get("before") == 1
+        catch_and_wait(moved, 2, "after")  # a sender pointed at the new port arrives
+        assert tvis.get("after") == 2
+    finally:
+        moved.stop()
+
+
+def test_serve_listens_where_tvis_server_says_as_senders_send(monkeypatch):
+    monkeypatch.setattr(session, "_server", None)
+    monkeypatch.setattr(session, "_requested", None)
+    port = _free_port()
+    monkeypatch.setenv("TVIS_SERVER", f"127.0.0.1:{port}")
+    tvis.serve()
+    try:
+        assert session.server().port == port
+        tvis.catch(torch.arange(3), name="sent")  # the sender reads the same variable
+        assert wait_until(lambda: "sent" in session.server().store.names())
+        assert torch.equal(tvis.get("sent"), torch.arange(3))
+    finally:
+        session.server().stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_ingest_all_binds_newest_values_in_the_callers_globals(session_server):

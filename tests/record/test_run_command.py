@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support import TVIS, run_tvis
 
+from tvis.store.format import folder_name
 from tvis.store.reader import RunReader, find_runs
 
 TRAIN = """
@@ -220,5 +221,10 @@ def test_sigkill_leaves_finished_batches_readable_and_run_incomplete(tmp_path):
         assert batch.record["calls"]
         for entry in batch.record["tensors"]:
             batch.array(entry["id"])  # every stored value is readable
-    assert not list((run_path / "batches").glob(".*")) or True  # temp folders never count
+    # A batch being written when the kill came stays a temp folder: never listed as a batch.
+    temp = [p.name for p in (run_path / "batches").iterdir() if not p.name.isdigit()]
+    assert all(name.startswith(".") for name in temp)
+    assert [folder_name(i) for i in run.batch_ids()] == sorted(
+        p.name for p in (run_path / "batches").iterdir() if p.name.isdigit()
+    )
     assert json.loads((run_path / "meta.json").read_text())["status"] == "running"

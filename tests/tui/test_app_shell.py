@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, open_explore, render_text, screen_text, wait_for
 from fake_client import FakeClient
+from rich.style import Style
 from textual.command import CommandPalette
+from viewer_support import make_app, open_explore, render_text, screen_text, wait_for
 
 from tvis.tui import keys
 from tvis.tui.app import TvisApp
@@ -241,3 +242,41 @@ async def test_number_keys_switch_pages_and_each_page_gets_tabs_and_status(
         await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "explore", "back on Explore")
         assert app.internal_errors == []
+
+
+async def test_help_at_80x24_gives_descriptions_room_and_scrolls_with_j_and_k(run_dir):
+    from textual.containers import VerticalScroll
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: "Open in inspector" in screen_text(app), "the help")
+        line = next(r for r in screen_text(app).splitlines() if "Open in inspector" in r)
+        assert line.index("Open in inspector") < 30  # not squeezed behind wide key/id columns
+        box = app.screen.query_one(VerticalScroll)
+        await pilot.press("j", "j", "j")
+        await wait_for(pilot, lambda: box.scroll_y == 3, "three lines down")
+        await pilot.press("k")
+        await wait_for(pilot, lambda: box.scroll_y == 2, "one line up")
+
+
+async def test_status_line_in_16_colours_keeps_the_lines_own_colour(run_dir):
+    """With 16 colours the value marker's blue becomes ANSI dark blue on the line's grey:
+    there the state is drawn in the line's own colour (bold), not in a colour of its own."""
+    from rich.color import ColorSystem
+
+    from tvis.tui.widgets.status_line import StatusLine
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        status = app.screen.query_one(StatusLine)
+        app.console._color_system = ColorSystem.TRUECOLOR
+        status._changed()
+        coloured = [s for s in status.content.spans if Style.parse(str(s.style)).color]
+        assert coloured  # 24-bit: the state has its colours
+        app.console._color_system = ColorSystem.STANDARD
+        status._changed()
+        assert "value" in status.content.plain
+        assert not [s for s in status.content.spans if Style.parse(str(s.style)).color]

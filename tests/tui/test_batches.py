@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, open_explore, screen_text, wait_for
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 
 async def test_batch_keys_walk_every_recorded_batch_of_a_run_with_gaps(gapped_run: Path):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, node_named, open_explore, screen_text, wait_for
 from fake_client import FakeClient
 from support import record_script
+from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.app import TvisApp
 from tvis.tui.widgets.call_tree import PAGE, group_label, group_runs

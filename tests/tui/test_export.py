@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
 from support import cut_agent_argv, write_large_run
 from textual.command import CommandPalette
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.agent.client import LocalClient, PipeClient
 from tvis.agent.protocol import AgentError
@@ -153,3 +153,21 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path):
     with pytest.raises(OSError):
         export.write_atomic(tmp_path / "x.npy", explode)
     assert files_in(tmp_path) == []
+
+
+async def test_e_on_a_batch_tensor_of_kept_samples_says_so_in_the_name_and_the_notice(
+    run_dir: Path, exports: Path
+):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("i", "j", "e")  # ShapesCNN's input: the images, 3 of 32 kept
+        ref = page.inspector._refs[1][1]
+        value = ref.entry["value"]
+        assert value["kept"] == "samples" and value["count"] < ref.entry["shape"][0]
+        cut = f"first {value['count']} of {ref.entry['shape'][0]} samples"
+        await wait_for(pilot, lambda: "saved" in notified(app), "the notification")
+        assert f"({cut}: only those were kept)" in notified(app)
+    npy = next(p for p in exports.iterdir() if p.suffix == ".npy")
+    assert f"_first{value['count']}of{ref.entry['shape'][0]}samples_" in npy.name
+    assert np.load(npy, allow_pickle=False).shape[0] == value["count"]

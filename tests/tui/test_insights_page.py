@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
 from test_terminal import STRAY_ESCAPES, TVIS, Tmux
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.store.reader import RunReader
 from tvis.tui import fmt
@@ -151,6 +151,21 @@ async def test_gradcam_grid_of_samples_and_strip_of_layers(recorded_run):
             "one cell per conv layer",
         )
         assert len(thumbs) == 3 and "every layer" in screen_text(app)
+        await wait_for(pilot, lambda: not view.cue.waiting, "the loading cue gone once drawn")
+        assert "loading Grad-CAM maps" not in screen_text(app)
+
+
+async def test_gradcam_grid_says_it_is_loading_while_its_maps_take_long(recorded_run):
+    app = make_app(recorded_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page, view = await _open_insights(pilot, "gradcam")
+        view.mode = "samples"
+        view.cue.start()  # as reload does when it asks for a grid ...
+        await pilot.pause(0.5)  # ... and the answer has not come (nothing was asked here)
+        assert "loading Grad-CAM maps …" in screen_text(app)
+        view.reload()
+        await wait_for(pilot, lambda: page.query("#gradcam-grid .thumb Picture"), "the grid")
+        await wait_for(pilot, lambda: "loading Grad-CAM maps" not in screen_text(app), "no cue")
 
 
 # -- absent views -----------------------------------------------------------------------------
@@ -224,6 +239,28 @@ async def test_embedding_table_is_labelled_by_token_and_searchable(lm_run):
         assert f"row {int(view.reply['rows'][hit])} 'e'" in screen_text(app)
 
 
+# -- coming back ------------------------------------------------------------------------------
+
+
+async def test_keys_still_work_after_coming_back_to_insights(vit_run):
+    """Insights, another page, Insights again: the page's hidden search box must not take
+    the focus (it would swallow every key, the page numbers and q included)."""
+    app = make_app(vit_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_insights(pilot, "attention")
+        insights = _insights_key(app)
+        for away in ("1", "2"):  # Replay, then Explore, and back each time
+            await pilot.press(away)
+            await wait_for(pilot, lambda: app.current_mode != "insights", f"page {away}")
+            await pilot.press(insights)
+            await wait_for(pilot, lambda: app.current_mode == "insights", "Insights again")
+            assert app.screen.focused is None or app.screen.focused.display
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.current_mode == "replay", "Replay after Insights")
+        await pilot.press(insights, "q")
+        await wait_for(pilot, lambda: app.return_code == 0, "q to quit")
+
+
 # -- a real terminal --------------------------------------------------------------------------
 
 
@@ -241,5 +278,25 @@ def test_insights_page_reads_at_80x24_in_tmux(lm_run, tmp_path):
         term.keys("q")
         screen = term.wait("TVIS-EXIT=0")
         assert "Traceback" not in screen and not STRAY_ESCAPES.search(screen), screen
+    finally:
+        term.close()
+
+
+def test_insights_twice_in_tmux_still_answers_keys(vit_run, tmp_path):
+    term = Tmux(tmp_path, f"{TVIS} tui {shlex.quote(str(vit_run))}")
+    try:
+        term.wait("paused")  # Replay, the first page
+        term.keys("5")
+        term.wait("a Attention")
+        term.keys("1")
+        term.wait("paused")
+        term.keys("5")
+        term.wait("a Attention")
+        term.keys("1")  # ignored before: a hidden search box had the focus
+        screen = term.wait("paused")
+        assert "a Attention" not in screen
+        term.keys("5", "q")
+        screen = term.wait("TVIS-EXIT=0")
+        assert "Traceback" not in screen, screen
     finally:
         term.close()

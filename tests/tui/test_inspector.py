@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, node_named, open_explore, screen_text, wait_for
+from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.picture import Picture
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
@@ -209,3 +209,64 @@ async def test_shift_arrows_pick_a_place_on_the_inspected_layer_and_backspace_fo
         assert page.inspector.has_focus  # the keys did not move the inspector's cursor
         await pilot.press("backspace")
         assert view.location is None and "neurons" not in str(listed.render())
+
+
+async def test_keys_faster_than_a_mount_never_break_the_cards(run_dir: Path):
+    """j k j k arriving together (as typed over a slow link), between a module (output,
+    input, layer views) and the loss (two inputs): each new set of cards comes while the
+    last is still mounting. ``pilot.press`` waits for the app to settle after each key,
+    which hides the race, so the keys are posted as the terminal driver posts them."""
+    from textual import events
+
+    from tvis.tui.widgets.inspector import call_request
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await _select(pilot, page, "head")
+        beside = page.calls.call_tree.beside_cursor()
+        await wait_for(
+            pilot,
+            lambda: all(app.data.peek("call", **call_request(app.run_name, s))[0] for s in beside),
+            "the calls beside the cursor prefetched",
+        )
+        for key in ("j", "k", "j"):
+            app.post_message(events.Key(key, key))
+        await pilot.press("k")  # queued behind them: when it returns, all four were handled
+        inspector = page.inspector
+        await wait_for(
+            pilot,
+            lambda: (
+                inspector.settled
+                and inspector.shown is inspector.selection
+                and inspector.selection.row.get("name") == "head"
+                and all(card.is_mounted and card.ref for card in inspector.cards)
+            ),
+            "head's cards after the burst",
+        )
+        assert [c.ref.title for c in inspector.cards] == ["out", "input"]
+        assert all(card.query(".head") for card in inspector.cards)
+        assert app.internal_errors == []
+
+
+async def test_neurons_bars_of_logits_keep_their_sign_on_a_zero_axis(run_dir: Path):
+    """Logits below zero are drawn left of the axis and above it right, on one scale, in the
+    order the title names (class-labelled values: highest first)."""
+    from tvis.tui.widgets.layer_views import NeuronsView
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 50)) as pilot:
+        page = await open_explore(pilot)
+        await _select(pilot, page, "head")
+        await pilot.press("i", "v")  # the inspector, then its Neurons view
+        view = page.query_one(NeuronsView)
+        await wait_for(pilot, lambda: view.total, "the logits as bars")
+        values = [float(v) for v in view.last_reply["values"]]
+        assert values == sorted(values, reverse=True) and min(values) < 0 < max(values)
+        lines = screen_text(app).splitlines()
+        assert any("values, highest first" in line for line in lines)
+        for label, value in zip(view.last_reply["labels"], values, strict=True):
+            line = next(line for line in lines if f"{label} " in line and "│" in line)
+            left, right = line.split("│", 1)
+            assert ("█" in left.split(label, 1)[1]) == (value < 0)
+            assert ("█" in right) == (value > 0)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
 from support import EXAMPLES, TVIS, record_example, record_script
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.tui import fmt
-from tvis.tui.pages.loss import LossView
+from tvis.tui.pages.loss import LossView, WorstTable
 from tvis.tui.pages.weights import AllLayers, LayerView, ParamList, Thumb
 from tvis.tui.picture import Picture
 
@@ -272,6 +272,41 @@ async def test_weights_list_sorts_by_its_headed_columns(run_dir):
         finite = [r for r in ratios if r is not None]
         assert finite == sorted(finite, reverse=True) and ratios[: len(finite)] == finite
         assert "sorted by ‖Δw‖/‖w‖ ↓" in screen_text(app)
+
+
+async def _ends(pilot, table) -> None:
+    """G goes to the list's last row and g to its first, and neither touches the app's
+    value/gradient (bound to g outside lists)."""
+    table.focus()
+    await pilot.press("G")
+    assert table.cursor_row == table.row_count - 1 > 0
+    await pilot.press("g")
+    assert table.cursor_row == 0
+    assert pilot.app.show_grad is False
+
+
+async def test_g_and_shift_g_go_to_the_ends_of_the_weights_and_loss_lists(run_dir):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        _, table = await _param_list(pilot)
+        await _ends(pilot, table)
+        await pilot.press(str([p.id for p in app.pages()].index("loss") + 1))
+        await wait_for(pilot, lambda: app.current_mode == "loss", "the Loss page")
+        worst = app.screen.query_one(WorstTable)
+        await wait_for(pilot, lambda: worst.row_count > 1, "the worst samples")
+        await _ends(pilot, worst)
+
+
+async def test_page_hints_follow_a_remapped_key(run_dir):
+    keymap = {"weights.which": "x", "weights.step_next": "ctrl+n", "app.batch_next": "b"}
+    app = make_app(run_dir, keymap=keymap)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _param_list(pilot)
+        text = screen_text(app)
+        assert "x weight/grad/Δw" in text and "^n/p step" in text
+        assert "w weight/grad/Δw" not in text
+        await pilot.press(str([p.id for p in app.pages()].index("loss") + 1))
+        await wait_for(pilot, lambda: ",/b batch" in screen_text(app), "the Loss hints")
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

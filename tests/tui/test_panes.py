@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, node_named, open_explore, screen_text, wait_for
+from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.colors import phase_label
 from tvis.tui.widgets import layers_table
 from tvis.tui.widgets.layers_table import LayersTable
 from tvis.tui.widgets.samples_view import SampleTable
-from tvis.tui.widgets.source_view import SourceView
+from tvis.tui.widgets.source_view import SourceView, annotation_text
 from tvis.tui.widgets.step_view import ParamTable
 from tvis.tui.widgets.timeline import Timeline, fit_label
 
@@ -211,5 +211,61 @@ async def test_a_narrow_layers_table_drops_whole_columns_and_keeps_the_warnings(
         await pilot.pause()
         header = next(line for line in screen_text(app).splitlines() if " # name" in line)
         titles = header.split()
-        assert titles[:3] == ["#", "name", "output"] and titles[-1] == "flags"
+        assert titles[:4] == ["#", "name", "class", "output"] and titles[-1] == "flags"
         assert "fwd" not in titles  # gave way whole, not cut at the edge
+
+
+async def test_timeline_of_a_later_batch_draws_its_forward_lane(run_dir: Path):
+    """Every batch's calls are timed from that batch's start (not offset by tvis's overhead
+    in the batches before), so the second batch's forward lane is drawn, not empty."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("full_stop", "t")
+        timeline = page.query_one(Timeline)
+        await wait_for(
+            pilot, lambda: timeline.bars and timeline.batch_index == 1, "batch 1's timeline"
+        )
+        forward = [b for b in timeline.bars if b["lane"] == "forward"]
+        assert forward and all(0 <= b["t0"] <= b["t1"] <= timeline.span for b in forward)
+        area = timeline.content_region
+        lines = screen_text(app).splitlines()[area.y : area.bottom]
+        lane = next(i for i, line in enumerate(lines) if "── forward" in line)
+        assert "ShapesCNN" in lines[lane + 1][area.x : area.right]
+
+
+async def test_source_follows_the_selection_into_another_file_and_the_loss_line_has_its_shape(
+    run_dir: Path,
+):
+    """The model's calls are defined in model.py; the loss function is library code, called
+    at train.py:72: the Source pane follows to its call site, annotated with its output."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(200, 50)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("s", "c")  # the Source pane beside, the tree focused again
+        view = page.query_one(SourceView)
+        await wait_for(pilot, lambda: view.file == "model.py", "the model's definition")
+        tree = page.calls.call_tree
+        tree.move_cursor(await wait_for(pilot, lambda: node_named(page, "F.cross_entropy"), "loss"))
+        await wait_for(pilot, lambda: view.file == "train.py", "the loss call's file")
+        site = page.selection.row["site"][1]
+        assert view.cursor + 1 == site
+        assert view.lines[view.cursor].plain.strip().startswith("loss = F.cross_entropy(")
+        assert "scalar F.cross_entropy" in annotation_text(view.annotations[site])
+        line = await wait_for(
+            pilot,
+            lambda: next(r for r in screen_text(app).splitlines() if f"▕  {site} " in r),
+            "the loss line on screen",
+        )
+        assert "scalar" in line, line
+
+
+async def test_layers_table_keeps_its_class_column_at_120_columns(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("y")
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count > 10 and table.row(3), "layer rows")
+        assert "cls" in [c.key for c, _ in table._columns(table.size.width)]
+        assert "Conv2d" in screen_text(app) and "class" in screen_text(app)

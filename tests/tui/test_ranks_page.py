@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_app, open_explore, screen_text, wait_for
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.tui.pages.ranks import RanksPage
 

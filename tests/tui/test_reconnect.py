@@ -9,8 +9,8 @@ import os
 import signal
 from pathlib import Path
 
-from conftest import open_explore, screen_text, wait_for
 from textual.command import CommandPalette
+from viewer_support import open_explore, screen_text, wait_for
 
 from tvis.agent.target import Target
 from tvis.tui.app import TvisApp
@@ -112,7 +112,7 @@ async def test_r_reconnects_from_the_keyboard(ssh_lab, run_dir: Path):
 
 
 async def test_a_local_agent_runs_apart_and_r_starts_a_new_one_when_it_dies(run_dir: Path):
-    from conftest import make_app
+    from viewer_support import make_app
 
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

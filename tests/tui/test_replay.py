@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_app, screen_text, wait_for
 from support import record_example, record_script
+from viewer_support import make_app, screen_text, wait_for
 
 from tvis.tui.picture import Picture
 from tvis.tui.replay_model import SPEEDS
@@ -299,14 +299,29 @@ async def test_vit_tokens_and_attention_are_painted_on_the_patch_grid(vit_run: P
         await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "attention")
 
 
-async def test_a_text_model_says_why_there_is_no_on_image_and_labels_logits_with_tokens(
+async def test_a_text_model_paints_its_tokens_with_the_layers_strength_and_labels_logits(
     lm_run: Path,
 ):
+    """No picture to paint on: the followed sample's tokens are the input, each coloured by
+    the layer's mean |x| at its position (as the Loss page colours tokens by loss)."""
+    from tvis.store.reader import RunReader
+
     app = make_app(lm_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
         await seek_to(pilot, page, "lm_head")
-        await wait_for(pilot, lambda: "not a picture" in screen_text(app), "the reason")
+        view = page.query_one(OnImageView)
+        await wait_for(pilot, lambda: view.kind == "text" and view.drawn, "the tokens")
+        reply = view._last
+        assert reply["tokens"][0] == "<bos>" and len(reply["strength"]) == len(reply["tokens"])
+        chunk = RunReader(lm_run).batch(page.current_event()["batch"])
+        out = chunk.array(page.current_event()["tensor"])[0].astype(np.float64)
+        per_position = np.abs(out.reshape(out.shape[0], -1)).mean(axis=1)
+        unit = (per_position - per_position.min()) / np.ptp(per_position)
+        np.testing.assert_allclose(reply["strength"], unit[: len(reply["tokens"])], atol=1e-5)
+        tokens = view.query_one(".location").content
+        assert len({str(span.style.bgcolor) for span in tokens.spans}) > 3  # not one colour
+        assert "per input token" in screen_text(app) and "not a picture" not in screen_text(app)
         card = page.query_one(InputCard)
         await wait_for(pilot, lambda: card.pipeline, "the input card")
         assert "The sea" in screen_text(app) or card.pipeline.get("raw", {}).get("kind") == "text"
@@ -509,3 +524,43 @@ async def test_batch_labels_under_the_scrubber_never_run_together(gapped_run: Pa
         ticks = str(page.query_one(Scrubber).render()).splitlines()[1]
         assert "b0" in ticks
         assert not re.search(r"b\d+b", ticks), ticks
+
+
+NAN_AT_STEP_ONE = """
+import torch
+from torch import nn
+
+
+class Shaky(nn.Module):
+    def forward(self, x):
+        return torch.log(x - 100.0) if self.training_step == 1 else x  # NaN at step 1
+
+
+torch.manual_seed(0)
+shaky = Shaky()
+model = nn.Sequential(nn.Linear(4, 8), shaky, nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+for step in range(2):
+    shaky.training_step = step
+    loss = nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+async def test_a_nan_run_opens_on_the_first_non_finite_value(tmp_path: Path):
+    run = record_script(tmp_path, NAN_AT_STEP_ONE, "--steps", "2")
+    app = make_app(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        origin = next(a for a in app.run_info["anomalies"] if a["kind"] == "nonfinite")
+        assert origin["batch"] == 1 and origin["origin"]["call"] is not None
+        event = await wait_for(
+            pilot,
+            lambda: (e := page.current_event()) and e.get("call") == origin["origin"]["call"] and e,
+            "the Shaky call of batch 1",
+        )
+        assert event["batch"] == 1 and app.batch == 1
+        assert "Shaky" in screen_text(app)

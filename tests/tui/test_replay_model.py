@@ -61,3 +61,22 @@ def test_pages_not_fetched_are_asked_for_around_the_cursor():
 def test_gradient_bars_are_placed_on_a_log_scale():
     assert log_fraction(1e-3, 1e-4, 1e-2) == 0.5
     assert log_fraction(None, 1e-4, 1e-2) == 0.0 and log_fraction(1.0, 1.0, 1.0) == 1.0
+
+
+def test_the_speed_label_says_how_many_frames_a_second_were_drawn_when_fewer_than_asked():
+    from tvis.tui.replay_model import Pace
+    from tvis.tui.widgets.replay_bar import transport_text
+
+    pace = Pace()
+    for i in range(25):  # ten frames a second drawn, whatever the timer was asked for
+        pace.drawn(i * 0.1)
+    assert abs(pace.rate() - 10.0) < 1e-6
+    rec = Recording(total=10)
+    line = transport_text(rec, None, 0, True, "layer", 30, 200, drawn=pace.rate()).plain
+    assert "10/s drawn of 30/s" in line
+    kept_up = transport_text(rec, None, 0, True, "layer", 4, 200, drawn=4.0).plain
+    assert "4/s (+/-)" in kept_up and "drawn" not in kept_up
+    paused = transport_text(rec, None, 0, False, "layer", 30, 200, drawn=10.0).plain
+    assert "30/s (+/-)" in paused
+    pace.reset()
+    assert pace.rate() is None

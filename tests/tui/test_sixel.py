@@ -12,9 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tvis.tui import images
 from tvis.tui.picture import VALUES, sixel
 
-TERM_SHOT = Path(__file__).resolve().parents[3] / "shared" / "tools" / "term-shot"
+TERM_SHOT = next(
+    (
+        folder / "shared" / "tools" / "term-shot"
+        for folder in Path(__file__).resolve().parents
+        if (folder / "shared" / "tools" / "term-shot").exists()
+    ),
+    Path("term-shot"),
+)
+"""The screenshot tool, in ``shared/tools`` beside the checkout (or beside its worktrees)."""
 CHECKERBOARD = Path(__file__).parent / "terminal_apps" / "checkerboard.py"
 
 
@@ -106,15 +115,57 @@ def test_sixel_xterm_shows_each_value_as_a_crisp_square_of_its_colour(tmp_path: 
             assert y1 - y0 == x1 - x0 >= 20, "a value is a square several pixels wide"
 
 
-def _shot(tmp_path: Path, mode: str, *args: str) -> np.ndarray:
+@needs_terminal
+def test_sixel_wider_than_xterms_graphics_limit_is_drawn_within_it(tmp_path: Path):
+    """64×64 squares asked to fill 200×60 cells would be ~2000 px wide: xterm drops any
+    picture over its 1000 px limit and leaves the cells black."""
+    shot = _shot(tmp_path, "sixel", size=(200, 60), board=("64", "56"))
+    high = (np.abs(shot - VALUES.lut[-1].astype(int)) <= 4).all(axis=-1)
+    low = (np.abs(shot - VALUES.lut[0].astype(int)) <= 4).all(axis=-1)
+    assert high.sum() > 100_000 and low.sum() > 100_000, "the picture was dropped"
+    xs = np.nonzero(high | low)[1]
+    assert xs.max() - xs.min() <= images.SIXEL_LIMIT[0]
+
+
+async def test_sixel_pictures_are_capped_to_the_terminals_graphics_limit():
+    from textual.app import App
+
+    from tvis.tui.picture import Picture
+    from tvis.tui.picture.widget import cell_size
+
+    class Wide(App):
+        image_mode = "sixel"
+
+        def compose(self):
+            yield Picture(max_rows=56, legend=False)
+
+    app = Wide()
+    async with app.run_test(size=(200, 60)) as pilot:
+        picture = app.query_one(Picture)
+        picture.show_values(np.random.default_rng(0).random((64, 64)))
+        await pilot.pause()
+        cw, ch = cell_size()
+        assert 200 * cw > images.SIXEL_LIMIT[0] or 56 * ch > images.SIXEL_LIMIT[1]
+        h, w = picture._graphics.pixels.shape[:2]
+        assert 0 < w <= images.SIXEL_LIMIT[0] and 0 < h <= images.SIXEL_LIMIT[1]
+
+
+def _shot(
+    tmp_path: Path,
+    mode: str,
+    *args: str,
+    size: tuple[int, int] = (60, 16),
+    board: tuple[str, ...] = (),
+) -> np.ndarray:
     """A screenshot of the checkerboard in a real terminal, given longer on a second try (a
     busy machine can take many seconds to start the terminal and the app)."""
     from PIL import Image
 
     out = tmp_path / f"{mode}.png"
+    cols, rows = map(str, size)
     for wait in ("8", "25"):
-        command = [str(TERM_SHOT), *args, "--cols", "60", "--rows", "16", "--wait", wait, str(out)]
-        command += ["--", sys.executable, str(CHECKERBOARD), mode]
+        command = [str(TERM_SHOT), *args, "--cols", cols, "--rows", rows, "--wait", wait, str(out)]
+        command += ["--", sys.executable, str(CHECKERBOARD), mode, *board]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         assert out.exists(), result.stderr[-2000:]
         shot = np.asarray(Image.open(out).convert("RGB")).astype(int)

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import make_app, open_explore, screen_text, wait_for
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.tui.picture import Picture
 
@@ -34,6 +34,16 @@ def normalize(text: str) -> str:
         line = _CALL_COUNT.sub("<n> calls", line)
         out.append(" ".join(line.split()))
     return "\n".join(out) + "\n"
+
+
+async def _still(pilot) -> None:
+    """Until the screen stops changing and nothing on it is still on its way."""
+    seen = [screen_text(pilot.app)]
+    waiting = ("loading", "asking the agent", "computing", "opening")
+    while len(seen) < 3 or len(set(seen[-3:])) > 1 or any(w in seen[-1] for w in waiting):
+        await pilot.pause(0.1)
+        seen.append(screen_text(pilot.app))
+        assert len(seen) < 300, "the screen never settled"
 
 
 async def _settled(pilot, page) -> None:
@@ -67,6 +77,25 @@ async def test_screen_matches_its_snapshot(run_dir: Path, name: str, size, keys)
             await pilot.press(*keys)
             await _settled(pilot, page)
         got = normalize(screen_text(app))
+    _compare(name, got)
+
+
+@pytest.mark.parametrize("page_id", ["replay", "loss", "weights", "insights"])
+async def test_page_at_80x24_matches_its_snapshot(run_dir: Path, page_id: str):
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        ids = await wait_for(
+            pilot, lambda: app.current_mode == "replay" and [p.id for p in app.pages()], "Replay"
+        )
+        if page_id != "replay":
+            await pilot.press(str(ids.index(page_id) + 1))
+            await wait_for(pilot, lambda: app.current_mode == page_id, f"the {page_id} page")
+        await _still(pilot)
+        got = normalize(screen_text(app))
+    _compare(f"{page_id}_80x24", got)
+
+
+def _compare(name: str, got: str) -> None:
     path = SNAPSHOTS / f"{name}.txt"
     if os.environ.get("TVIS_UPDATE_SNAPSHOTS"):
         SNAPSHOTS.mkdir(exist_ok=True)

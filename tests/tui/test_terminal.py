@@ -75,14 +75,15 @@ class Tmux:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
 
-def _drive(term: Tmux) -> None:
+def _drive(term: Tmux) -> str:
     """What a user does: Replay opens first; go to Explore, see the tree and the inspector,
-    expand, move, open help, quit."""
+    expand, move, open help, quit. The Explore screen as first seen (the status line says
+    where the runs are)."""
     term.wait("1 Replay")
     term.wait("paused")
     term.keys("2")
-    screen = term.wait("ShapesCNN")
-    term.wait("outputs")
+    term.wait("ShapesCNN")
+    explore = term.wait("outputs")
     assert "images halfcell" in term.screen()  # tmux: half blocks, no graphics probe
     term.keys("l")
     term.wait("features")
@@ -94,6 +95,7 @@ def _drive(term: Tmux) -> None:
     term.keys("q")
     screen = term.wait("TVIS-EXIT=0")
     assert "Traceback" not in screen and not STRAY_ESCAPES.search(screen), screen
+    return explore
 
 
 def test_tvis_tui_in_tmux_shows_the_model_navigates_and_quits_cleanly(run_dir, tmp_path, no_torch):
@@ -115,8 +117,9 @@ def test_tvis_tui_over_the_real_sshd_shows_the_same_page(run_dir, tmp_path, no_t
     )
     term = Tmux(tmp_path, command)
     try:
-        _drive(term)
-        assert "ssh tvis-test:" in term.screen() or ssh_lab.target.accepted() > 0
+        explore = _drive(term)
+        assert "ssh tvis-test" in explore  # the status line names the remote target
+        assert ssh_lab.target.accepted() > 0  # and the real sshd carried the session
     finally:
         term.close()
 
@@ -126,7 +129,7 @@ def test_the_viewer_process_never_imports_torch(run_dir, no_torch):
         import asyncio, sys
         sys.path.insert(0, {str(ROOT / "tests" / "tui")!r})
         from pathlib import Path
-        from conftest import make_app, open_explore
+        from viewer_support import make_app, open_explore
 
         async def main():
             app = make_app(Path({str(run_dir)!r}))

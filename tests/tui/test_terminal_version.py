@@ -52,3 +52,25 @@ def test_a_terminal_without_xtversion_is_not_waited_for():
     version, took = _ask(DA1_REPLY, delay_s=0.0)
     assert version is None
     assert took < images.XTVERSION_WAIT_S / 2  # ended by the attributes reply, not the clock
+
+
+def _ask_limit(answer: bytes) -> tuple[int, int] | None:
+    master, slave = pty.openpty()
+    try:
+        terminal = _terminal(master, answer, 0.0)
+        limit = images.ask_graphics_limit(slave)
+        terminal.join(5)
+        return limit
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+def test_the_sixel_limit_is_what_the_terminal_says():
+    assert _ask_limit(b"\x1b[?2;0;2048;1536S" + DA1_REPLY) == (2048, 1536)
+
+
+def test_a_terminal_without_xtsmgraphics_gets_no_limit_and_the_default_applies():
+    assert _ask_limit(DA1_REPLY) is None
+    assert _ask_limit(b"\x1b[?2;3;0;0S" + DA1_REPLY) is None  # "failure": not an area
+    assert images.sixel_limit() == images.SIXEL_LIMIT  # nothing asked outside a terminal

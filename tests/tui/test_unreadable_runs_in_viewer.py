@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import msgpack
-from conftest import make_app, open_explore, wait_for
+from viewer_support import make_app, open_explore, wait_for
 
 from tvis.tui.run_picker import RunPicker
 

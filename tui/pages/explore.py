@@ -363,13 +363,17 @@ class ExplorePage(Asks, Screen):
         self._follow_in_source()
 
     def _follow_in_source(self) -> None:
-        """Keep a visible Source pane on the selected call's definition, unless the user
-        is reading the source themselves."""
+        """Keep a visible Source pane on the selected call's definition (its call site when
+        the definition is library code, as a loss function's is), in whatever file that is,
+        unless the user is reading the source themselves."""
         if "source" not in self.visible_panes() or self._focused_pane() == "source":
             return
-        where = self._selection_file("def")
-        if where and self._source_files and where[0] in self._source_files:
-            self.query_one(SourcePane).show(*where)
+        files = self._source_files or []
+        for which in ("def", "site"):
+            where = self._selection_file(which)
+            if where and where[0] in files:
+                self.query_one(SourcePane).show(*where)
+                return
 
     @on(GotoCall)
     async def _goto_call(self, message: GotoCall) -> None:

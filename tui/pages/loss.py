@@ -25,6 +25,7 @@ from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
+from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.sparkline import sparkline
 
 WORST_ROWS = 64
@@ -147,10 +148,8 @@ class LossCurve(AgentPane):
         return text
 
 
-class WorstTable(DataTable):
+class WorstTable(ListTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
-
-    BINDINGS = keys.LIST
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
@@ -555,7 +554,13 @@ class LossPage(Screen):
     def _batch_changed(self, *_: Any) -> None:
         info = self.app.batch_info or {}
         title = Text(f"Loss · batch {info.get('index')} · step {info.get('step')}", style="bold")
-        title.append("   , . batch · [ ] sample · ? keys", style=colors.MUTED)
+        hints = keys.hint(
+            self.app,
+            (("app.batch_prev", "app.batch_next"), "batch"),
+            (("app.sample_prev", "app.sample_next"), "sample"),
+            ("app.help", "keys"),
+        )
+        title.append(f"   {hints}", style=colors.MUTED)
         self.query_one("#loss-title", Static).update(title)
         self.query_one(LossCurve).refresh()
         if info:

@@ -13,6 +13,7 @@ columns); one line saying what the recording lacks.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -27,7 +28,14 @@ from textual.worker import get_current_worker
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
-from tvis.tui.replay_model import PAGE, SPEEDS, STEP_SIZES, Recording
+from tvis.tui.replay_model import (
+    PAGE,
+    SPEEDS,
+    STEP_SIZES,
+    Pace,
+    Recording,
+    first_nonfinite,
+)
 from tvis.tui.widgets.layer_stack import LayerStack
 from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
@@ -108,12 +116,14 @@ class ReplayPage(PlaceKeys, Screen):
         self.size_name = "layer"
         self.expanded: set[int] = set()  # light groups opened into their calls (first batch)
         self.speed = DEFAULT_SPEED
+        self.pace = Pace()  # frames drawn while playing: the speed label says what is real
         self.ended = False
         self._timer: Timer | None = None
         self._asked_pages: set[int] = set()
         self._keep: dict[str, Any] | None = None  # the event to land on after a reload
         self._note = ""
         self._texts: dict[str, Text] = {}
+        self._origin: dict[str, Any] | None = None  # the NaN origin to open on, until found
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -169,14 +179,34 @@ class ReplayPage(PlaceKeys, Screen):
     def events_arrived(self, tag: str, result: dict[str, Any]) -> None:
         offset = int((result.get("events") or [{}])[0].get("seq", 0)) if result.get("events") else 0
         if tag == "first":
+            first = self.recording is None
+            # Where the cursor is now, not where it was when asked: a poll of a run being
+            # recorded reloads, and a key pressed meanwhile must not be undone.
+            keep = self.current_event() or self._keep
             self.recording = Recording.from_reply(result)
-            target = self.recording.find(self._keep) if self._keep else 0
+            target = self.recording.find(keep) if keep else 0
             self._keep = None
+            if first:  # a run that went wrong opens where it did
+                self._origin = first_nonfinite(self.app.run_info)
+                target = self._seek_origin(target)
             self.cursor = max(0, min(target, self.recording.total - 1))
             self._show_missing()
         elif self.recording is not None:
             self.recording.add_page(offset, result.get("events") or [])
+            if self._origin is not None:  # its page came: from its phase to its call
+                self.cursor = self._seek_origin(self.cursor)
         self.frame()
+
+    def _seek_origin(self, otherwise: int) -> int:
+        """Where the first non-finite value arose (``otherwise`` in a run without one);
+        the origin is forgotten once its exact event is found or the user moves."""
+        origin, rec = self._origin, self.recording
+        if origin is None or rec is None:
+            return otherwise
+        seq, exact = rec.find_call(origin["batch"], origin.get("call"), origin.get("phase"))
+        if exact:
+            self._origin = None
+        return seq
 
     def _fetch_pages(self) -> None:
         rec, run = self.recording, self.app.run_name
@@ -333,6 +363,7 @@ class ReplayPage(PlaceKeys, Screen):
             SPEEDS[self.speed],
             (self.app.size.width or 80) - 1,
             self._light_hint(),
+            self.pace.rate(),
         )
         feed.refresh()
 
@@ -369,18 +400,15 @@ class ReplayPage(PlaceKeys, Screen):
         self._put("#missing", text, layout=False)
 
     def _sync_batch(self, batch: int | None) -> None:
-        batches = (self.app.run_info or {}).get("batches") or []
-        position = next((i for i, b in enumerate(batches) if b.get("index") == batch), None)
-        if position is not None and position != self.app.batch:
-            self.app.batch = position
+        # The app's batch is the recorded index (light groups leave gaps), as events name it.
+        if batch in self.app.batch_indices and batch != self.app.batch:
+            self.app.batch = batch
 
-    def _batch_changed(self, position: int) -> None:
+    def _batch_changed(self, index: int) -> None:
         """The user moved to another batch (``,`` ``.``): play from its start."""
         event, rec = self.current_event(), self.recording
-        batches = (self.app.run_info or {}).get("batches") or []
-        if rec is None or not 0 <= position < len(batches):
+        if rec is None or index not in self.app.batch_indices:
             return
-        index = batches[position].get("index")
         if event is not None and event.get("batch") == index:
             return
         row = rec.batch_row(index)
@@ -422,6 +450,7 @@ class ReplayPage(PlaceKeys, Screen):
         rec = self.recording
         if rec is None or not rec.total:
             return
+        self._origin = None  # the user moved: stay where they went
         self.cursor = max(0, min(rec.total - 1, seq))
         if self.ended and self.cursor < rec.total - 1:
             self.ended = False
@@ -441,10 +470,12 @@ class ReplayPage(PlaceKeys, Screen):
             self.ended = True
             self._draw_missing()
             return
+        self.pace.drawn(time.monotonic())
         self.seek(rec.step(self.cursor, self.size_name, 1))
 
     def _set_playing(self, playing: bool) -> None:
         self.playing = playing
+        self.pace.reset()
         if self._timer is not None:
             if playing:
                 self._timer.resume()
@@ -482,6 +513,7 @@ class ReplayPage(PlaceKeys, Screen):
         if self._timer is not None:
             self._timer.stop()
         self._timer = self.set_interval(1 / SPEEDS[self.speed], self._tick, pause=not self.playing)
+        self.pace.reset()
         self._draw_transport()
 
     def action_cycle_view(self) -> None:

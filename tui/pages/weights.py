@@ -24,7 +24,8 @@ from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, Picture, Scale, to_rgb
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
-from tvis.tui.widgets.sparkline import sparkline
+from tvis.tui.widgets.lists import ListTable
+from tvis.tui.widgets.sparkline import signed_sparkline
 
 WHICH = ("weight", "grad", "update")
 WHICH_LABEL = {"weight": "weight w", "grad": "gradient dL/dw", "update": "update Δw"}
@@ -89,10 +90,8 @@ def norms_text(param: dict[str, Any]) -> Text:
     return text
 
 
-class ParamList(DataTable):
+class ParamList(ListTable):
     """Every parameter of the step with headed, sortable norm columns."""
-
-    BINDINGS = keys.LIST
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
@@ -135,7 +134,8 @@ class ParamList(DataTable):
 
     def header_text(self) -> str:
         label = COLUMNS[self.sort_column][0]
-        return f"sorted by {label} {'↓' if self.descending else '↑'} (o / O)"
+        order = keys.hint(self.app, (("weights.sort", "weights.reverse"), ""))
+        return f"sorted by {label} {'↓' if self.descending else '↑'} ({order.strip()})"
 
 
 class LayerView(AgentPane):
@@ -260,9 +260,13 @@ class LayerView(AgentPane):
             text.append(
                 f"   {fmt.num(view.get('lo'))} … {fmt.num(view.get('hi'))}\n", style=colors.MUTED
             )
-            text.append_text(
-                sparkline(array[0].tolist(), array.shape[1], colors.PHASE["optimizer"])
+            up, down = signed_sparkline(
+                array[0].tolist(), array.shape[1], colors.POSITIVE, colors.NEGATIVE
             )
+            text.append_text(up)
+            text.append("\n")
+            text.append_text(down)
+            text.append("   above the axis > 0, below < 0", style=colors.MUTED)
             bars.update(text)
             bars.display = True
             picture.show_values(array, scale, SIGNED)
@@ -532,9 +536,14 @@ class WeightsPage(Screen):
         else:
             steps = self._steps()
             title.append(f" · step {step} ({steps.index(step) + 1} of {len(steps)})")
-            title.append(
-                "   n/p step · w weight/grad/Δw · a all layers · ? keys", style=colors.MUTED
+            hints = keys.hint(
+                self.app,
+                (("weights.step_next", "weights.step_prev"), "step"),
+                ("weights.which", "weight/grad/Δw"),
+                ("weights.all", "all layers"),
+                ("app.help", "keys"),
             )
+            title.append(f"   {hints}", style=colors.MUTED)
         self.query_one("#weights-title", Static).update(title)
         if step is not None:
             self.view.load(step)

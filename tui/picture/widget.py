@@ -24,7 +24,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tvis.tui import fmt
+from tvis.tui import fmt, images
 from tvis.tui.picture import colormaps, raster
 from tvis.tui.picture.colormaps import Colormap, Depth, Scale
 from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
@@ -274,7 +274,8 @@ class Picture(Steady, Widget):
         self._drawn_width = self.size.width
         width = max(4, (self.size.width or self.app.size.width) - label_w)
         cw, ch = cell_size() if self._graphics is not None else (1, 2)
-        px_h, px_w = raster.integer_fit(h, w, self.max_rows * ch, width * cw, MAX_VALUE_CELLS * cw)
+        box_w, box_h = self._pixel_box(width, cw, ch)
+        px_h, px_w = raster.integer_fit(h, w, box_h, box_w, MAX_VALUE_CELLS * cw)
         if not px_w:
             return
         self._pixels, self._cell = (px_h, px_w), (cw, ch)
@@ -294,6 +295,16 @@ class Picture(Steady, Widget):
         legend.display = self.show_legend and content.values is not None
         if legend.display:
             legend.update(self._legend(content, min(width, 40), depth))
+
+    def _pixel_box(self, width: int, cw: int, ch: int) -> tuple[int, int]:
+        """The most pixels (width, height) the picture may take: ``width`` columns by
+        ``max_rows`` rows, and for sixel no more whole cells than the terminal's graphics
+        limit holds (a larger picture is dropped by the terminal, its cells left black)."""
+        box_w, box_h = width * cw, self.max_rows * ch
+        if self._mode() == "sixel":
+            limit_w, limit_h = images.sixel_limit()
+            box_w, box_h = min(box_w, limit_w // cw * cw), min(box_h, limit_h // ch * ch)
+        return box_w, box_h
 
     def _paint(self, pixels: np.ndarray | None, cols: int, rows: int) -> int:
         if self._graphics is None:

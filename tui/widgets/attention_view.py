@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from tvis.tui import fmt
+from tvis.tui import fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale, overlay
 from tvis.tui.widgets.insight_context import shown_token, where
@@ -69,7 +69,17 @@ class AttentionView(AgentPane):
             yield Picture(max_rows=HEAD_SIDE // 2, legend=False, id="attention-heads-picture")
             yield Static(id="attention-heads-captions")
         yield Static(
-            Text("hjkl cursor · <> layer · {} head · o rollout · w heads by entropy", style="dim"),
+            Text(
+                keys.hint(
+                    self.app,
+                    (("insights.left", "insights.down", "insights.up", "insights.right"), "cursor"),
+                    (("insights.layer_prev", "insights.layer_next"), "layer"),
+                    (("insights.head_prev", "insights.head_next"), "head"),
+                    ("insights.rollout", "rollout"),
+                    ("insights.heads", "heads by entropy"),
+                ),
+                style="dim",
+            ),
             classes="hints",
         )
 

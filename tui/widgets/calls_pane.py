@@ -19,6 +19,7 @@ from tvis.tui.messages import GotoCall, Selected, Selection
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import KIND_GLYPH, CallTree
 from tvis.tui.widgets.lists import ListOptions
+from tvis.tui.widgets.search_box import SearchBox
 
 SEARCH_DEBOUNCE_S = 0.15
 """Typing pauses shorter than this are one query: a search per keystroke would queue
@@ -90,7 +91,7 @@ class CallsPane(Asks, Vertical):
         self._hits_batch = 0  # the batch the search or filter in flight was asked about
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search calls by name or class", id="search")
+        yield SearchBox(placeholder="search calls by name or class", id="search")
         yield HitList()
         yield CallTree()
         yield Static(id="calls-footer")

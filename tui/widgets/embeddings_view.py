@@ -15,10 +15,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Input, Static
 
-from tvis.tui import fmt
+from tvis.tui import fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.widgets.insight_context import follow, shown_token, where
 from tvis.tui.widgets.scatter import Scatter
+from tvis.tui.widgets.search_box import SearchBox
 
 MAX_POINTS = 2000
 """Points asked for: a terminal scatter shows fewer distinct pixels; the agent states how
@@ -63,7 +64,7 @@ class EmbeddingsView(AgentPane):
             yield Scatter(id="embeddings-scatter")
             yield Static(id="embeddings-legend")
         yield Static(id="embeddings-info")
-        yield Input(placeholder="token to find (enter keeps it, escape closes)")
+        yield SearchBox(placeholder="token to find (enter keeps it, escape closes)")
 
     def on_mount(self) -> None:
         self.watch(self.app, "sample", self._followed, init=False)
@@ -134,7 +135,10 @@ class EmbeddingsView(AgentPane):
 
     def search(self) -> None:
         if (self.reply or {}).get("kind") != "table":
-            self.notify("search names tokens of an embedding table: press m for tables.", timeout=4)
+            tables = keys.shown(self.app, "insights.mode")
+            self.notify(
+                f"search names tokens of an embedding table: press {tables} for tables.", timeout=4
+            )
             return
         box = self.query_one(Input)
         box.add_class("shown")
@@ -217,8 +221,16 @@ class EmbeddingsView(AgentPane):
             f" · PC1 {explained[0] * 100:.1f}% PC2 {explained[1] * 100:.1f}% of the variance"
         )
         title.append(f" · {reply.get('sampling')}", style="dim")
-        keys = "<> depth" if reply.get("kind") == "repr" else "<> table · / search"
-        title.append(f"   {keys} · m layers/tables · jk point", style="dim")
+        layer = (("insights.layer_prev", "insights.layer_next"), "depth")
+        if reply.get("kind") != "repr":
+            layer = (layer[0], "table · " + keys.hint(self.app, ("insights.search", "search")))
+        hints = keys.hint(
+            self.app,
+            layer,
+            ("insights.mode", "layers/tables"),
+            (("insights.down", "insights.up"), "point"),
+        )
+        title.append(f"   {hints}", style="dim")
         self.query_one(".title", Static).update(title)
 
     def _legend(self) -> None:

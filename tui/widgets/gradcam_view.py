@@ -15,10 +15,11 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Static
 
-from tvis.tui import fmt
+from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import HEAT, Picture, Scale, overlay
 from tvis.tui.widgets.insight_context import where
+from tvis.tui.widgets.loading_cue import LoadingCue
 
 MODES = ("one", "samples", "layers")
 MODE_TITLES = {"one": "one sample", "samples": "samples of one layer", "layers": "every layer"}
@@ -56,6 +57,8 @@ class GradcamView(AgentPane):
         self.which = "pred"
         self.mode = "one"
         self.reply: dict[str, Any] | None = None
+        # A grid of maps can take seconds (and longer to draw as pictures): say so.
+        self.cue = LoadingCue(self, self._loading, self._title)
 
     def compose(self) -> ComposeResult:
         yield Static(classes="title")
@@ -78,6 +81,7 @@ class GradcamView(AgentPane):
         self._title()
         layer = self.layer_names[self.at_layer] if self.at_layer is not None else None
         if self.mode == "one":
+            self.cue.stop()  # the picture's own placeholder says it is loading
             self.query_one("#gradcam-overlay", Picture).placeholder("loading Grad-CAM …")
             self.ask(
                 "gradcam",
@@ -94,6 +98,7 @@ class GradcamView(AgentPane):
         per_row, rows = self._grid_shape(side)
         limit = max(1, min(per_row * rows, 16384 // (side * side), 64))
         params = {"which": self.which, "width": side, "height": side, "limit": limit}
+        self.cue.start()
         if self.mode == "samples":
             first = (self.app.sample // limit) * limit  # the page holding the followed sample
             self.ask("gradcam_grid", tag="grid", **place, layer=layer, first=first, **params)
@@ -116,6 +121,7 @@ class GradcamView(AgentPane):
             self._draw_grid(result)
 
     def failed(self, tag: str, message: str) -> None:
+        self.cue.stop()
         if tag == "one":
             self.query_one("#gradcam-overlay", Picture).placeholder(message)
             self.query_one("#gradcam-caption", Static).update("")
@@ -146,13 +152,28 @@ class GradcamView(AgentPane):
     def _title(self) -> None:
         self.query_one(".title", Static).update(self._title_text())
 
-    def _title_text(self) -> Text:
+    def _loading(self) -> None:
+        title = self._title_text(Text("  · loading Grad-CAM maps …", style=colors.WARN))
+        self.query_one(".title", Static).update(title)
+
+    def _title_text(self, note: Text | None = None) -> Text:
+        """The mode, layer and class shown; ``note`` after them, before the key hints (which
+        give way first on a narrow screen)."""
         title = Text(f"{MODE_TITLES[self.mode]} · ", style="bold")
         at = self.at_layer
         if self.mode != "layers" and at is not None:
             title.append(f"layer {at + 1}/{len(self.layer_names)} {self.layer_names[at]} · ")
         title.append("predicted class" if self.which == "pred" else "true class")
-        title.append("   t pred/true · <> layer · m mode · [] sample", style="dim")
+        if note is not None:
+            title.append_text(note)
+        hints = keys.hint(
+            self.app,
+            ("insights.which", "pred/true"),
+            (("insights.layer_prev", "insights.layer_next"), "layer"),
+            ("insights.mode", "mode"),
+            (("app.sample_prev", "app.sample_next"), "sample"),
+        )
+        title.append(f"   {hints}", style="dim")
         return title
 
     def _draw_one(self, result: dict[str, Any]) -> None:
@@ -173,6 +194,7 @@ class GradcamView(AgentPane):
         cells = result.get("cells") or []
         if not cells:
             grid.mount(Static("no Grad-CAM maps to show for this choice."))
+            self.cue.stop()
             return
         if self.mode == "samples":
             first, last = cells[0]["sample"], cells[-1]["sample"]
@@ -194,6 +216,7 @@ class GradcamView(AgentPane):
                 picture.show_rgb(overlay(cell["image"], cell["map"], ALPHA))
             else:
                 picture.show_values(cell["map"], Scale(0.0, 1.0), HEAT)
+        self.call_after_refresh(self.cue.stop)  # the cue goes once the pictures are drawn
 
 
 def _caption(cell: dict[str, Any], long: bool, by_layer: bool = False) -> Text:

@@ -187,6 +187,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self._asked_for: Selection | None = None  # what the replies in flight are for
         self._param_entries: dict[str, dict | None] = {}
         self._param_parts: list[str] = []
+        self._next_args: tuple[Selection | None, list, list] | None = None  # waiting to show
+        self._swapping = False  # a set of widgets is being mounted
 
     def compose(self) -> ComposeResult:
         yield self.rail
@@ -406,20 +408,53 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self._set_args(widgets, refs)
 
     def _set_args(self, widgets: list, refs: list[tuple[TensorCard, TensorRef]]) -> None:
-        self.shown = self.selection
+        """Show ``widgets`` below the header. While an earlier set is still mounting, this one
+        waits for it (only the newest waiting set is kept): a card removed or refilled in the
+        middle of its own mount would find none of its parts."""
+        self._next_args = (self.selection, widgets, refs)
+        if self._swapping:
+            return
         args = self.query_one("#args", Vertical)
+        if _same_kinds(list(args.children), widgets):
+            self._apply_args(args)  # nothing to mount: drawn now, in this frame
+            return
+        self._swapping = True
+        self.call_later(self._swap_args)
+
+    async def _swap_args(self) -> None:
+        args = self.query_one("#args", Vertical)
+        try:
+            while self._next_args is not None:
+                waiting = self._next_args
+                if not _same_kinds(list(args.children), waiting[1]):
+                    await args.remove_children()
+                    if waiting[1]:
+                        await args.mount_all(waiting[1])
+                    if not all(widget.is_mounted for widget in waiting[1]):
+                        return  # torn down while mounting: the page or the app is closing
+                if self._next_args is waiting:  # else a newer set came meanwhile: go again
+                    self._apply_args(args)
+        finally:
+            self._swapping = False
+
+    @property
+    def settled(self) -> bool:
+        """Whether what is shown is the newest selection's (nothing waits or mounts)."""
+        return self._timer is None and self._next_args is None and not self._swapping
+
+    def _apply_args(self, args: Vertical) -> None:
+        """Adopt the waiting set into the mounted widgets (which are of the same kinds)."""
+        selection, widgets, refs = self._next_args
+        self._next_args = None
         mounted = list(args.children)
-        if _same_kinds(mounted, widgets):
+        if any(old is not new for old, new in zip(mounted, widgets, strict=True)):
             # Moving between calls of one shape (the usual j/k): the mounted widgets take
             # the new content, so nothing is mounted, composed or laid out from scratch.
             for old, new in zip(mounted, widgets, strict=True):
                 _take(old, new)
             now = {id(new): old for old, new in zip(mounted, widgets, strict=True)}
             refs = [(now[id(card)], ref) for card, ref in refs]
-        else:
-            args.remove_children()
-            if widgets:
-                args.mount_all(widgets)
+        self.shown = selection
         self._refs = refs
         self.current = 0
         self._mark_current()

@@ -26,10 +26,12 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tvis.tui import colors, fmt
+from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
-from tvis.tui.picture import Picture, Scale, overlay, to_rgb
+from tvis.tui.picture import VALUES, Picture, Scale, overlay, to_rgb
 from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
+from tvis.tui.widgets.insight_context import shown_token
+from tvis.tui.widgets.sparkline import signed_hbar
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
 
 VIEWS = ("image", "neurons", "stats")
@@ -66,6 +68,26 @@ def neurons_limit(width: int, height: int) -> int:
     """Maps that fit a view of ``width`` × ``height`` cells (a map is 8 cells and a gap
     wide, 4 rows and a gap tall in half blocks)."""
     return max(1, (width + 1) // (MAP_PX + 1)) * max(1, (height - 3) // (MAP_PX // 2 + 1))
+
+
+def token_strength(result: dict[str, Any], depth: str) -> Text:
+    """The followed sample's tokens, each on the colour of the layer's strength at its
+    position (low → high, as the pictures' value map), the way the Loss page colours
+    tokens by their loss."""
+    tokens = result.get("tokens") or []
+    given = result.get("strength")
+    strength = np.asarray([] if given is None else given, dtype=np.float32).reshape(1, -1)
+    rgb = to_rgb(strength, Scale(0.0, 1.0), VALUES, depth)[0] if strength.size else []
+    text = Text()
+    for token, (r, g, b) in zip(tokens, np.asarray(rgb).tolist(), strict=False):
+        ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
+        text.append(shown_token(str(token)), style=Style(color=ink, bgcolor=f"rgb({r},{g},{b})"))
+    left = int(result.get("total") or 0) - len(tokens)
+    if left > 0:
+        text.append(f" … {left} more positions", style=colors.MUTED)
+    if result.get("vocab_why"):
+        text.append(f"\n{result['vocab_why']}", style=colors.MUTED)
+    return text
 
 
 class OnImageView(Steady, AgentPane):
@@ -148,6 +170,15 @@ class OnImageView(Steady, AgentPane):
             return
         picture = self.query_one(Picture)
         info = self.query_one(".info", Static)
+        picture.display = result.get("kind") != "text"
+        if result.get("kind") == "text":  # a text model: the layer on its input tokens
+            self.map_shape, self.kind, self._last = None, "text", result
+            self.query_one(".location", Static).update(token_strength(result, self._depth()))
+            info.update(self._caption(result), layout=False)
+            self.drawn = self.shown_layer
+            return
+        if self.kind == "text":  # its tokens go with it
+            self.query_one(".location", Static).update("")
         if not result.get("applies"):
             self.map_shape, self.kind = None, None
             picture.placeholder(result.get("why") or "this layer has no place on the picture.")
@@ -182,6 +213,7 @@ class OnImageView(Steady, AgentPane):
         how = {
             "conv": "mean over channels",
             "tokens": "per patch token",
+            "text": "per input token, mean over its features",
             "attention": self._gaze(result),
         }.get(result.get("kind"), "")
         text = Text(
@@ -197,6 +229,11 @@ class OnImageView(Steady, AgentPane):
             hint = " · backspace: [CLS]" if self.location else " · click a patch: where it looks"
             text.append(hint, style=colors.MUTED)
         return text
+
+    def _depth(self) -> str:
+        from tvis.tui.picture.widget import depth_of
+
+        return depth_of(self.app.console.color_system)
 
     def _gaze(self, result: dict[str, Any]) -> str:
         """Whose attention the map shows: [CLS]'s, or the picked patch's (and its token)."""
@@ -307,6 +344,10 @@ class PlaceKeys:
             view.forget_location()
 
 
+BAR_ORDER = {"value": "values, highest first", "magnitude": "values, largest |value| first"}
+"""What the Neurons bars' title says of their order (the agent's ``order``)."""
+
+
 class NeuronsView(Steady, AgentPane):
     """Every channel or unit, most active first, one page at a time."""
 
@@ -321,6 +362,7 @@ class NeuronsView(Steady, AgentPane):
         self.page_offset = 0
         self.total = 0
         self.limit = 12
+        self.last_reply: dict[str, Any] | None = None  # what is drawn
 
     def compose(self) -> ComposeResult:
         yield Picture(max_rows=20, legend=False)
@@ -367,6 +409,7 @@ class NeuronsView(Steady, AgentPane):
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         self.total = int(result.get("total") or 0)
+        self.last_reply = result
         picture, bars = self.query_one(Picture), self.query_one(".bars", Static)
         units = result.get("units") or []
         signed = bool(self.shown_layer and self.shown_layer.grad)
@@ -387,7 +430,7 @@ class NeuronsView(Steady, AgentPane):
             {
                 "maps": "channels, most active first",
                 "strips": "units over the tokens, most active first",
-            }.get(kind, "values, highest first"),
+            }.get(kind, BAR_ORDER.get(result.get("order"), "values")),
             style=colors.MUTED,
         )
         if result.get("position") is not None:
@@ -418,16 +461,30 @@ class NeuronsView(Steady, AgentPane):
         return canvas
 
     def _bars(self, result: dict[str, Any], signed: bool) -> Text:
+        """One bar per value on a zero axis: negatives to its left in the negative colour,
+        positives to its right, all on one scale (the largest |value| fills its side)."""
         values = [float(v) for v in result.get("values") or []]
         labels = result.get("labels") or [f"#{u}" for u in result.get("units") or []]
-        top = max((abs(v) for v in values if np.isfinite(v)), default=1.0) or 1.0
-        width = max(8, (self.size.width or 40) - 22)
-        colour = colors.PHASE["backward" if signed else "forward"]
+        finite = [v for v in values if np.isfinite(v)]
+        top = max((abs(v) for v in finite), default=1.0) or 1.0
+        width = max(8, (self.size.width or 40) - 23)
+        lo, hi = (result.get("lo"), result.get("hi")) if finite else (0.0, 0.0)
+        negatives = any(v < 0 for v in finite) or (isinstance(lo, float) and lo < 0)
+        positives = any(v > 0 for v in finite) or (isinstance(hi, float) and hi > 0)
+        left = width // 2 if negatives and positives else (width if negatives else 0)
+        right = width - left
+        styles = {
+            "neg": Style(color=colors.NEGATIVE),
+            "neg-edge": Style(color=colors.NEGATIVE, reverse=True),
+            "pos": Style(color=colors.POSITIVE),
+            "axis": Style(color=colors.MUTED),
+            "": Style(),
+        }
         text = Text()
         for label, value in zip(labels, values, strict=False):
-            cells = int(round(abs(value) / top * width)) if np.isfinite(value) else 0
             text.append(f"{fmt.clip(str(label), 10):>10} ", style="bold")
-            text.append("█" * cells, style=Style(color=colour, dim=value < 0))
+            for piece, kind in signed_hbar(value, top, left, right):
+                text.append(piece, style=styles[kind])
             text.append(f" {fmt.num(value, 3)}\n", style=colors.MUTED)
         return text
 
@@ -522,10 +579,18 @@ class LayerViews(SteadyVertical):
                 reverse=name == view, bold=name == view, meta={"@click": f"switch_view('{name}')"}
             )
             text.append(f" {TITLES[name]} ", style=style)
-        text.append("  v switches", style=colors.MUTED)
+        text.append(f"  {keys.shown(self.app, self._switch_id())} switches", style=colors.MUTED)
         self.query_one(".switcher", Static).update(text)
         if self.shown_layer is not None:
             self._show(self.shown_layer)
+
+    def _switch_id(self) -> str:
+        """The binding that cycles these views where they are (Replay's or the inspector's)."""
+        for node in self.ancestors:
+            for binding in getattr(node, "BINDINGS", ()):
+                if getattr(binding, "action", None) == "cycle_view" and binding.id:
+                    return binding.id
+        return "replay.view"
 
     def cycle(self) -> None:
         self.switch(VIEWS[(VIEWS.index(self.current) + 1) % len(VIEWS)])

@@ -112,9 +112,10 @@ SORTABLE = [c for c in COLUMNS if c.sort]
 
 BY_KEY = {c.key: c for c in COLUMNS}
 
-PRIORITY = ("order", "flags", "shape", "std", "grad", "zeros", "absmean", "cls", "fwd", "bwd")
+PRIORITY = ("order", "flags", "shape", "cls", "std", "grad", "zeros", "absmean", "fwd", "bwd")
 """Which columns stay when the pane is narrow, most wanted first (the name always stays):
-the warnings, then what the output is and how it and its gradient behave."""
+the warnings, what the output is and what made it (a name such as ``features.0.0`` does
+not say Conv2d), then how it and its gradient behave."""
 
 
 def _cell(value: Text | str, width: int, right: bool) -> Text:

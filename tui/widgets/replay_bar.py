@@ -115,10 +115,12 @@ def transport_text(
     speed: int,
     width: int,
     hint: str = "",
+    drawn: float | None = None,
 ) -> Text:
     """``▶ 23/108 · forward · batch 0 (step 0) · features.1.0 Conv2d [32,16,16] · step
     layer · 4/s``: what plays and how, clipped to ``width``; ``hint`` (a key the event
-    offers, such as opening a light group) goes before the step size."""
+    offers, such as opening a light group) goes before the step size. ``drawn``: the
+    frames a second measured while playing, said when short of ``speed``."""
     text = Text()
     text.append(" ▶ playing " if playing else " ❚❚ paused ", style="bold reverse")
     if rec is None or not rec.total:
@@ -144,6 +146,11 @@ def transport_text(
             text.append(f" {fmt.shape(event['shape'])}", style=colors.MUTED)
     if hint:
         text.append(f"  · {hint}", style="bold")
-    text.append(f"  · step {size} (z) · {speed}/s (+/-)", style=colors.MUTED)
+    text.append(f"  · step {size} (z) · ", style=colors.MUTED)
+    if playing and drawn is not None and drawn < speed * 0.9:
+        text.append(f"{drawn:.0f}/s drawn of {speed}/s", style=colors.WARN)
+        text.append(" (+/-)", style=colors.MUTED)
+    else:
+        text.append(f"{speed}/s (+/-)", style=colors.MUTED)
     text.truncate(max(10, width), overflow="ellipsis")
     return text

@@ -75,7 +75,11 @@ class SourceView(ScrollView, can_focus=True):
         self.annotations = {int(k): v for k, v in annotations.items()}
         self._cache.clear()
         self.virtual_size = Size(self.size.width, len(self.lines))
-        self.move_to(line - 1 if line else self._first_annotated())
+        index = line - 1 if line else self._first_annotated()
+        self.move_to(index)
+        # A new file's length applies at the next layout: until then the scroll is clamped
+        # to the old one's, and the cursor's line of a longer file would stay off screen.
+        self.call_after_refresh(self.move_to, index)
 
     def _first_annotated(self) -> int:
         return min(self.annotations, default=1) - 1
@@ -209,12 +213,18 @@ class SourcePane(Asks, Vertical):
         self.view.set_source(src.get("file", "?"), src.get("text") or "", anns, line)
         header = Text(src.get("file", "?"), style="bold")
         position = (
-            f"  file {self.files.index(src['file']) + 1} of {len(self.files)} · F next"
+            f"  file {self.files.index(src['file']) + 1} of {len(self.files)} · "
+            + keys.hint(self.app, ("source.file", "next"))
             if src.get("file") in self.files
             else ""
         )
         header.append(
-            f"{position} · {len(anns)} executed lines · n/N next/prev · enter selects its call",
+            f"{position} · {len(anns)} executed lines · "
+            + keys.hint(
+                self.app,
+                (("source.next", "source.prev"), "next/prev"),
+                ("source.select", "selects its call"),
+            ),
             style=colors.MUTED,
         )
         self.query_one("#source-header", Static).update(header)

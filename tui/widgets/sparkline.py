@@ -40,6 +40,31 @@ def sparkline(values: Sequence[float | None], width: int, color: str) -> Text:
     return Text("".join(chars), style=color)
 
 
+def signed_sparkline(
+    values: Sequence[float | None], width: int, positive: str, negative: str
+) -> tuple[Text, Text]:
+    """A series as two lines around a zero axis between them: values above zero rise from
+    it in ``positive``, values below hang from it in ``negative``, both on one scale (the
+    largest |value| fills its line). NaN points are gaps."""
+    series = resample_series([math.nan if v is None else float(v) for v in values], width)
+    finite = [abs(v) for v in series if math.isfinite(v)]
+    top = max(finite, default=0.0) or 1.0
+    up, down = Text(), Text()
+    for v in series:
+        eighths = round(abs(v) / top * 8) if math.isfinite(v) else 0
+        if not math.isfinite(v) or eighths == 0:
+            up.append(" ")
+            down.append(" ")
+        elif v > 0:
+            up.append(BLOCKS[eighths], style=positive)
+            down.append(" ")
+        else:
+            up.append(" ")
+            # Reversed, a lower block's empty top takes the colour: a bar hanging from the axis.
+            down.append(BLOCKS[8 - eighths], style=f"reverse {negative}")
+    return up, down
+
+
 def hbar(fraction: float, width: int) -> str:
     """A horizontal bar ``fraction`` (0–1) of ``width`` cells long, in eighth-cell steps."""
     if width <= 0:
@@ -49,3 +74,19 @@ def hbar(fraction: float, width: int) -> str:
     full, rest = divmod(eighths, 8)
     bar = "█" * full + (EIGHTHS[rest] if rest else "")
     return bar.ljust(width)
+
+
+def signed_hbar(value: float, top: float, left: int, right: int) -> list[tuple[str, str]]:
+    """A bar for ``value`` on a zero axis: ``left`` cells for values down to ``-top``, an
+    axis, ``right`` cells for values up to ``top``; (text, "neg"/"pos"/"axis"/"") pieces."""
+    fraction = abs(value) / top if math.isfinite(value) and top > 0 else 0.0
+    if value < 0 and left:
+        eighths = min(left * 8, round(fraction * left * 8))
+        full, rest = divmod(eighths, 8)
+        pad = left - full - (1 if rest else 0)
+        # A reversed left block whose empty right part takes the colour: the bar's left end.
+        pieces = [(" " * pad, "")] + ([(EIGHTHS[8 - rest], "neg-edge")] if rest else [])
+        pieces += [("█" * full, "neg"), ("│", "axis"), (" " * right, "")]
+        return pieces
+    bar = hbar(fraction if value > 0 else 0.0, right)
+    return [(" " * left, ""), ("│", "axis"), (bar, "pos")]

@@ -29,23 +29,32 @@ class StatusLine(Static):
         text = Text()
         if app.run_name:
             if app.run_status == "running":
-                text.append(" ● live", style=colors.BAD)
+                text.append(" ● live", style=self._ink(colors.BAD))
             elif app.run_status and app.run_status != "complete":
-                text.append(f" ({app.run_status})", style=colors.WARN)
+                text.append(f" ({app.run_status})", style=self._ink(colors.WARN))
             # Recorded indices, not positions: "batch 102/103" when eval groups left gaps.
             last = app.batch_indices[-1] if app.batch_count else 0
             text.append(f" · batch {app.batch}/{last}")
             step = app.current_step
             text.append(f" · step {step if step is not None else '—'}")
-            text.append(f" · sample {app.sample}", style=colors.PHASE["data"])
+            text.append(f" · sample {app.sample}", style=self._ink(colors.PHASE["data"]))
             if app.show_grad:
-                text.append(" · gradient", style=colors.PHASE["backward"])
+                text.append(" · gradient", style=self._ink(colors.PHASE["backward"]))
             else:
-                text.append(" · value", style=colors.PHASE["forward"])
-        text.append(f" · {'images ' if self._roomy() else ''}{app.image_mode}", style=colors.MUTED)
+                text.append(" · value", style=self._ink(colors.PHASE["forward"]))
+        text.append(
+            f" · {'images ' if self._roomy() else ''}{app.image_mode}",
+            style=self._ink(colors.MUTED, ""),
+        )
         if app.status_note:
-            text.append(f" · {app.status_note}", style=colors.WARN)
+            text.append(f" · {app.status_note}", style=self._ink(colors.WARN))
         return text
+
+    def _ink(self, colour: str, plain: str = "bold") -> str:
+        """``colour`` where the terminal has 256 colours or more; with 16 the nearest ANSI
+        colour (dark blue for the value marker) vanishes on the line's grey, so the text
+        keeps the line's own colour, in ``plain`` style."""
+        return colour if self.app.console.color_system in ("256", "truecolor") else plain
 
     def _roomy(self) -> bool:
         return (self.size.width or 120) >= 100

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from tvis.live import tensors
-from tvis.live.address import DEFAULT_HOST, DEFAULT_PORT
+from tvis.live.address import parse_address, resolve
 from tvis.live.codec import Array
 from tvis.live.server import LiveServer
 from tvis.live.store import HISTORY, MAX_BYTES, Entry
@@ -22,28 +22,38 @@ _requested: tuple[str, int] | None = None
 
 
 def serve(
-    port: int = DEFAULT_PORT,
-    host: str = DEFAULT_HOST,
+    port: int | None = None,
+    host: str | None = None,
     token: str | None = None,
     history: int = HISTORY,
     max_bytes: int = MAX_BYTES,
 ) -> None:
-    """Start receiving catches in the background (once; calling again is harmless).
+    """Start receiving catches in the background.
 
+    Where: the arguments given, else ``TVIS_SERVER`` (``[TOKEN@]HOST[:PORT]``, the address
+    senders use), else 127.0.0.1:2875. Calling again for the same place is harmless; for
+    another place the server moves there (the values caught so far stay readable).
     ``history`` and ``max_bytes`` bound what is kept per name. Binding anything but loopback
     needs ``token``; senders then use ``server="TOKEN@HOST:PORT"`` or ``TVIS_SERVER``.
     """
     global _server, _requested
-    if _server is not None:
-        if (host, port) != _requested:
-            raise ValueError(
-                f"Already serving on {_server.address}; restart Python to serve elsewhere."
-            )
+    configured = parse_address(resolve(None))
+    host = configured.host if host is None else host
+    port = configured.port if port is None else port
+    token = configured.token if token is None else token
+    if _server is not None and (host, port) == _requested:
         return
     server = LiveServer(host, port, token, history, max_bytes)
-    server.start()
-    _server, _requested = server, (host, port)
-    print(f"tvis: receiving catches on {server.address}", file=sys.stderr)
+    kept = _server.store if _server is not None else None
+    if kept is not None and (kept.history, kept.max_bytes) == (history, max_bytes):
+        server.store = kept  # moving keeps what was caught
+    server.start()  # before the old one stops: a port that is taken leaves it serving
+    old, _server, _requested = _server, server, (host, port)
+    if old is not None:
+        old.stop()
+        print(f"tvis: moved from {old.address} to {server.address}", file=sys.stderr)
+    else:
+        print(f"tvis: receiving catches on {server.address}", file=sys.stderr)
 
 
 def server() -> LiveServer:

@@ -279,6 +279,9 @@ class Recorder(ModuleCalls, Steps):
 
     def _new_batch(self, light: bool = False) -> BatchBuilder:
         batch = BatchBuilder(self.next_index, self.settings, light=light)
+        # On the training clock, as every call's start is: raw wall time here would put each
+        # call after the first batch before its batch began, by the overhead so far.
+        batch.started = self.clock()
         self.next_index += 1
         if not light:
             batch.lines, self.early_lines = self.early_lines, {}
