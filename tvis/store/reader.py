@@ -38,6 +38,8 @@ from tvis.store.format import (
     folder_name,
 )
 
+# Process ids are C ints; anything past a C long cannot even be asked about (os.kill).
+MAX_PID = 1 << 63
 # Decoding a weight follows XOR deltas back through earlier steps; the recorder stores a
 # full copy every few steps (tvis/record/params.py KEYFRAME), so a longer chain is corrupt.
 MAX_CHAIN = 64
@@ -187,6 +189,11 @@ class RunReader:
         if not isinstance(self.meta, dict):
             raise StoreError(f"{self.path / META} is not a tvis run description.")
         _check(self.meta, schema.RunMeta, f"{self.path / META}")
+        pid = self.meta.get("pid")
+        if isinstance(pid, int) and not -MAX_PID <= pid < MAX_PID:
+            raise StoreError(
+                f"{self.path / META} gives pid {pid}, which no process can have; re-record the run."
+            )
         version = self.meta.get("format", 0)
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise StoreError(
