@@ -84,8 +84,9 @@ def ingest_all() -> list[str]:
     store = server().store
     bound = []
     for name in store.names():
-        if name.isidentifier() and not keyword.iskeyword(name):
-            namespace[name] = to_session(store.entries(name)[-1].value)
+        latest = store.latest(name)  # None: forgotten since names() was read
+        if latest is not None and name.isidentifier() and not keyword.iskeyword(name):
+            namespace[name] = to_session(latest.value)
             bound.append(name)
     return bound
 
