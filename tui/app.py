@@ -428,6 +428,7 @@ class TvisApp(Asks, App[None]):
         if self.offline is not None or self.data is None:
             return
         self.offline = message
+        self.link_wait = ""  # offline says it now
         if self._poll_timer is not None:
             self._poll_timer.stop()
             self._poll_timer = None
