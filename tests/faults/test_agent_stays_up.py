@@ -168,3 +168,13 @@ def test_tvis_ls_and_the_agent_agree_on_a_run_that_links_outside(tmp_path: Path)
     listed_there = {r["run_id"]: r["status"] for r in AgentAPI(root).runs()}
     assert listed_here == listed_there
     assert "escape" not in listed_here and listed_here[linked.path.name] == "unreadable"
+
+
+def test_tvis_ls_here_prints_no_control_characters_from_a_run(tmp_path: Path):
+    run = build_run(tmp_path, name="tvis_runs/20250101-120000_esc_000000")
+    meta = json.loads((run.path / META).read_text())
+    meta["script"] = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b]0;pwned\x07train.py\x9b2J"
+    (run.path / META).write_text(json.dumps(meta))
+    done = subprocess.run([TVIS, "ls", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0 and "train.py" in done.stdout, done.stderr
+    assert not [c for c in done.stdout if ord(c) < 32 and c != "\n" or 0x7F <= ord(c) < 0xA0]
