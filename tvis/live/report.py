@@ -99,7 +99,8 @@ HELP = """[bold]tvis live catching[/bold]
       else 127.0.0.1:2875.
 
 [bold]In a Python session[/bold]
-  tvis.serve(port=2875, host="127.0.0.1", token=None, history=256, max_bytes=2**30)
+  tvis.serve(port=2875, host="127.0.0.1", token=None, history=256, max_bytes=2**30,
+             max_total=2**30)
       start receiving in the background; a host other than loopback needs a token.
   tvis.get(name, index=-1)   newest value of name (older ones: -2, -3, ...)
   tvis.get_all(name)         every kept value of name, oldest first

@@ -15,7 +15,7 @@ from tvis.live import tensors
 from tvis.live.address import DEFAULT_HOST, DEFAULT_PORT
 from tvis.live.codec import Array
 from tvis.live.server import LiveServer
-from tvis.live.store import HISTORY, MAX_BYTES, Entry
+from tvis.live.store import HISTORY, MAX_BYTES, MAX_TOTAL, Entry
 
 _server: LiveServer | None = None
 _requested: tuple[str, int] | None = None
@@ -27,10 +27,12 @@ def serve(
     token: str | None = None,
     history: int = HISTORY,
     max_bytes: int = MAX_BYTES,
+    max_total: int = MAX_TOTAL,
 ) -> None:
     """Start receiving catches in the background (once; calling again is harmless).
 
-    ``history`` and ``max_bytes`` bound what is kept per name. Binding anything but loopback
+    ``history`` and ``max_bytes`` bound what is kept per name, ``max_total`` what is kept in
+    all (the oldest entries go first). Binding anything but loopback
     needs ``token``; senders then use ``server="TOKEN@HOST:PORT"`` or ``TVIS_SERVER``.
     """
     global _server, _requested
@@ -40,7 +42,7 @@ def serve(
                 f"Already serving on {_server.address}; restart Python to serve elsewhere."
             )
         return
-    server = LiveServer(host, port, token, history, max_bytes)
+    server = LiveServer(host, port, token, history, max_bytes, max_total=max_total)
     server.start()
     _server, _requested = server, (host, port)
     print(f"tvis: receiving catches on {server.address}", file=sys.stderr)

@@ -28,10 +28,11 @@ MAX_BYTES = 1024**3
 """Default bytes kept per name: sixteen steps of a 64 MB weight; older ones are dropped first.
 The newest entry is always kept, however large."""
 
-MAX_TOTAL = 2 * 1024**3
+MAX_TOTAL = 1024**3
 """Default bytes kept across every name (payloads, decoded headers and each name's own
-bookkeeping): one largest payload (wire.MAX_PAYLOAD); past it the oldest entries anywhere go
-first, so a peer that invents names cannot grow the server without end."""
+bookkeeping): what one name may keep (MAX_BYTES), so many names cost no more than one; past
+it the oldest entries anywhere go first (the newest is always kept, however large), so a peer
+that invents names cannot grow the server without end."""
 
 MAX_NAMES = 4096
 """Default names kept: far more than a job catches, few enough that the per-name bookkeeping
