@@ -377,7 +377,7 @@ class PipeClient(Client):
                 size = read_length(stream)  # type: ignore[arg-type]
                 if size is None:
                     break
-                self._mid_reply = size & DATA_FLAG or size > len(HEARTBEAT_FRAME)
+                self._mid_reply = bool(size & DATA_FLAG) or size > len(HEARTBEAT_FRAME)
                 if size & DATA_FLAG:
                     reply = self._data_frame(stream, size & ~DATA_FLAG)
                 else:

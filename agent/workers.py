@@ -25,6 +25,8 @@ MOST = 64
 SLOW_S = 2.0
 # How often waiting requests are checked against running ones that have turned slow.
 TICK_S = 0.25
+# When the client's end closes, how long answers still being computed may take to go out.
+CLOSE_WAIT_S = 60.0
 
 
 class Workers:
@@ -46,11 +48,16 @@ class Workers:
             self._grow()
             self._cond.notify()
 
-    def close(self) -> None:
-        """Let the threads end once the jobs queued are done (stuck ones end when they can)."""
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Let the threads end once the jobs queued are done, waiting up to ``wait_s`` for
+        them (answers a client asked for before it closed its end still go out); a stuck
+        job is left to end when it can."""
+        deadline = time.monotonic() + wait_s
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            while (self._jobs or self._started) and time.monotonic() < deadline:
+                self._cond.wait(TICK_S)
 
     def _grow(self) -> None:
         """Start a thread (under the lock) when jobs wait, none is idle, and fewer than
@@ -81,6 +88,7 @@ class Workers:
             finally:
                 with self._cond:
                     self._started.pop(me, None)
+                    self._cond.notify_all()
 
     def _watch(self) -> None:
         while True:

@@ -5,12 +5,14 @@ script or the cluster account; printed raw, an escape sequence in it sets the vi
 clipboard (OSC 52), its window title or clears its screen. Every such string passes
 through ``printable`` before it reaches a terminal: control characters other than tab and
 newline become visible stand-ins (``␛`` for ESC), so nothing is lost from sight and
-nothing is interpreted.
+nothing is interpreted; a carriage return (harmless, and at the end of every line of a
+CRLF source) is dropped.
 """
 
 from __future__ import annotations
 
-_STAND_INS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+_STAND_INS: dict[int, int | None] = {c: 0x2400 + c for c in range(0x20) if c not in (9, 10)}
+_STAND_INS[0x0D] = None  # CR: sources saved with CRLF line ends read as they were written
 _STAND_INS[0x7F] = 0x2421  # ␡
 _STAND_INS.update({c: 0xFFFD for c in range(0x80, 0xA0)})  # C1 controls (CSI, OSC, ...)
 
