@@ -154,3 +154,21 @@ def test_sender_stalled_mid_frame_is_dropped_after_the_frame_timeout(monkeypatch
         assert live.connected == 0
     finally:
         live.stop()
+
+
+def test_a_name_with_escapes_is_drawn_inert_on_the_live_page():
+    from tvis.tui.pages.live import Request, build_view
+
+    live = LiveServer("127.0.0.1", 0)
+    live.start()
+    name = "loss\x1b]0;pwned\x07\x1b[2J\x9b"
+    try:
+        with hello(live.port) as sock:
+            sock.sendall(catch_frame(name, 4))
+            assert wait_until(lambda: live.store.entries(name) != [])
+        view = build_view(live, Request(name, None, 0, 8, 4, 8), {})
+    finally:
+        live.stop()
+    drawn = [*view.rows[0].cells, view.detail.title, view.detail.stats]
+    assert "loss" in drawn[0]
+    assert not [c for text in drawn for c in text if ord(c) < 32 or 0x7F <= ord(c) < 0xA0]
