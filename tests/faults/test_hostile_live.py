@@ -3,6 +3,7 @@ malformed shapes are refused and counted; memory stays bounded; real senders get
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 
@@ -157,6 +158,9 @@ def test_sender_stalled_mid_frame_is_dropped_after_the_frame_timeout(monkeypatch
 
 
 def test_a_name_with_escapes_is_drawn_inert_on_the_live_page():
+    from rich.console import Console
+
+    from tvis.live import report
     from tvis.tui.pages.live import Request, build_view
 
     live = LiveServer("127.0.0.1", 0)
@@ -167,8 +171,10 @@ def test_a_name_with_escapes_is_drawn_inert_on_the_live_page():
             sock.sendall(catch_frame(name, 4))
             assert wait_until(lambda: live.store.entries(name) != [])
         view = build_view(live, Request(name, None, 0, 8, 4, 8), {})
+        printed = io.StringIO()  # and as tvis.summary() prints it in a REPL
+        Console(file=printed, width=200).print(report._table(live))
     finally:
         live.stop()
-    drawn = [*view.rows[0].cells, view.detail.title, view.detail.stats]
+    drawn = [*view.rows[0].cells, view.detail.title, view.detail.stats, printed.getvalue()]
     assert "loss" in drawn[0]
-    assert not [c for text in drawn for c in text if ord(c) < 32 or 0x7F <= ord(c) < 0xA0]
+    assert not [c for t in drawn for c in t if ord(c) < 32 and c != "\n" or 0x7F <= ord(c) < 0xA0]
