@@ -23,6 +23,7 @@ from tvis.agent.dispatch import rpc
 from tvis.agent.insights import InsightsAPI
 from tvis.agent.protocol import (
     BAD_REQUEST,
+    HEARTBEAT_S,
     MAX_READ,
     NOT_FOUND,
     PROTOCOL_VERSION,
@@ -38,7 +39,7 @@ from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.agent.traffic import Traffic
 from tvis.agent.weights import WeightsAPI
-from tvis.store.reader import Chunk, RunReader, StoreError
+from tvis.store.reader import Chunk, RunReader, StoreError, leads_outside
 from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
 
 # A raw array reply stays well under the 64 MiB frame limit with its record around it.
@@ -146,6 +147,8 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
             "host": host,
             "pid": os.getpid(),
             "runs": len(self.store.run_paths()),
+            # the stdio server beats while requests are pending for a client that asks
+            "heartbeat": HEARTBEAT_S,
         }
 
     @rpc
@@ -155,6 +158,9 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
 
     def _summary(self, path: Path) -> dict[str, Any]:
         name = self.store.name_of(path)
+        outside = leads_outside(self.store.root, path)
+        if outside is not None:
+            return {"run": name, "run_id": path.name, "status": "unreadable", "error": outside}
         try:
             reader = self.store.reader(name)
             index = self.store.index(name)

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -34,8 +35,10 @@ from tvis.agent.protocol import (
     BAD_REQUEST,
     DATA_FLAG,
     DATA_ID,
+    HEARTBEAT,
     MAX_READ,
     MAX_REPLY_FRAME,
+    MAX_REPLY_OBJECTS,
     MAX_REQUEST_FRAME,
     NOT_FOUND,
     PROTOCOL_VERSION,
@@ -44,6 +47,7 @@ from tvis.agent.protocol import (
     ConnectionLost,
     FrameTooLarge,
     RawBytes,
+    TooManyObjects,
     Truncated,
     decode,
     encode,
@@ -55,6 +59,7 @@ from tvis.agent.protocol import (
     read_length,
     reply_body,
     result_of,
+    skip,
     widen_pipe,
 )
 from tvis.agent.target import Target
@@ -78,8 +83,21 @@ EXIT_GRACE_S = 5.0
 # ``read_values`` asks for a tensor in chunks of this size, READ_WINDOW of them in flight:
 # while one chunk crosses the link the agent is already writing the next, so the ssh pipe
 # never runs dry waiting for a request, and at most 32 MiB are on their way at once.
+HEARTBEAT_FRAME = encode(HEARTBEAT)
 READ_CHUNK = 8 << 20
 READ_WINDOW = 4
+# An agent that beats (see protocol.HEARTBEAT_S, twice a second) and has said nothing for
+# this long while a request waits is behind a dead link (ssh stopped, network gone): every
+# waiting call fails at once instead of hanging. Twenty missed beats, so a loaded machine
+# is never taken for a dead one.
+LINK_SILENCE_S = 10.0
+# A request whose answer has not begun for this long, with no other reply arriving
+# meanwhile, fails with a sentence naming the host and the method (the link may be alive,
+# beating, while the agent is stuck); the agent's longest builds take seconds.
+ANSWER_TIMEOUT_S = 120.0
+OUTPUT_ENDED = "its output ended"
+# How often the watchdog looks at the waiting requests.
+WATCH_S = 0.25
 
 Progress = Callable[[int, int], None]
 """Called with (bytes received, bytes in all) as a transfer advances."""
@@ -148,7 +166,7 @@ class Client(ABC):
 
     def handshake(self) -> dict[str, Any]:
         """Exchange versions; a mismatch raises one sentence naming both."""
-        info = self.call("hello", protocol=PROTOCOL_VERSION, version=__version__)
+        info = self.call("hello", protocol=PROTOCOL_VERSION, version=__version__, heartbeat=True)
         if not isinstance(info, dict) or info.get("protocol") != PROTOCOL_VERSION:
             theirs = info if isinstance(info, dict) else {}
             raise AgentError(
@@ -163,6 +181,10 @@ class Client(ABC):
             )
         self.info = info
         return info
+
+    def silence(self) -> float:
+        """Seconds the agent has said nothing while a request waits (0 when none waits)."""
+        return 0.0
 
     def __enter__(self) -> Client:
         return self
@@ -185,7 +207,7 @@ class LocalClient(Client):
 
     def call(self, method: str, **params: Any) -> Any:
         reply = handle(self.api, {"id": 0, "method": method, "params": params})
-        return result_of(decode(reply_body(reply)))
+        return result_of(decode(reply_body(reply), clean=True))
 
     def read_chunk(self, into: memoryview, **params: Any) -> Future[Any]:
         # One copy, from the memory-mapped blob into the caller's buffer: memory speed.
@@ -216,7 +238,13 @@ class PipeClient(Client):
         self._echo = echo_stderr
         self._ids = itertools.count(1)
         self._pending: dict[int, Future[Any]] = {}
+        self._methods: dict[int, str] = {}  # what each pending request asked, for sentences
         self._sinks: dict[int, memoryview] = {}  # where a read's data frame is written
+        # When the agent last said anything (heartbeats included), and when a reply last
+        # made progress; both restart when a request is sent to an agent with none pending.
+        self._heard = self._progress = time.monotonic()
+        self._mid_reply = False  # whether the bytes being read belong to a reply
+        self._beating = False  # whether the agent beats while requests are pending
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._lost: str | None = None
@@ -239,6 +267,7 @@ class PipeClient(Client):
         self._stderr_thread = threading.Thread(target=self._pump_stderr, daemon=True)
         self._stderr_thread.start()
         threading.Thread(target=self._read_replies, daemon=True).start()
+        threading.Thread(target=self._watch, daemon=True).start()
 
     @property
     def pid(self) -> int:
@@ -247,6 +276,15 @@ class PipeClient(Client):
 
     def describe(self) -> str:
         return self.name
+
+    def handshake(self) -> dict[str, Any]:
+        info = super().handshake()
+        self._beating = isinstance(info.get("heartbeat"), (int, float))
+        return info
+
+    def silence(self) -> float:
+        with self._lock:
+            return time.monotonic() - self._heard if self._pending else 0.0
 
     def call(self, method: str, **params: Any) -> Any:
         return result_of(self._send(method, params, None).result())
@@ -261,13 +299,17 @@ class PipeClient(Client):
             if self._lost is not None:
                 raise ConnectionLost(self._lost)
             rid = next(self._ids)
+            if not self._pending:
+                self._heard = self._progress = time.monotonic()
             self._pending[rid] = future
+            self._methods[rid] = method
             if sink is not None:
                 self._sinks[rid] = sink
         body = encode({"id": rid, "method": method, "params": params})
         if len(body) > MAX_REQUEST_FRAME:
             with self._lock:
                 self._pending.pop(rid, None)
+                self._methods.pop(rid, None)
                 self._sinks.pop(rid, None)
             raise AgentError(f"the {method} request is too large to send.", BAD_REQUEST)
         try:
@@ -301,6 +343,8 @@ class PipeClient(Client):
     def explain_drop(self, code: int | None, reason: str) -> str:
         """One sentence for a connection that ended after the agent had answered."""
         status = f"exit status {code}" if code is not None else reason
+        if code is not None and reason != OUTPUT_ENDED:
+            status = f"{reason}; {status}"  # the client ended it: say why
         return f"the connection to {self.name} dropped ({status}); reconnect to continue."
 
     # -- threads -------------------------------------------------------------------------
@@ -326,19 +370,25 @@ class PipeClient(Client):
                 sys.stderr.flush()
 
     def _read_replies(self) -> None:
-        stream = self._proc.stdout
-        reason = "its output ended"
+        stream = _Watched(self._proc.stdout, self._heard_now)  # type: ignore[arg-type]
+        reason = OUTPUT_ENDED
         while True:
             try:
                 size = read_length(stream)  # type: ignore[arg-type]
                 if size is None:
                     break
+                self._mid_reply = bool(size & DATA_FLAG) or size > len(HEARTBEAT_FRAME)
                 if size & DATA_FLAG:
                     reply = self._data_frame(stream, size & ~DATA_FLAG)
                 else:
-                    reply = decode(read_body(stream, size, MAX_REPLY_FRAME))  # type: ignore[arg-type]
+                    body = read_body(stream, size, MAX_REPLY_FRAME)  # type: ignore[arg-type]
+                    reply = decode(body, clean=True)
+                    del body
             except FrameTooLarge as e:
                 reason = self._garbage(e)
+                break
+            except TooManyObjects:
+                reason = f"the agent sent a reply of more than {MAX_REPLY_OBJECTS} objects"
                 break
             except (Truncated, OSError) as e:
                 reason = str(e)
@@ -346,35 +396,93 @@ class PipeClient(Client):
             except Exception:
                 reason = "the agent sent a frame that is not valid msgpack"
                 break
+            self._mid_reply = False
+            if reply is None or reply == HEARTBEAT:
+                continue  # a data frame nobody asked for (skipped), or the agent's beat
+            self._progress = time.monotonic()
             rid = reply.get("id") if isinstance(reply, dict) else None
             with self._lock:
                 self._answered = True
                 future = self._pending.pop(rid, None) if isinstance(rid, int) else None
+                self._methods.pop(rid, None)
                 self._sinks.pop(rid, None)
             if future is None:
-                log.warning("the agent sent a reply nobody waits for: %.200r", reply)
+                # Never the reply itself: a hostile one would be copied into the log whole.
+                log.warning("the agent answered request %s, which nobody waits for", _id_of(rid))
             else:
                 future.set_result(reply)
         self._fail(reason)
 
-    def _data_frame(self, stream: Any, size: int) -> dict[str, Any]:
+    def _heard_now(self) -> None:
+        self._heard = now = time.monotonic()
+        if self._mid_reply:
+            self._progress = now
+
+    def _data_frame(self, stream: Any, size: int) -> dict[str, Any] | None:
         """Read a data frame into the buffer its request named (no copy in between), or
-        as bytes when none was named; returns the reply map it stands for."""
+        as bytes for a ``read`` sent through ``call``; returns the reply map it stands
+        for. One nobody asked for is skipped unread (None)."""
         head = read_exact(stream, DATA_ID.size)
         if len(head) != DATA_ID.size:
             raise Truncated("the stream ended inside a data frame's header")
         (rid,) = DATA_ID.unpack(head)
         with self._lock:
             sink = self._sinks.pop(rid, None)
+            waited = rid in self._pending
         if sink is not None and len(sink) == size:
             read_into(stream, sink)
             return {"id": rid, "result": size}
-        data = read_exact(stream, size) if size else b""
-        if len(data) != size:
-            raise Truncated(f"the stream ended {size - len(data)} bytes short of a data frame")
+        if sink is None and waited and size <= MAX_REPLY_FRAME:
+            data = read_exact(stream, size) if size else b""
+            if len(data) != size:
+                raise Truncated(f"the stream ended {size - len(data)} bytes short of a data frame")
+            return {"id": rid, "result": bytes(data)}
+        if not skip(stream, size):
+            raise Truncated("the stream ended inside a data frame")
         if sink is not None:
             return _wrong_size(rid, size, len(sink))
-        return {"id": rid, "result": bytes(data)}
+        log.warning("the agent sent %d bytes for request %d, which nobody waits for", size, rid)
+        return None
+
+    def _watch(self) -> None:
+        """Fail what waits behind a dead link, or for an answer that never begins."""
+        while True:
+            time.sleep(WATCH_S)
+            with self._lock:
+                if self._lost is not None:
+                    return
+                if not self._pending:
+                    continue
+                now = time.monotonic()
+                method = self._methods.get(min(self._pending), "a request")
+                if self._beating and now - self._heard > LINK_SILENCE_S:
+                    dead = (
+                        f"{self.name} has said nothing for {LINK_SILENCE_S:.0f} s while "
+                        f"{method} waited; the connection is dead, reconnect to continue."
+                    )
+                    self._lost = dead
+                    failed = {rid: ConnectionLost(dead) for rid in self._pending}
+                elif now - self._progress > ANSWER_TIMEOUT_S:
+                    self._progress = now
+                    failed = {
+                        rid: AgentError(
+                            f"{self.name} did not answer {self._methods.get(rid, 'a request')} "
+                            f"within {ANSWER_TIMEOUT_S:.0f} s; the agent may be stuck on "
+                            "files it cannot read.",
+                            AGENT_FAULT,
+                        )
+                        for rid in self._pending
+                    }
+                else:
+                    continue
+                futures = [(self._pending.pop(rid), error) for rid, error in failed.items()]
+                for rid in failed:
+                    self._methods.pop(rid, None)
+                    self._sinks.pop(rid, None)
+            for future, error in futures:
+                future.set_exception(error)
+            if self._lost is not None:
+                self._proc.kill()  # the reader then sees the end and tells on_lost
 
     def _garbage(self, e: FrameTooLarge) -> str:
         text = e.size.to_bytes(4, "big")
@@ -409,6 +517,7 @@ class PipeClient(Client):
                     self._lost = self.explain_exit(code, stderr, reason)
             pending, self._pending = self._pending, {}
             self._sinks.clear()
+            self._methods.clear()
             message = self._lost
             closed_by_us = self._closed
         for future in pending.values():
@@ -473,6 +582,70 @@ class SshClient(PipeClient):
 
     def explain_exit(self, code: int | None, stderr: str, reason: str) -> str:
         return ssh.explain_exit(self.target, code, stderr)
+
+
+class _Watched:
+    """A stream that calls ``heard()`` each time bytes arrive on it."""
+
+    def __init__(self, stream: Any, heard: Callable[[], None]) -> None:
+        self.stream = stream
+        self.heard = heard
+
+    def readinto(self, view: memoryview) -> int:
+        n = self.stream.readinto(view)
+        if n:
+            self.heard()
+        return n
+
+    def read(self, n: int) -> bytes:
+        data = self.stream.read(n)
+        if data:
+            self.heard()
+        return data
+
+
+def _id_of(rid: Any) -> str:
+    """A request id for a log line: the number, or the type of what stood in its place."""
+    return str(rid) if isinstance(rid, int) else f"<{type(rid).__name__}>"
+
+
+VALUE_KINDS = "biufc"
+"""What stored values can be: booleans, integers, floats, complex (bf16 travels as uint16)."""
+
+
+def empty_for(value: Any, what: str) -> np.ndarray:
+    """A new array to read the values an entry's ``value`` record describes into, after
+    checking the record, so a record that is not a tensor's (an object dtype, a shape of
+    strings, more bytes than this machine holds) is one sentence and nothing allocated."""
+    try:
+        dtype = np.dtype(value["dtype"])
+        shape = tuple(value["shape"])
+    except (KeyError, TypeError, ValueError):
+        raise AgentError(f"the agent described {what} with no usable dtype and shape.") from None
+    if dtype.kind not in VALUE_KINDS or dtype.hasobject:
+        raise AgentError(f"the agent described {what} as {dtype.str!r} values, not numbers.")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise AgentError(f"the agent described {what} with a shape that is not sizes.")
+    nbytes = dtype.itemsize
+    for n in shape:
+        nbytes *= n
+    memory = _memory_bytes()
+    if nbytes > memory:
+        raise AgentError(
+            f"{what} would take {nbytes / 2**30:.1f} GiB, more than this machine's "
+            f"{memory / 2**30:.1f} GiB."
+        )
+    try:
+        return np.empty(shape, dtype)
+    except (MemoryError, ValueError) as e:
+        raise AgentError(f"cannot hold {what} here ({e}).") from None
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 1 << 40  # not a POSIX system: numpy's own MemoryError still speaks
 
 
 def _touch(region: memoryview) -> None:

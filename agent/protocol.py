@@ -14,6 +14,8 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
+from tvis.store.printable import printable
+
 PROTOCOL_VERSION = 1
 
 # A request is a method name and a few scalars; 1 MiB leaves room for long query strings
@@ -21,6 +23,22 @@ PROTOCOL_VERSION = 1
 MAX_REQUEST_FRAME = 1 << 20
 # A reply holds at most one bounded array (see api.MAX_ARRAY_BYTES) plus its record.
 MAX_REPLY_FRAME = 64 << 20
+# Objects (maps, arrays and their elements) one frame may decode into. msgpack spends a
+# byte on an empty array that Python spends ~64 on, so a frame of nothing but empty arrays
+# would cost 70x its size; counting what is built bounds that (about 70 bytes an object at
+# worst: 64k objects are under 5 MB, 2M under 150 MB). A request is a method and a few
+# scalars; a reply's largest structures are a page of 5,000 calls or a 256k-token
+# vocabulary (a few hundred thousand objects), which 2M holds several times over.
+MAX_REQUEST_OBJECTS = 1 << 16
+MAX_REPLY_OBJECTS = 1 << 21
+# Bytes a decoded object may cost in Python at most (an empty list: 56, plus its place in a
+# list); what a queue of decoded requests is charged per object.
+OBJECT_COST = 72
+# While a request is pending, an agent whose client asked for it (``hello`` with
+# ``heartbeat=True``) sends HEARTBEAT this often: silence on the link then means the link
+# is dead (an ssh stopped, a network gone), not a busy agent.
+HEARTBEAT_S = 0.5
+HEARTBEAT = {"id": None, "alive": True}
 # Arrays at least this large are written from where they lie instead of being packed.
 STREAM_MIN = 64 << 10
 
@@ -130,14 +148,87 @@ def encode(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_default, use_bin_type=True)
 
 
-def decode(body: bytes, *, arrays: bool = True) -> Any:
-    """The object in a msgpack body; with ``arrays`` the ``__nd__`` maps become arrays."""
-    return msgpack.unpackb(
+class TooManyObjects(ValueError):
+    """A frame that decodes into more objects than its bound allows."""
+
+
+class _Budget:
+    """Counts the objects a decode has built (each map and array when it closes, with its
+    elements) and stops the decode once ``limit`` is passed, before more is allocated;
+    with ``clean``, makes every string in them printable on the way."""
+
+    def __init__(self, limit: int, arrays: bool, clean: bool) -> None:
+        self.left = limit
+        self.arrays = arrays
+        self.clean = clean
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise TooManyObjects("a frame decodes into more objects than the protocol allows")
+
+    def on_list(self, items: list) -> list:
+        self.spend(len(items) + 1)
+        if self.clean:
+            for i, item in enumerate(items):
+                if type(item) is str and not item.isprintable():
+                    items[i] = printable(item)
+        return items
+
+    def on_map(self, obj: dict) -> Any:
+        self.spend(2 * len(obj) + 1)
+        if self.clean and not all(
+            (type(v) is not str or v.isprintable()) and (type(k) is not str or k.isprintable())
+            for k, v in obj.items()
+        ):
+            obj = {_printable(k): _printable(v) for k, v in obj.items()}
+        return _array_hook(obj) if self.arrays else obj
+
+
+def _printable(value: Any) -> Any:
+    return printable(value) if type(value) is str else value
+
+
+def decode(
+    body: bytes,
+    *,
+    arrays: bool = True,
+    max_objects: int = MAX_REPLY_OBJECTS,
+    clean: bool = False,
+) -> Any:
+    """The object in a msgpack body; with ``arrays`` the ``__nd__`` maps become arrays.
+
+    At most ``max_objects`` objects are built (``TooManyObjects`` past that), and no single
+    array, map, string or ``bin`` may declare more elements or bytes than that or the body
+    holds, so a hostile frame costs bounded memory however it is nested. With ``clean``
+    (what clients do with replies) control characters in strings are made visible
+    (``tvis.store.printable``), so nothing an agent says can drive the user's terminal."""
+    return decode_counted(body, arrays=arrays, max_objects=max_objects, clean=clean)[0]
+
+
+def decode_counted(
+    body: bytes,
+    *,
+    arrays: bool = True,
+    max_objects: int = MAX_REPLY_OBJECTS,
+    clean: bool = False,
+) -> tuple[Any, int]:
+    """``decode``, and how many objects the maps and arrays in it hold."""
+    budget = _Budget(max_objects, arrays, clean)
+    size = len(body)
+    obj = msgpack.unpackb(
         body,
         raw=False,
         strict_map_key=False,
-        object_hook=_array_hook if arrays else None,
+        object_hook=budget.on_map,
+        list_hook=budget.on_list,
+        max_array_len=min(size, max_objects),
+        max_map_len=min(size, max_objects),
+        max_str_len=size,
+        max_bin_len=size,
+        max_ext_len=size,
     )
+    return obj, max_objects - budget.left
 
 
 def frame(body: bytes) -> bytes:

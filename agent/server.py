@@ -1,9 +1,15 @@
 """The stdio server: request frames in on stdin, reply frames out on a private stdout fd.
 
-Requests run in a thread pool and replies go out as they finish, under one write lock,
-so a slow view never holds back a cheap call. Bad input of any kind is answered with an
-error frame (or, when the stream itself is unreadable, ends the session cleanly); the
-server never dies of it and never holds more than its bounded frames in memory.
+Requests run on worker threads (``workers.Workers``) and replies go out as they finish,
+under one write lock, so a slow view never holds back a cheap call and a stuck one never
+starves the others. Bad input of any kind is answered with an error frame (or, when the
+stream itself is unreadable, ends the session cleanly); the server never dies of it.
+Memory is bounded: each request decodes into at most ``MAX_REQUEST_OBJECTS`` objects, and
+requests waiting or running together cost at most ``MAX_QUEUED_COST`` bytes.
+
+While a request is pending, a client that asked for it (``hello(heartbeat=True)``) gets a
+heartbeat frame every ``HEARTBEAT_S``: silence then means the link is dead, not that the
+agent is busy.
 """
 
 from __future__ import annotations
@@ -11,30 +17,38 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from tvis.agent.dispatch import handle
 from tvis.agent.protocol import (
     BAD_REQUEST,
+    HEARTBEAT,
+    HEARTBEAT_S,
     MAX_REQUEST_FRAME,
+    MAX_REQUEST_OBJECTS,
+    OBJECT_COST,
     FrameTooLarge,
+    TooManyObjects,
     Truncated,
-    decode,
+    decode_counted,
     read_frame,
     reply_frame,
     skip,
     widen_pipe,
 )
+from tvis.agent.workers import MOST, Workers
 
 log = logging.getLogger("tvis.agent")
 
-# Enough workers that several slow views and a burst of cheap calls overlap; numpy
-# releases the GIL in the heavy parts, and more threads would only contend for memory.
-WORKERS = 8
 # Requests accepted but not yet answered; past this the server stops reading, so a client
-# that floods it is slowed down instead of growing the agent's memory.
-MAX_PENDING = 64
+# that floods it is slowed down instead of growing the agent's memory. (Each can have a
+# thread of its own when others are stuck: workers.MOST.)
+MAX_PENDING = MOST
+# What requests waiting or running together may cost: frame bytes plus OBJECT_COST per
+# decoded object. Cheap requests are a few hundred bytes each; 16 MiB still takes 64 of
+# them at 256 KiB, and caps a flood of the largest (1 MiB frames, 64k objects each, ~5.5
+# MB decoded) at three at a time.
+MAX_QUEUED_COST = 16 << 20
 
 
 class StdioServer:
@@ -46,21 +60,49 @@ class StdioServer:
         self.out_fd = out_fd
         widen_pipe(out_fd)
         self._write_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(MAX_PENDING)
+        self._room = threading.Condition()
+        self._pending = 0
+        self._cost = 0
+        self._beats = False
+        self._stop = threading.Event()
         self._output_closed = False
 
     def serve(self) -> int:
         """Answer requests until stdin ends; returns the exit status (0)."""
-        with ThreadPoolExecutor(WORKERS, thread_name_prefix="tvis-agent") as pool:
+        workers = Workers()
+        threading.Thread(target=self._beat, name="tvis-agent-beat", daemon=True).start()
+        try:
             while not self._output_closed:
-                request = self._next_request()
-                if request is _END:
+                got = self._next_request()
+                if got is _END:
                     break
-                if request is _SKIPPED:
+                if got is _SKIPPED:
                     continue
-                self._slots.acquire()
-                pool.submit(self._answer, request)
+                request, cost = got
+                self._reserve(cost)
+                if isinstance(request, dict) and request.get("method") == "hello":
+                    params = request.get("params")
+                    self._beats = isinstance(params, dict) and params.get("heartbeat") is True
+                workers.submit(lambda request=request, cost=cost: self._answer(request, cost))
+        finally:
+            workers.close()
+            self._stop.set()
         return 0
+
+    def _reserve(self, cost: int) -> None:
+        """Wait until a request of ``cost`` fits the bounds; one always fits when none waits."""
+        with self._room:
+            while self._pending and (
+                self._pending >= MAX_PENDING or self._cost + cost > MAX_QUEUED_COST
+            ):
+                self._room.wait()
+            self._pending += 1
+            self._cost += cost
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            if self._beats and self._pending > 0 and not self._output_closed:
+                self.send(HEARTBEAT)
 
     def _next_request(self) -> Any:
         try:
@@ -81,18 +123,28 @@ class StdioServer:
         if body is None:
             return _END
         try:
-            return decode(body, arrays=False)
+            request, objects = decode_counted(body, arrays=False, max_objects=MAX_REQUEST_OBJECTS)
+        except TooManyObjects:
+            message = f"a request decodes into more than {MAX_REQUEST_OBJECTS} objects."
+            self.send({"id": None, "error": message, "status": BAD_REQUEST})
+            return _SKIPPED
         except Exception:
             self.send(
                 {"id": None, "error": "a frame was not valid msgpack.", "status": BAD_REQUEST}
             )
             return _SKIPPED
+        return request, len(body) + OBJECT_COST * objects
 
-    def _answer(self, request: Any) -> None:
+    def _answer(self, request: Any, cost: int) -> None:
         try:
             self.send(handle(self.api, request))
+        except Exception:  # handle never raises; a job that did would stop its thread
+            log.exception("a request failed outside its handler")
         finally:
-            self._slots.release()
+            with self._room:
+                self._pending -= 1
+                self._cost -= cost
+                self._room.notify_all()
 
     def send(self, reply: dict[str, Any]) -> None:
         """Write one reply frame (see ``reply_frame``; replies that cannot travel become

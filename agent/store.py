@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.store.format import BATCHES, BLOB, INDEX, META, RUN_INDEX, SOURCES, STEPS, folder_name
-from tvis.store.reader import Chunk, RunReader, StoreError, find_runs, is_run
+from tvis.store.reader import Chunk, RunReader, StoreError, find_runs, inside, is_run
 
 T = TypeVar("T")
 
@@ -125,8 +125,7 @@ class RunStore:
 
     def inside(self, path: Path | str) -> bool:
         """Whether ``path``, symlinks resolved, lies under the root."""
-        real = os.path.realpath(path)
-        return real == str(self.root) or real.startswith(str(self.root).rstrip(os.sep) + os.sep)
+        return inside(self.root, path)
 
     def run_paths(self) -> list[Path]:
         """Run folders under the root, newest first (links leading outside are left out)."""

@@ -38,6 +38,10 @@ from tvis.tui.widgets.call_tree import first_interesting
 from tvis.tui.widgets.page_tabs import PageTabs
 from tvis.tui.widgets.status_line import StatusLine
 
+WAITING_CUE_S = 1.0
+"""Seconds of silence on a pending request before the status line says it waits: a healthy
+agent beats twice a second (protocol.HEARTBEAT_S), so only a stalled link shows it."""
+LINK_CHECK_S = 0.5
 LIVE_POLL_S = 1.5
 """How often a run that is still recording is re-read: a new batch shows within 2 s."""
 
@@ -68,6 +72,7 @@ class TvisApp(Asks, App[None]):
     sample = var(0)
     show_grad = var(False)
     status_note = var("")
+    link_wait = var("")  # "waiting for HOST · 3 s" while the agent is silent on a request
 
     def __init__(
         self,
@@ -138,6 +143,7 @@ class TvisApp(Asks, App[None]):
         yield StatusLine()
 
     def on_mount(self) -> None:
+        self.set_interval(LINK_CHECK_S, self._check_link)
         self.set_keymap(self.keymap)
         if self.keymap_error:
             self.notify(self.keymap_error, severity="warning", timeout=8)
@@ -407,11 +413,22 @@ class TvisApp(Asks, App[None]):
 
     # -- connection --------------------------------------------------------------------
 
+    def _check_link(self) -> None:
+        """Say so while a request has waited ``WAITING_CUE_S`` with no word from the agent;
+        the client declares the link dead itself (client.LINK_SILENCE_S) and we go offline."""
+        silent = 0.0
+        if self.data is not None and self.offline is None:
+            silent = self.data.client.silence()
+        self.link_wait = (
+            f"waiting for {self.target_label} · {silent:.0f} s" if silent >= WAITING_CUE_S else ""
+        )
+
     def connection_lost(self, message: str) -> None:
         """Go offline: say so once, grey the page and stop anything from changing it."""
         if self.offline is not None or self.data is None:
             return
         self.offline = message
+        self.link_wait = ""  # offline says it now
         if self._poll_timer is not None:
             self._poll_timer.stop()
             self._poll_timer = None

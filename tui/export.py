@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tvis.agent.client import empty_for
 from tvis.agent.protocol import AgentError
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import TensorRef
@@ -41,6 +42,9 @@ _PT_SCRIPT = (
     "torch.save(torch.from_numpy(numpy.load(sys.argv[1], allow_pickle=False)), sys.argv[2])\n"
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_STEM = 200
+"""Characters kept of a file name's stem: well under the 255 bytes a file name may take on
+every common filesystem, with room for the suffix and the temporary file's decoration."""
 
 
 class ExportError(Exception):
@@ -84,12 +88,27 @@ class ExportItem:
         return int(self.value.get("nbytes") or 0)
 
     def file_stem(self) -> str:
+        """The file name (without suffix): every part the agent named reduced to letters,
+        digits and ``._-``, so no run id or label can lead out of the export folder."""
         place = f"b{self.batch}" if self.batch is not None else f"s{self.step}"
-        name = _UNSAFE.sub("_", self.label.replace(" (gradient)", ".grad")).strip("_")
+        label = self.label.replace(" (gradient)", ".grad")
         cut = ""
-        if self.cut:  # first 3 of 32 samples -> _first3of32samples: never taken for all 32
-            cut = "_" + self.cut.replace("first ", "first").replace(" of ", "of").replace(" ", "")
-        return f"{self.run_id}_{place}_{name}{cut}_t{self.tensor}"
+        if self.cut:  # first 3 of 32 samples -> first3of32samples: never taken for all 32
+            cut = self.cut.replace("first ", "first").replace(" of ", "of").replace(" ", "")
+        parts = (
+            safe_name(str(self.run_id)),
+            safe_name(place),
+            safe_name(label),
+            safe_name(cut),
+            f"t{self.tensor}",
+        )
+        return "_".join(p for p in parts if p)[:MAX_STEM]
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file name's worth of ``[A-Za-z0-9._-]``: no separator, no leading
+    dot (so never ``.`` or ``..``), no control character."""
+    return _UNSAFE.sub("_", text).strip("_").lstrip(".")
 
 
 def item_for(ref: TensorRef, grad: bool, call_name: str, run_id: str) -> ExportItem:
@@ -135,7 +154,7 @@ def torch_installed() -> bool:
 
 def fetch(client: Any, item: ExportItem, progress: Callable[[int, int], None] | None) -> np.ndarray:
     """The stored values of ``item``, read straight into a new array."""
-    out = np.empty(tuple(item.value["shape"]), np.dtype(item.value["dtype"]))
+    out = empty_for(item.value, item.label)
     if out.nbytes:
         view = memoryview(out.reshape(-1).view(np.uint8))
         client.read_values(view, progress, run=item.run, tensor=item.tensor, **item.where)
@@ -222,18 +241,21 @@ def python_lines(client: Any, item: ExportItem) -> str:
             extra += f", remote_tvis={target.remote_tvis!r}"
     else:
         spec, extra = str(Path(getattr(client, "root", ".")).resolve()), ""
+    # Every value from the agent goes in as a literal (repr), never as comment text: a name
+    # with a newline in it would otherwise end a comment and run when the lines are pasted.
     if item.param is not None:
-        get = f"run.param({item.param!r}, step={item.step}, which={item.which!r})"
+        get = f"run.param({item.param!r}, step={item.step!r}, which={item.which!r})"
     elif item.grad_of is not None:
-        get = f"run.tensor({item.grad_of}, batch={item.batch}).grad"
+        get = f"run.tensor({item.grad_of!r}, batch={item.batch!r}).grad"
     else:
-        place = ", ".join(f"{k}={v}" for k, v in item.where.items())
-        get = f"run.tensor({item.tensor}, {place})"
+        place = ", ".join(f"{k}={v!r}" for k, v in item.where.items())
+        get = f"run.tensor({item.tensor!r}, {place})"
     return (
         "import tvis\n\n"
         f"with tvis.connect({spec!r}{extra}) as runs:\n"
         f"    run = runs.open({item.run_id!r})\n"
-        f"    x = {get}.numpy()  # {item.label}\n"
+        f"    label = {item.label!r}\n"
+        f"    x = {get}.numpy()\n"
     )
 
 

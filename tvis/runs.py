@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tvis.agent.client import Client, Progress
+from tvis.agent.client import Client, Progress, empty_for
 from tvis.agent.client import connect as connect_client
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 
@@ -266,6 +266,8 @@ class Tensor:
         label: str = "",
         arg: str | None = None,
     ) -> None:
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), int)):
+            raise AgentError(f"the agent sent {label or 'a tensor'} without a tensor id.")
         self.run = run
         self.entry = entry
         self.batch = batch
@@ -321,13 +323,13 @@ class Tensor:
         """The stored values as a new array (fetched now; ``progress(done, total)`` is
         called as bytes arrive)."""
         value = self.entry.get("value")
-        if not value:
+        if not isinstance(value, dict) or not value:
             raise AgentError(
                 f"{self.label} has statistics only; its values were not kept "
                 "(record with a larger --max-elems to keep them).",
                 NOT_FOUND,
             )
-        out = np.empty(tuple(value["shape"]), np.dtype(value["dtype"]))
+        out = empty_for(value, self.label)
         if out.nbytes:
             where = {"batch": self.batch} if self.batch is not None else {"step": self.step}
             self.run.client.read_values(

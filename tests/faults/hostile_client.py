@@ -26,7 +26,7 @@ HEADER = {
 SERVER = """
     import json, sys
     from tvis.live.server import LiveServer
-    server = LiveServer("127.0.0.1", 0)
+    server = LiveServer("127.0.0.1", 0, **json.loads(sys.argv[1]))
     server.start()
     print(server.port, flush=True)
     for line in sys.stdin:
@@ -34,14 +34,19 @@ SERVER = """
         print(json.dumps({"refused": stats.refused, "last": stats.last_refusal,
                           "connected": server.connected,
                           "hostile": len(server.store.entries("hostile")),
-                          "real": len(server.store.entries("real"))}), flush=True)
+                          "real": len(server.store.entries("real")),
+                          "names": len(server.store.names()),
+                          "total": server.store.total}), flush=True)
 """
 
 
-def start_server() -> tuple[subprocess.Popen, int]:
-    """A live server in its own process (so its memory can be measured); and its port."""
+def start_server(**options: int) -> tuple[subprocess.Popen, int]:
+    """A live server in its own process (so its memory can be measured), built with
+    ``options`` (LiveServer's keyword arguments); and its port."""
+    import json
+
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(SERVER)],
+        [sys.executable, "-c", textwrap.dedent(SERVER), json.dumps(options)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -79,6 +84,35 @@ def oversized_declaration(port: int, payload_len: int = wire.MAX_PAYLOAD) -> soc
     sock = hello(port)
     node = {"kind": "ndarray", "dtype": "uint8", "shape": [payload_len]}
     sock.sendall(wire.pack({**HEADER, **node}, payload_len) + b"\0" * 1024)
+    return sock
+
+
+def catch_frame(name: str, payload_len: int, header: dict | None = None) -> bytes:
+    """A complete catch of ``payload_len`` zero bytes under ``name`` (``header`` adds fields)."""
+    node = {"kind": "ndarray", "dtype": "uint8", "shape": [payload_len]}
+    return wire.pack({**HEADER, **node, "name": name, **(header or {})}, payload_len) + bytes(
+        payload_len
+    )
+
+
+def trickle(port: int, payload_len: int = wire.MAX_PAYLOAD, every: float = 0.2) -> socket.socket:
+    """Declare a payload of ``payload_len`` bytes and send one byte of it every ``every``
+    seconds from a thread, until the server drops the connection."""
+    import threading
+
+    sock = hello(port)
+    node = {"kind": "ndarray", "dtype": "uint8", "shape": [payload_len]}
+    sock.sendall(wire.pack({**HEADER, **node}, payload_len))
+
+    def drip() -> None:
+        try:
+            while True:
+                sock.sendall(b"\0")
+                time.sleep(every)
+        except OSError:
+            pass
+
+    threading.Thread(target=drip, daemon=True).start()
     return sock
 
 

@@ -30,6 +30,9 @@ class FakeClient:
     def close(self) -> None:
         pass
 
+    def silence(self) -> float:
+        return 0.0  # in memory: never waits on a link
+
     def call(self, method: str, **params: Any) -> Any:
         answer = getattr(self, f"_{method}", None)
         if answer is None:  # as the real agent answers a method it does not know

@@ -28,6 +28,7 @@ from tvis.live.codec import Array
 from tvis.live.holder import port_holder
 from tvis.live.server import LiveServer
 from tvis.live.store import Entry
+from tvis.store.printable import printable, printable_line
 from tvis.tui import keys
 from tvis.tui.live_image import HeatmapImage, fit
 from tvis.tui.picture import Picture, Scale
@@ -293,13 +294,15 @@ def build_view(server: LiveServer, request: Request, cache: dict[tuple, Detail])
     rows = []
     for name in store.names():
         info = store.info(name)
+        if info is None:
+            continue  # forgotten since names() was read (the server's total bound)
         kept = _of_rank(store.entries(name), request.rank)
         # Padded to full width: the table sizes a column by the cells it is first given.
         trend = sparkline([e.digest().scalar for e in kept], TREND_WIDTH)
         trend = trend.rjust(TREND_WIDTH)
         latest = kept[-1] if kept else info.latest
         cells = (
-            name,
+            printable_line(name),  # names come from any peer: shown, never obeyed
             trend,
             _newest(latest) if kept else "",
             _shape(latest),
@@ -361,7 +364,7 @@ def _detail(entry: Entry, entries: list[Entry], index: int, request: Request, no
     origin = f"{sender.get('host')}:{sender.get('pid')}"
     if sender.get("rank") is not None:
         origin += f" rank {sender['rank']}"
-    title = (
+    title = printable_line(
         f"{entry.name} · catch #{entry.seq} · {where} ({index + 1} of {len(entries)} kept) · "
         f"{_shape(entry)} {entry.dtype} · from {origin} · {now - entry.sent:.1f}s ago"
     )
@@ -383,7 +386,7 @@ def _detail(entry: Entry, entries: list[Entry], index: int, request: Request, no
         high = max(finite, default=0.0)
         caption = f"last {len(history)} values, from {low:.4g} up to {max(finite, default=0.0):.4g}"
         return Detail(title, f"value {digest.scalar:.6g}", None, bars, caption, (low, high))
-    return Detail(title, _describe(entry.value), None, [], "")
+    return Detail(title, printable(_describe(entry.value)), None, [], "")
 
 
 def _histogram(values: np.ndarray, low: float, high: float, bins: int) -> tuple[list[float], str]:

@@ -17,7 +17,8 @@ class StatusLine(Static):
     """
 
     def on_mount(self) -> None:
-        for name in ("run_name", "batch", "sample", "show_grad", "run_status", "status_note"):
+        names = ("run_name", "batch", "sample", "show_grad", "run_status", "status_note")
+        for name in (*names, "link_wait"):
             self.watch(self.app, name, self._changed, init=False)
         self._changed()
 
@@ -48,6 +49,8 @@ class StatusLine(Static):
         )
         if app.status_note:
             text.append(f" · {app.status_note}", style=self._ink(colors.WARN))
+        if app.link_wait:
+            text.append(f" · {app.link_wait}", style=self._ink(colors.WARN))
         return text
 
     def _ink(self, colour: str, plain: str = "bold") -> str:

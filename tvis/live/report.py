@@ -14,6 +14,7 @@ from rich.text import Text
 from tvis.live.server import LiveServer
 from tvis.live.session import server
 from tvis.live.store import Entry, NameInfo
+from tvis.store.printable import printable_line
 
 STATUS_HZ = 4
 """Refreshes per second of `status()`: smooth to the eye, negligible next to receiving."""
@@ -99,7 +100,8 @@ HELP = """[bold]tvis live catching[/bold]
       else 127.0.0.1:2875.
 
 [bold]In a Python session[/bold]
-  tvis.serve(port=2875, host="127.0.0.1", token=None, history=256, max_bytes=2**30)
+  tvis.serve(port=2875, host="127.0.0.1", token=None, history=256, max_bytes=2**30,
+             max_total=2**30)
       start receiving in the background; a host other than loopback needs a token.
   tvis.get(name, index=-1)   newest value of name (older ones: -2, -3, ...)
   tvis.get_all(name)         every kept value of name, oldest first
@@ -125,8 +127,9 @@ def _table(live_server: LiveServer) -> Table:
     for name in live_server.store.names():
         info = live_server.store.info(name)
         if info is not None:
-            # Text, never markup: names and strings come from the wire and may hold "[...]".
-            table.add_row(*map(Text, _row(info, now)))
+            # Text, never markup: names and strings come from the wire and may hold "[...]",
+            # or escapes (shown, never obeyed).
+            table.add_row(*(Text(printable_line(cell)) for cell in _row(info, now)))
     return table
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from tvis.live import codec, wire
 from tvis.live.address import DEFAULT_HOST, DEFAULT_PORT, is_loopback
 from tvis.live.memory import BufferPool, lazy
-from tvis.live.store import HISTORY, MAX_BYTES, Entry, Store
+from tvis.live.store import HISTORY, MAX_BYTES, MAX_NAMES, MAX_TOTAL, Entry, Store
 
 log = logging.getLogger("tvis.live")
 
@@ -44,8 +44,10 @@ ADMIT_IDLE = 1.0
 if it has been silent at least this long: idle connections cannot lock real senders out."""
 
 MAX_IN_FLIGHT = 2 * 1024**3
-"""Payload bytes being received at once, across connections: one largest frame (wire.MAX_PAYLOAD);
-a frame declared beyond what is left is refused with the reason, and its sender retries."""
+"""Payload bytes being received at once, across connections: one largest frame (wire.MAX_PAYLOAD).
+Each connection holds what it has really received (window by window, see wire.read_frame), never
+what it declared, so a peer that declares much and sends little holds little; a frame whose bytes
+arrive beyond what is left is refused with the reason, and its sender retries."""
 
 MAX_NAME = 256
 """Longest name accepted: names are identifiers and labels, never payloads."""
@@ -77,6 +79,8 @@ class LiveServer:
         max_header: int = wire.MAX_HEADER,
         max_payload: int = wire.MAX_PAYLOAD,
         max_in_flight: int = MAX_IN_FLIGHT,
+        max_total: int = MAX_TOTAL,
+        max_names: int = MAX_NAMES,
     ) -> None:
         if not token and not is_loopback(host):
             raise ValueError(
@@ -88,7 +92,9 @@ class LiveServer:
         # Payloads of evicted entries nobody holds are received into again: fresh memory costs
         # more to fill than loopback costs to deliver (see memory.py).
         self._buffers = BufferPool(fresh=lazy)
-        self.store = Store(history, max_bytes, recycle=self._buffers.give)
+        self.store = Store(
+            history, max_bytes, recycle=self._buffers.give, max_total=max_total, max_names=max_names
+        )
         self.stats = ServerStats()
         self.max_in_flight = max_in_flight
         self._in_flight = 0
@@ -171,7 +177,14 @@ class LiveServer:
             if not self._greet(conn, peer):
                 return
             touch()
-            limits = (self.max_header, self.max_payload, self._buffers.take, self._admit, touch)
+            limits = (
+                self.max_header,
+                self.max_payload,
+                self._buffers.take,
+                self._reserve,
+                self._release,
+                touch,
+            )
             while True:
                 conn.settimeout(IDLE_TIMEOUT)
                 frame = wire.read_frame(conn, *limits, frame_timeout=FRAME_TIMEOUT)
@@ -190,21 +203,19 @@ class LiveServer:
                 self._connections.pop(conn, None)
             conn.close()
 
-    def _admit(self, nbytes: int):
-        """Reserve ``nbytes`` of the bytes-in-flight budget; FrameError when it is spent."""
+    def _reserve(self, nbytes: int) -> None:
+        """Take ``nbytes`` more of the bytes-in-flight budget; FrameError when it is spent."""
         with self._lock:
             if self._in_flight + nbytes > self.max_in_flight:
                 raise wire.FrameError(
-                    f"payload of {nbytes} bytes refused: {self._in_flight} bytes are being "
+                    f"payload refused at {nbytes} more bytes: {self._in_flight} bytes are being "
                     f"received already and the server takes at most {self.max_in_flight} at once"
                 )
             self._in_flight += nbytes
 
-        def done() -> None:
-            with self._lock:
-                self._in_flight -= nbytes
-
-        return done
+    def _release(self, nbytes: int) -> None:
+        with self._lock:
+            self._in_flight -= nbytes
 
     def _greet(self, conn: socket.socket, peer: tuple) -> bool:
         frame = wire.read_frame(conn, self.max_header, max_payload=0)
@@ -242,7 +253,9 @@ class LiveServer:
         ):
             raise wire.FrameError("sender is not {host, pid, rank}")
         value = codec.decode(header, payload)
-        return Entry(name, seq, sent, time.time(), sender, value, payload.size, payload)
+        entry = Entry(name, seq, sent, time.time(), sender, value, payload.size, payload)
+        entry.header_cost = wire.header_cost(header)
+        return entry
 
     def _refuse(self, peer: tuple, reason: str) -> None:
         self.stats.refused += 1

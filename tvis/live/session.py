@@ -15,7 +15,7 @@ from tvis.live import tensors
 from tvis.live.address import parse_address, resolve
 from tvis.live.codec import Array
 from tvis.live.server import LiveServer
-from tvis.live.store import HISTORY, MAX_BYTES, Entry
+from tvis.live.store import HISTORY, MAX_BYTES, MAX_TOTAL, Entry
 
 _server: LiveServer | None = None
 _requested: tuple[str, int] | None = None
@@ -27,13 +27,15 @@ def serve(
     token: str | None = None,
     history: int = HISTORY,
     max_bytes: int = MAX_BYTES,
+    max_total: int = MAX_TOTAL,
 ) -> None:
     """Start receiving catches in the background.
 
     Where: the arguments given, else ``TVIS_SERVER`` (``[TOKEN@]HOST[:PORT]``, the address
     senders use), else 127.0.0.1:2875. Calling again for the same place is harmless; for
     another place the server moves there (the values caught so far stay readable).
-    ``history`` and ``max_bytes`` bound what is kept per name. Binding anything but loopback
+    ``history`` and ``max_bytes`` bound what is kept per name, ``max_total`` what is kept in
+    all (the oldest entries go first). Binding anything but loopback
     needs ``token``; senders then use ``server="TOKEN@HOST:PORT"`` or ``TVIS_SERVER``.
     """
     global _server, _requested
@@ -43,9 +45,13 @@ def serve(
     token = configured.token if token is None else token
     if _server is not None and (host, port) == _requested:
         return
-    server = LiveServer(host, port, token, history, max_bytes)
+    server = LiveServer(host, port, token, history, max_bytes, max_total=max_total)
     kept = _server.store if _server is not None else None
-    if kept is not None and (kept.history, kept.max_bytes) == (history, max_bytes):
+    if kept is not None and (kept.history, kept.max_bytes, kept.max_total) == (
+        history,
+        max_bytes,
+        max_total,
+    ):
         server.store = kept  # moving keeps what was caught
     server.start()  # before the old one stops: a port that is taken leaves it serving
     old, _server, _requested = _server, server, (host, port)
@@ -94,8 +100,9 @@ def ingest_all() -> list[str]:
     store = server().store
     bound = []
     for name in store.names():
-        if name.isidentifier() and not keyword.iskeyword(name):
-            namespace[name] = to_session(store.entries(name)[-1].value)
+        latest = store.latest(name)  # None: forgotten since names() was read
+        if latest is not None and name.isidentifier() and not keyword.iskeyword(name):
+            namespace[name] = to_session(latest.value)
             bound.append(name)
     return bound
 

@@ -12,7 +12,7 @@ import math
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +27,22 @@ HISTORY = 256
 MAX_BYTES = 1024**3
 """Default bytes kept per name: sixteen steps of a 64 MB weight; older ones are dropped first.
 The newest entry is always kept, however large."""
+
+MAX_TOTAL = 1024**3
+"""Default bytes kept across every name (payloads, decoded headers and each name's own
+bookkeeping): what one name may keep (MAX_BYTES), so many names cost no more than one; past
+it the oldest entries anywhere go first (the newest is always kept, however large), so a peer
+that invents names cannot grow the server without end."""
+
+MAX_NAMES = 4096
+"""Default names kept: far more than a job catches, few enough that the per-name bookkeeping
+stays small; past it the name updated longest ago goes, with its history."""
+
+NAME_COST = 16 * 1024
+"""Bytes a name costs before its entries (its arrival times, counters, dict slots)."""
+
+MAX_SENDERS = 64
+"""Senders whose drop counts a name remembers: every rank of a large node."""
 
 RATE_WINDOW = 10.0
 """Seconds of arrivals the rate is measured over, so it reflects the job now, not an hour ago."""
@@ -59,6 +75,12 @@ class Entry:
     nbytes: int
     payload: np.ndarray | None = field(default=None, repr=False)
     _digest: Digest | None = field(default=None, repr=False)
+    header_cost: int = field(default=0, repr=False)  # what its decoded header holds, in bytes
+
+    @property
+    def cost(self) -> int:
+        """Bytes this entry keeps alive: its payload and its decoded header."""
+        return self.nbytes + self.header_cost
 
     @property
     def kind(self) -> str:
@@ -120,9 +142,11 @@ class Channel:
     """One name's history (oldest first) and counters since the server started."""
 
     entries: deque[Entry] = field(default_factory=deque)
+    numbers: deque[int] = field(default_factory=deque)  # each entry's place in all arrivals
     bytes: int = 0
+    cost: int = NAME_COST  # bytes kept for this name, bookkeeping included
     received: int = 0
-    arrivals: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
+    arrivals: deque[float] = field(default_factory=lambda: deque(maxlen=256))
     dropped: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def rate(self, now: float) -> float:
@@ -147,7 +171,9 @@ class NameInfo:
 
 
 class Store:
-    """Received catches, per name, bounded by ``history`` entries and ``max_bytes`` bytes.
+    """Received catches, per name, bounded by ``history`` entries and ``max_bytes`` bytes,
+    and in all by ``max_total`` bytes (payloads, decoded headers, bookkeeping) and
+    ``max_names`` names; the oldest go first. The newest entry is always kept.
 
     ``recycle`` is handed the payload of each evicted entry that nothing outside the store can
     read any more, so the server can receive into it again (see `Recycler`).
@@ -158,9 +184,20 @@ class Store:
         history: int = HISTORY,
         max_bytes: int = MAX_BYTES,
         recycle: Callable[[np.ndarray], None] | None = None,
+        max_total: int = MAX_TOTAL,
+        max_names: int = MAX_NAMES,
     ) -> None:
         self.history = max(1, history)
         self.max_bytes = max_bytes
+        self.max_total = max_total
+        self.max_names = max(1, max_names)
+        self.total = 0  # bytes kept in all (see Channel.cost)
+        self._kept = 0  # entries kept in all
+        self._count = 0  # entries ever added: the number of the next one
+        # (number, name) of every kept entry, oldest first; entries their own name dropped
+        # stay until they reach the front (the deque is trimmed when mostly such).
+        self._arrived: deque[tuple[int, str]] = deque()
+        self._recent: OrderedDict[str, None] = OrderedDict()  # names, least recently updated first
         self.version = 0
         self._recycler = Recycler() if recycle else None
         self._recycle = recycle
@@ -169,30 +206,87 @@ class Store:
 
     def add(self, entry: Entry, dropped: int) -> None:
         """Keep ``entry``; ``dropped`` is its sender's running count of drops for this name."""
-        spare = []
+        spare: list[np.ndarray] = []
         with self._lock:
-            channel = self._channels.setdefault(entry.name, Channel())
+            channel = self._channels.get(entry.name)
+            if channel is None:
+                while len(self._channels) >= self.max_names:
+                    self._forget(next(iter(self._recent)), spare)
+                channel = self._channels[entry.name] = Channel()
+                self.total += channel.cost
+            self._recent[entry.name] = None
+            self._recent.move_to_end(entry.name)
             channel.entries.append(entry)
             channel.bytes += entry.nbytes
+            channel.cost += entry.cost
+            self.total += entry.cost
+            self._kept += 1
+            self._count += 1
+            channel.numbers.append(self._count)
+            self._arrived.append((self._count, entry.name))
             channel.received += 1
             channel.arrivals.append(entry.received)
-            channel.dropped[(entry.sender.get("host", ""), entry.sender.get("pid", 0))] = dropped
+            sender = (entry.sender.get("host", ""), entry.sender.get("pid", 0))
+            channel.dropped.pop(sender, None)  # re-inserted: the dict stays newest last
+            channel.dropped[sender] = dropped
+            if len(channel.dropped) > MAX_SENDERS:
+                del channel.dropped[next(iter(channel.dropped))]
             while len(channel.entries) > self.history or (
                 channel.bytes > self.max_bytes and len(channel.entries) > 1
             ):
-                old = channel.entries.popleft()
-                channel.bytes -= old.nbytes
-                payload = self._recycler.spare(old) if self._recycler else None
-                if payload is not None:
-                    spare.append(payload)
+                self._evict(channel, spare)
+            self._within_total(spare)
             self.version += 1
         for payload in spare:
             self._recycle(payload)
+
+    def _evict(self, channel: Channel, spare: list[np.ndarray]) -> None:
+        """Drop the oldest entry of ``channel`` (under the lock)."""
+        old = channel.entries.popleft()
+        channel.numbers.popleft()
+        channel.bytes -= old.nbytes
+        channel.cost -= old.cost
+        self.total -= old.cost
+        self._kept -= 1
+        payload = self._recycler.spare(old) if self._recycler else None
+        if payload is not None:
+            spare.append(payload)
+
+    def _within_total(self, spare: list[np.ndarray]) -> None:
+        """Drop the oldest entries anywhere until the total fits (under the lock); a name
+        left with none is forgotten. The newest entry is always kept, however large."""
+        while self.total > self.max_total and self._kept > 1:
+            number, name = self._arrived[0]
+            channel = self._channels.get(name)
+            if channel is None or not channel.numbers or channel.numbers[0] != number:
+                self._arrived.popleft()  # dropped already by its own name's bounds
+                continue
+            self._arrived.popleft()
+            self._evict(channel, spare)
+            if not channel.entries:
+                self._forget(name, spare)
+        if len(self._arrived) > 2 * self._kept + 64:
+            kept = {n for c in self._channels.values() for n in c.numbers}
+            self._arrived = deque(a for a in self._arrived if a[0] in kept)
+
+    def _forget(self, name: str, spare: list[np.ndarray]) -> None:
+        """Drop ``name`` and its history (under the lock)."""
+        channel = self._channels.pop(name)
+        self._recent.pop(name, None)
+        while channel.entries:
+            self._evict(channel, spare)
+        self.total -= channel.cost
 
     def names(self) -> list[str]:
         """Names in the order they first arrived."""
         with self._lock:
             return list(self._channels)
+
+    def latest(self, name: str) -> Entry | None:
+        """The newest entry of ``name``; None if it never arrived or was forgotten."""
+        with self._lock:
+            channel = self._channels.get(name)
+            return channel.entries[-1] if channel and channel.entries else None
 
     def entries(self, name: str) -> list[Entry]:
         """The kept entries of ``name``, oldest first (empty if it never arrived)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Callable
 
 import msgpack
@@ -35,8 +36,19 @@ MAX_PAYLOAD = 2 * 1024**3
 """Default payload bound: 2 GiB is a 1B-parameter bf16 weight, larger than anything worth
 inspecting interactively and small enough that one frame cannot exhaust a laptop's memory."""
 
+OBJECT_COST = 72
+"""Bytes a decoded header object may cost (an empty list: 56, plus its slot)."""
+
 RECV_CHUNK = 16 * 1024 * 1024
 """Bytes asked of one recv call: large enough that syscall overhead vanishes next to the copy."""
+
+RATE_WINDOW = 10.0
+"""Seconds over which a payload in progress must deliver MIN_WINDOW_BYTES."""
+
+MIN_WINDOW_BYTES = 256 * 1024
+"""Bytes a payload in progress must deliver in every RATE_WINDOW (25 KB/s, far below any link
+that carries tensors): a peer that trickles a byte now and then is dropped, so it cannot keep
+the bytes-in-flight budget from real senders for long."""
 
 FIRST_WINDOW = 1024 * 1024
 """Payload bytes committed before any has arrived; each later window is as large as what has
@@ -54,6 +66,24 @@ def pack(header: dict, payload_len: int = 0) -> bytes:
     return HEADER_LEN.pack(len(body)) + body + PAYLOAD_LEN.pack(payload_len)
 
 
+def header_cost(header: dict) -> int:
+    """Bytes a decoded header may keep alive: an object's worth (OBJECT_COST) for every map,
+    list and element in it, and the characters of its strings."""
+    cost, stack = 0, [header]
+    while stack:
+        node = stack.pop()
+        cost += OBJECT_COST
+        if isinstance(node, dict):
+            cost += OBJECT_COST * len(node)
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, (str, bytes)):
+            cost += len(node)
+    return cost
+
+
 def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
     """Fill ``view`` from ``sock``; False if the peer closed before the first byte."""
     got = 0
@@ -68,18 +98,33 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
 
 
 def _recv_payload(
-    sock: socket.socket, payload: np.ndarray, touch: Callable[[], None] | None
+    sock: socket.socket,
+    payload: np.ndarray,
+    touch: Callable[[], None] | None,
+    reserve: Callable[[int], None] | None,
 ) -> None:
-    """Fill ``payload`` window by window, committing each window's memory just before it."""
+    """Fill ``payload`` window by window, reserving (``reserve``) and committing each
+    window's memory just before it, at no less than MIN_WINDOW_BYTES per RATE_WINDOW."""
     view, size, got = memoryview(payload), payload.size, 0
+    since, mark = time.monotonic(), 0
     while got < size:
         end = min(size, got + min(RECV_CHUNK, max(FIRST_WINDOW, got)))
+        if reserve is not None:
+            reserve(end - got)
         memory.populate(payload, got, end)
         while got < end:
             n = sock.recv_into(view[got:end])
             if n == 0:
                 raise FrameError("the connection closed in the middle of a frame")
             got += n
+            now = time.monotonic()
+            if now - since >= RATE_WINDOW:
+                if got - mark < min(MIN_WINDOW_BYTES, size - mark):
+                    raise FrameError(
+                        f"payload arrives at {(got - mark) / (now - since):.0f} bytes/s, "
+                        f"below the {MIN_WINDOW_BYTES / RATE_WINDOW:.0f} bytes/s floor"
+                    )
+                since, mark = now, got
         if touch is not None:
             touch()
 
@@ -89,16 +134,20 @@ def read_frame(
     max_header: int = MAX_HEADER,
     max_payload: int = MAX_PAYLOAD,
     alloc: Callable[[int], np.ndarray] = memory.lazy,
-    admit: Callable[[int], Callable[[], None]] | None = None,
+    reserve: Callable[[int], None] | None = None,
+    release: Callable[[int], None] | None = None,
     touch: Callable[[], None] | None = None,
     frame_timeout: float | None = None,
 ) -> tuple[dict, np.ndarray] | None:
     """Read one frame: its header and its payload as a uint8 array from ``alloc``; None on a
     clean close.
 
-    ``admit(nbytes)`` is asked before a payload is received (it raises FrameError to refuse,
-    and returns what to call once the payload is in); ``touch`` is called as bytes arrive;
-    once a frame has begun, the socket waits at most ``frame_timeout`` seconds for each recv.
+    ``reserve(nbytes)`` is asked before each window of a payload is received (it raises
+    FrameError to refuse), so a peer holds what it has sent, not what it declared; what was
+    reserved is given back with ``release`` once the payload is in or refused. ``touch`` is
+    called as bytes arrive; once a frame has begun, the socket waits at most
+    ``frame_timeout`` seconds for each recv, and a payload must keep MIN_WINDOW_BYTES per
+    RATE_WINDOW coming.
     Raises FrameError when a length exceeds its bound or the header is not a msgpack map.
     """
     prefix = bytearray(HEADER_LEN.size)
@@ -123,11 +172,18 @@ def read_frame(
         raise FrameError(f"header is not valid msgpack ({exc})") from None
     if not isinstance(header, dict):
         raise FrameError("header is not a msgpack map")
-    done = admit(payload_len) if admit is not None else None
+    reserved = [0]
+
+    def reserve_more(nbytes: int) -> None:
+        reserve(nbytes)  # type: ignore[misc]
+        reserved[0] += nbytes
+
+    if frame_timeout is not None:
+        sock.settimeout(min(frame_timeout, RATE_WINDOW))
     try:
         payload = alloc(payload_len)
-        _recv_payload(sock, payload, touch)
+        _recv_payload(sock, payload, touch, reserve_more if reserve is not None else None)
     finally:
-        if done is not None:
-            done()
+        if release is not None and reserved[0]:
+            release(reserved[0])
     return header, payload

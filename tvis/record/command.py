@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -136,6 +137,8 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return USAGE_ERROR
+    if outcome.exit_code == 130:  # Ctrl-C: another one while exiting has nothing to stop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         report(outcome, rank)
     except OSError:

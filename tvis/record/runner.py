@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 import types
@@ -150,6 +152,7 @@ def record(
     recorder.on_hard_stop = hard_stop
     status, exit_code, error = COMPLETE, 0, None
     ending = SignalEnd()
+    held = None  # SIGINT's handler while the run is saved after a Ctrl-C
     try:
         recorder.install()
         ending.install()
@@ -164,6 +167,7 @@ def record(
             status = FAILED
             error = f"the script exited with code {exit_code}"
     except KeyboardInterrupt:
+        held = _hold_interrupts()
         if not recorder.stopped_origin:  # else: tvis stopped it, training ran on a thread
             status, exit_code, error = INTERRUPTED, 130, "interrupted (Ctrl-C)"
     except BaseException:
@@ -177,6 +181,8 @@ def record(
         recorder.script_returned()
         recorder.uninstall()
     _finalize(recorder, background, writer, status, exit_code, error)
+    if held is not None:
+        signal.signal(signal.SIGINT, held)
     ending.restore()
     return replace(_outcome(run_dir, recorder, writer, status, exit_code), signal=ending.received)
 
@@ -274,6 +280,15 @@ def _never_graded(recorder) -> set[str]:
     if not steps:
         return set()
     return set(steps[0]).intersection(*steps[1:])
+
+
+def _hold_interrupts():
+    """After a Ctrl-C, ignore the next ones until the run is saved (well under a second): a
+    second press is impatience, and a KeyboardInterrupt in the middle of saving would leave
+    hooks installed and a traceback. Returns the handler to put back (None: none was set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None  # only the main thread may set handlers (an in-process recording)
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _exit_code(code) -> int:

@@ -10,7 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tvis.store.reader import RunReader, StoreError, find_runs, remove_stale_temps
+from tvis.store.printable import printable_line
+from tvis.store.reader import (
+    RunReader,
+    StoreError,
+    find_runs,
+    inside,
+    leads_outside,
+    remove_stale_temps,
+)
 from tvis.targets import add_ssh_options
 
 
@@ -25,8 +33,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_ssh_options(parser)
 
 
-def summarize(path: Path) -> dict[str, Any]:
-    """What `tvis ls` says of one run; a broken run is listed with its problem."""
+def summarize(path: Path, root: Path | None = None) -> dict[str, Any]:
+    """What `tvis ls` says of one run; a broken run is listed with its problem, and so is
+    one that links outside ``root`` (as the agent lists it)."""
+    outside = leads_outside(root, path) if root is not None else None
+    if outside is not None:
+        return {"run_id": path.name, "path": str(path), "status": "unreadable", "error": outside}
     try:
         run = RunReader(path)
         remove_stale_temps(run)
@@ -45,6 +57,14 @@ def summarize(path: Path) -> dict[str, Any]:
         "calls": sum(b.get("n_calls", 0) for b in batches),
         "bytes": run.size_bytes(),
     }
+
+
+def _text(value: Any) -> str:
+    return printable_line("" if value is None else str(value))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def human_bytes(n: float) -> str:
@@ -68,7 +88,9 @@ def main(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser()
     if root.exists() and not args.via:
-        return _show([summarize(p) for p in find_runs(root)], str(root), args.json)
+        # Runs reached through a symlink out of the folder are left out, as the agent does.
+        runs = [p for p in find_runs(root) if inside(root, p)]
+        return _show([summarize(p, root) for p in runs], str(root), args.json)
     if args.dir == "tvis_runs" and not args.via:
         print(
             f"tvis: {root} does not exist; pass the folder that holds your runs.", file=sys.stderr
@@ -103,7 +125,7 @@ def _remote(args: argparse.Namespace) -> int:
 def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
     if as_json:
         for row in rows:
-            print(json.dumps(row))
+            print(json.dumps(row, default=str))
         sys.stdout.flush()
         return 0
     if not rows:
@@ -111,11 +133,13 @@ def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
         return 0
     print(f"{'run':44} {'status':11} {'steps':>5} {'batches':>7} {'calls':>7} {'size':>9}  script")
     for r in rows:
+        # Every field came from a run's files or an agent: shown as text, never obeyed.
+        counts = [_count(r.get(k)) for k in ("steps", "batches", "calls", "bytes")]
         print(
-            f"{r['run_id']:44} {r['status']:11} {r.get('steps', 0):>5} {r.get('batches', 0):>7} "
-            f"{r.get('calls', 0):>7} {human_bytes(r.get('bytes', 0)):>9}  {r.get('script') or ''}"
+            f"{_text(r.get('run_id')):44} {_text(r.get('status')):11} {counts[0]:>5} "
+            f"{counts[1]:>7} {counts[2]:>7} {human_bytes(counts[3]):>9}  {_text(r.get('script'))}"
         )
         if r.get("error"):
-            print(f"    {r['error']}")
+            print(f"    {_text(r['error'])}")
     sys.stdout.flush()  # inside the caller's BrokenPipeError guard, not at exit
     return 0

@@ -6,15 +6,17 @@ act on; the reader never unpickles or evaluates anything.
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 import numpy as np
@@ -36,6 +38,8 @@ from tvis.store.format import (
     folder_name,
 )
 
+# Process ids are C ints; anything past a C long cannot even be asked about (os.kill).
+MAX_PID = 1 << 63
 # Decoding a weight follows XOR deltas back through earlier steps; the recorder stores a
 # full copy every few steps (tvis/record/params.py KEYFRAME), so a longer chain is corrupt.
 MAX_CHAIN = 64
@@ -109,6 +113,22 @@ def find_runs(root: Path) -> list[Path]:
     return [p for *_, p in sorted(found, key=lambda f: f[:2], reverse=True)]
 
 
+def inside(root: Path | str, path: Path | str) -> bool:
+    """Whether ``path``, symlinks resolved, lies under ``root`` (symlinks resolved too)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def leads_outside(root: Path | str, run: Path) -> str | None:
+    """The sentence for a run under ``root`` one of whose files links outside it, which the
+    agent never reads (so `tvis ls` and the agent list it alike, unreadable), or None."""
+    for name in (META, RUN_INDEX, SOURCES):
+        path = run / name
+        if os.path.lexists(path) and not inside(root, path):
+            return f"{name} of this run leads outside {root} through a symlink."
+    return None
+
+
 def _subfolders(folder: Path) -> list[Path]:
     try:
         with os.scandir(folder) as entries:
@@ -121,9 +141,25 @@ def _subfolders(folder: Path) -> list[Path]:
         return []
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file; OSError (ENXIO) otherwise.
+
+    A FIFO or a device in a run folder would block a plain ``open`` or ``read`` forever,
+    and with it an agent thread: opened without blocking and checked on the open file
+    (no window between a check and the open), it is refused at once."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.ENXIO, "not a regular file", str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read()
     except FileNotFoundError:
         raise StoreError(f"{what} is missing ({path}); the run may still be starting.") from None
@@ -153,6 +189,11 @@ class RunReader:
         if not isinstance(self.meta, dict):
             raise StoreError(f"{self.path / META} is not a tvis run description.")
         _check(self.meta, schema.RunMeta, f"{self.path / META}")
+        pid = self.meta.get("pid")
+        if isinstance(pid, int) and not -MAX_PID <= pid < MAX_PID:
+            raise StoreError(
+                f"{self.path / META} gives pid {pid}, which no process can have; re-record the run."
+            )
         version = self.meta.get("format", 0)
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise StoreError(
@@ -260,11 +301,12 @@ def _recorder_alive(meta: dict[str, Any]) -> bool:
     if meta.get("host") != socket.gethostname():
         return True  # cannot tell from here; trust the file
     pid = meta.get("pid")
-    if not isinstance(pid, int):
+    # 0 and negative pids name process groups, and a pid past a C long no process at all.
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -502,7 +544,7 @@ class Chunk:
     @cached_property
     def _blob(self) -> mmap.mmap | bytes:
         try:
-            with open(self.path / BLOB, "rb") as f:
+            with open_regular(self.path / BLOB) as f:
                 if os.fstat(f.fileno()).st_size == 0:
                     return b""
                 return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
