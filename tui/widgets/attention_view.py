@@ -215,6 +215,8 @@ class AttentionView(AgentPane):
         title.append(f"{shape[0]}×{shape[1]} tokens (query rows × key columns)")
         if reply.get("downsampled"):
             title.append(f" · shown {values.shape[0]}×{values.shape[1]} block means", "yellow")
+        if reply.get("recomputed"):
+            title.append(f" · {reply['recomputed']}", "yellow")
         self.query_one(".title", Static).update(title)
         masked = None
         if reply.get("causal") and values.shape[0] == values.shape[1]:

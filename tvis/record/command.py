@@ -41,6 +41,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ops", action="store_true", help="do not record per-line op shapes")
     parser.add_argument("--no-gradcam", action="store_true", help="skip the Grad-CAM pass")
     parser.add_argument(
+        "--no-attention",
+        action="store_true",
+        help="do not recompute fused attention weights (scaled_dot_product_attention)",
+    )
+    parser.add_argument(
         "--ranks",
         default="0",
         help="under torchrun/srun: ranks recorded in full, e.g. 0,3 or all (0); "
@@ -118,6 +123,7 @@ def main(args: argparse.Namespace) -> int:
         functions=not args.no_functions,
         ops=not args.no_ops,
         gradcam=not args.no_gradcam,
+        attention=not args.no_attention,
     )
     rank = detect()
     run_dir, meta = None, {}

@@ -87,6 +87,7 @@ def record(
     """
     import torch
 
+    from tvis.record.attention import AttentionCapture
     from tvis.record.data import DataPipeline
     from tvis.record.functions import FunctionTracer
     from tvis.record.grad_scaler import GradScaling
@@ -125,6 +126,8 @@ def record(
         Tokenizers(),
         GradScaling(),
     ]
+    if settings.attention:
+        recorder.extensions.append(AttentionCapture())
     if settings.functions:
         recorder.extensions.append(FunctionTracer())
     if settings.ops:
