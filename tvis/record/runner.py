@@ -49,9 +49,11 @@ def record_script(
     out: Path,
     run_dir: Path | None = None,
     meta: dict | None = None,
+    wide_project: bool = False,
 ) -> Outcome:
     """Run ``script`` with ``argv`` as ``__main__`` under the recorder, into ``run_dir``
-    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json."""
+    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json;
+    ``wide_project``: see ``Project``."""
     module = _main_module(script)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *argv]
@@ -65,6 +67,7 @@ def record_script(
             {"script": str(script), "argv": argv, **(meta or {})},
             module.__dict__,
             whole_script=True,
+            wide_project=wide_project,
         )
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -78,6 +81,7 @@ def record(
     meta: dict | None = None,
     names: dict | None = None,
     whole_script: bool = False,
+    wide_project: bool = False,
 ) -> Outcome:
     """Call ``fn`` under the recorder, writing the run to ``run_dir``.
 
@@ -116,7 +120,7 @@ def record(
         },
     )
     background = BackgroundWriter(writer)
-    recorder = Recorder(settings, background, Project(project), names)
+    recorder = Recorder(settings, background, Project(project, wide_project), names)
     recorder.whole_script = whole_script
     recorder.extensions += [
         DataPipeline(),
