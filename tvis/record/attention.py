@@ -194,8 +194,12 @@ def _capture_fused(rec, batch, args: tuple, kwargs: dict) -> None:
     if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() not in (3, 4):
         return
     owner = next((c for c in reversed(rec.stack) if c is not None and c.kind == "module"), None)
-    if owner is None or (batch.batch_size is not None and q.shape[0] != batch.batch_size):
-        return  # no model call to name it by, or heads folded into the batch dim
+    if owner is None:
+        return  # no model call to name it by
+    # [N, H, L, E] is batch first by the kernel's definition (a sequence-first model's
+    # MultiheadAttention transposes before it); a 3-D q may have heads folded into N.
+    if q.dim() == 3 and batch.batch_size is not None and q.shape[0] != batch.batch_size:
+        return
     full = [int(q.shape[0]), *([int(q.shape[1])] if q.dim() == 4 else []), q.shape[-2], k.shape[-2]]
     if batch.samples <= 0:
         insights.note(rec.data_info, "attention_unkept", owner.name)
