@@ -211,12 +211,12 @@ class AttentionView(AgentPane):
         shape = reply.get("shape") or list(values.shape)
         layers = reply.get("layers") or []
         title = Text(f"layer {self.at_layer + 1}/{len(layers)} ", style="bold")
+        if reply.get("recomputed"):  # first: fused attention's weights are tvis's, not the model's
+            title.append(f"({reply['recomputed']}) ", style="yellow")
         title.append(f"{self._what()} · sample {reply.get('sample')} · ")
         title.append(f"{shape[0]}×{shape[1]} tokens (query rows × key columns)")
         if reply.get("downsampled"):
             title.append(f" · shown {values.shape[0]}×{values.shape[1]} block means", "yellow")
-        if reply.get("recomputed"):
-            title.append(f" · {reply['recomputed']}", "yellow")
         self.query_one(".title", Static).update(title)
         masked = None
         if reply.get("causal") and values.shape[0] == values.shape[1]:
