@@ -55,6 +55,13 @@ class InsightsAPI(AttentionAPI, GradcamAPI, EmbeddingsAPI, LossAPI, PipelineAPI)
                 f"Attention ran in {', '.join(unkept[:3])} but no sample values were kept "
                 "(--samples 0, or the run reached --max-bytes), so there are no weights to show."
             )
+        large = names(found.get("attention_too_large"))
+        if large:
+            return (
+                f"Attention ran in {', '.join(large[:3])}, but one sample's weights (heads × "
+                "queries × keys) exceed --max-elems, so none were recomputed; raise --max-elems "
+                "to see them."
+            )
         if settings.get("attention") is False:
             return (
                 "This run holds no attention weights: it was recorded with --no-attention, "

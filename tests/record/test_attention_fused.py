@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from helpers import record_here
 
+from tvis.agent.client import LocalClient
 from tvis.record.attention import RECOMPUTED
 from tvis.store.reader import RunReader
 
@@ -120,6 +121,16 @@ def test_no_kept_samples_says_attention_ran_unkept(tmp_path):
     run = _run(tmp_path, FusedAttention(is_causal=True), torch.randn(2, 4, 16), samples=0)
     assert "attention" not in run.batch(0).record
     assert run.index()["data"]["insights"]["attention_unkept"]
+
+
+def test_weights_bigger_than_max_elems_are_not_recomputed_and_say_so(tmp_path):
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 16)  # one sample's maps: 4 heads × 8 × 8 = 256 values
+    run = _run(tmp_path, FusedAttention(is_causal=True), x, max_elems=255)
+    assert "attention" not in run.batch(0).record
+    assert run.index()["data"]["insights"]["attention_too_large"]
+    with LocalClient(run.path) as client:
+        assert "exceed --max-elems" in client.call("insights", run=".")["attention_absent"]
 
 
 class Blocks(nn.Module):

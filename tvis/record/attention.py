@@ -201,14 +201,19 @@ def _capture_fused(rec, batch, args: tuple, kwargs: dict) -> None:
     if q.dim() == 3 and batch.batch_size is not None and q.shape[0] != batch.batch_size:
         return
     full = [int(q.shape[0]), *([int(q.shape[1])] if q.dim() == 4 else []), q.shape[-2], k.shape[-2]]
-    if batch.samples <= 0:
-        insights.note(rec.data_info, "attention_unkept", owner.name)
+    # Samples recomputed: the kept ones, as many as --max-elems holds whole (the maps of one
+    # sample are [H, L, S]; a long sequence's would cost gigabytes on the device).
+    per_sample = math.prod(full[1:])
+    n = min(batch.samples, batch.settings.max_elems // max(per_sample, 1))
+    if n <= 0:
+        why = "attention_unkept" if batch.samples <= 0 else "attention_too_large"
+        insights.note(rec.data_info, why, owner.name)
         return
     with torch.no_grad():
         weights = recompute(
-            q[: batch.samples],
-            k[: batch.samples],
-            _kept_mask(given.get("attn_mask"), q, batch.samples),
+            q[:n],
+            k[:n],
+            _kept_mask(given.get("attn_mask"), q, n),
             bool(given.get("is_causal", False)),
             given.get("scale"),
         )
