@@ -219,7 +219,8 @@ def _capture_fused(rec, batch, args: tuple, kwargs: dict) -> None:
         )
     dropout = float(given.get("dropout_p") or 0.0)
     extra = {"recomputed": RECOMPUTED, **({"dropout_p": dropout} if dropout else {})}
-    _add(rec, batch, owner, None, batch.derived(weights), full, **extra)
+    # No statistics: only the attention view reads these maps, and they are many per batch.
+    _add(rec, batch, owner, None, batch.derived(weights, summarize=False), full, **extra)
 
 
 def _kept_mask(mask, q: torch.Tensor, n: int):
