@@ -33,8 +33,11 @@ def test_wide_project_takes_user_files_but_no_library(tmp_path):
     assert wide.relpath(str(inside)) == narrow.relpath(str(inside)) == "a.py"
     assert wide.relpath(str(outside)) == os.path.realpath(outside)
     assert narrow.relpath(str(outside)) is None
-    for path in (library, torch.nn.functional.__file__, json.__file__, "<frozen os>"):
-        assert wide.relpath(path) is None
+    generated = tmp_path / "torchinductor_me" / "ab" / "cab.py"  # torch.compile's output
+    generated.parent.mkdir(parents=True)
+    generated.write_text("def call(args):\n    return args\n")
+    for path in (library, torch.nn.functional.__file__, json.__file__, "<frozen os>", generated):
+        assert wide.relpath(str(path)) is None
 
 
 REPO_MODEL = """

@@ -39,6 +39,17 @@ _PYTHON_DIRS = tuple(
     }
 )
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# Code torch.compile writes and runs every step (inductor's and triton's caches, by default
+# under the temp folder as torchinductor_<user>): generated, never the user's.
+_GENERATED = (
+    "torchinductor_",
+    f"{os.sep}.triton{os.sep}",
+    *(
+        os.path.realpath(os.environ[v]) + os.sep
+        for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+        if os.environ.get(v)
+    ),
+)
 _GENERATOR_FLAGS = (
     0x20 | 0x80 | 0x100 | 0x200
 )  # generator, coroutine, iterable coroutine, async gen
@@ -110,11 +121,11 @@ class Project:
 
 
 def _is_library(real: str) -> bool:
-    """Installed packages, Python's own files, and tvis: never the user's project."""
+    """Installed packages, Python's own files, generated code and tvis: never the user's."""
     return (
         real.startswith(_TVIS_DIRS)
         or real.startswith(_PYTHON_DIRS)
-        or any(part in real for part in _INSTALLED)
+        or any(part in real for part in (*_INSTALLED, *_GENERATED))
     )
 
 
