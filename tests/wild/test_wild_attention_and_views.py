@@ -6,7 +6,7 @@ Attention (fused SDPA recomputed from q·k, grouped heads, a timm-style ViT, tor
 TransformerEncoder, an nn.Softmax module, a minGPT package at a repository's root), the
 Weights page's kernel grid on a conv bigger than a step keeps whole, the loss of a masked
 node-classification GCN, a custom autograd.Function over raw leaf tensors updated by hand,
-a frozen embedding handed to the optimizer, and the embeddings of a DCGAN.
+a frozen embedding handed to the optimizer, the embeddings of a DCGAN, and Grad-CAM of a ResNet.
 """
 
 from __future__ import annotations
@@ -226,3 +226,11 @@ def test_dcgan_embeddings_show_every_sample(recorded):
             _has_content(client.call("embeddings", run=".", layer=layer), "points")
         names = {p["name"] for s in (0, 1) for p in client.call("step", run=".", step=s)["params"]}
         assert "main.0.weight" in names and "netG.main.0.weight" in names
+
+
+def test_cnn_classifier_shows_grad_cam(recorded):
+    with _client(recorded("resnet_bigconv")) as client:
+        found = client.call("insights", run=".")
+        assert found["gradcam"] and "layer4.1.conv2" in found["gradcam_layers"]
+        reply = client.call("gradcam", run=".", batch=_training_batch(client))
+        _has_content(reply, "map", "image")
