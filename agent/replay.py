@@ -725,9 +725,13 @@ def _kept_samples(chunk: Chunk, tree: CallTree) -> int | None:
     value = given.get("value")
     if not value:
         return 0
-    if value.get("kept") == "samples":
-        return int(value.get("count") or 0)
-    shape = value.get("shape") or []
+    shape = given.get("shape") or []
+    if value.get("kept") == "samples" and isinstance(value.get("count"), int):
+        return value["count"]
+    # Every sample was kept: a batch no bigger than --samples says no count.
+    dim = given.get("batch_dim")
+    if isinstance(dim, int) and 0 <= dim < len(shape):
+        return int(shape[dim])
     return int(shape[0]) if shape else None
 
 

@@ -67,11 +67,8 @@ class WeightsAPI:
         values = chunk.array(entry["id"])
         if values is None:
             raise AgentError(f"the {which} of {name!r} was not kept (statistics only).", NOT_FOUND)
-        if values.ndim != 4:
-            raise AgentError(
-                f"{name!r} has shape {list(values.shape)}, not a conv kernel [out, in, kh, kw].",
-                BAD_REQUEST,
-            )
+        full = [int(n) for n in record.get("shape") or values.shape]
+        values = _kept_kernels(values, full, name)
         out_ch, in_ch = values.shape[:2]
         start = min(max(first_filter, 0), max(out_ch - 1, 0))
         cut = values[start : start + filters, :channels]
@@ -87,7 +84,10 @@ class WeightsAPI:
             "array": grid,
             "lo": lo,
             "hi": hi,
-            "shape": list(values.shape),
+            "shape": full,
+            "kept_filters": int(out_ch),
+            "kept_channels": int(in_ch),
+            "kept_note": _kept_note(values.shape, full),
             "first_filter": start,
             "filters": int(cut.shape[0]),
             "channels": int(cut.shape[1]),
@@ -119,6 +119,33 @@ class WeightsAPI:
         labels = _row_labels(shape, data)
         result["row_labels"] = [labels(int(r)) for r in starts] if labels else None
         return result
+
+
+def _kept_kernels(values: np.ndarray, full: list[int], name: str) -> np.ndarray:
+    """The kernels a step kept of a conv weight, as ``[filters, channels, kh, kw]``: its
+    leading filters (rows), or when even one filter was too big, the whole kernels of the
+    first filter's flat prefix."""
+    if len(full) != 4:
+        raise AgentError(
+            f"{name!r} has shape {full}, not a conv kernel [out, in, kh, kw].", BAD_REQUEST
+        )
+    if values.ndim == 4:
+        return values
+    per_kernel = full[2] * full[3]
+    whole = min(values.size // max(per_kernel, 1), full[1])
+    if whole < 1:
+        raise AgentError(f"not one whole kernel of {name!r} was kept.", NOT_FOUND)
+    return values.reshape(-1)[: whole * per_kernel].reshape(1, whole, full[2], full[3])
+
+
+def _kept_note(kept: tuple, full: list[int]) -> str | None:
+    """What part of the weight the grid can show, when a step kept only part of it."""
+    if kept[0] >= full[0] and kept[1] >= full[1]:
+        return None
+    note = f"{kept[0]} of {full[0]} filters kept"
+    if kept[1] < full[1]:
+        note += f" ({kept[1]} of its {full[1]} input channels)"
+    return note + "; raise --param-elems to keep more"
 
 
 def _row_labels(shape: list, data: dict[str, Any]):

@@ -4,7 +4,10 @@ A global optimizer step hook (registered before tvis's own) notes the time of ev
 step; the median interval between steps is the per-step cost, immune to process start-up
 and robust to the odd slow step on a shared machine. Both arms stop after --steps steps.
 
-    python bench/step_times.py [--record [--without ops ...]] --steps 12 SCRIPT [ARGS...]
+    python bench/step_times.py [--record [--without ops ...] [--project-root DIR]] --steps 12 SCRIPT [ARGS...]
+
+``--project-root DIR`` records as `tvis run` does by default: DIR (the script's work tree)
+plus every imported file outside installed packages; without it, the script's folder only.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--without", nargs="*", default=[], help="functions, ops, gradcam")
+    parser.add_argument(
+        "--without", nargs="*", default=[], help="functions, ops, gradcam, attention"
+    )
+    parser.add_argument("--project-root", type=Path, help="wide project from this root")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
@@ -55,7 +61,9 @@ def main() -> None:
         # Removed after: runs left behind fill the page cache, and on a VM whose free
         # memory is reclaimed by the host, writing into fresh pages slows the next runs.
         with tempfile.TemporaryDirectory(prefix="tvis-step-times-") as out:
-            outcome = record_script(script, opts.args, settings, script.parent, Path(out))
+            root = opts.project_root or script.parent
+            wide = opts.project_root is not None
+            outcome = record_script(script, opts.args, settings, root, Path(out), wide_project=wide)
         size = outcome.bytes
     else:
         sys.argv = [str(script), *opts.args]

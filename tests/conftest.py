@@ -15,8 +15,21 @@ def recorded_run(tmp_path_factory) -> Path:
     """A run recorded from the image-classifier example (2 steps, in-process workers)."""
     out = tmp_path_factory.mktemp("runs")
     script = EXAMPLES / "image_classifier" / "train.py"
+    # --project: the example's own folder, as a user's script folder outside any repository
+    # (inside this one, files would be named from the repository root).
+    project = str(script.parent)
     result = run_tvis(
-        "run", "--steps", "2", "--out", str(out), str(script), "--workers", "0", cwd=out
+        "run",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        "--project",
+        project,
+        str(script),
+        "--workers",
+        "0",
+        cwd=out,
     )
     assert result.returncode == 0, result.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]

@@ -35,7 +35,10 @@ def record_example(
     """``examples/EXAMPLE/train.py SCRIPT_ARGS`` recorded by `tvis run TVIS_ARGS` into
     ``folder``, as a user runs it; the run's folder."""
     script = EXAMPLES / example / "train.py"
-    command = ["run", *tvis_args, "--out", str(folder), str(script), *script_args]
+    # --project: the example's own folder, as a user's script folder outside any repository
+    # (inside this one, files would be named from the repository root).
+    project = ["--project", str(script.parent)]
+    command = ["run", *tvis_args, "--out", str(folder), *project, str(script), *script_args]
     result = run_tvis(*command, cwd=folder)
     assert result.returncode == 0, result.stderr
     (run,) = [p for p in folder.iterdir() if p.is_dir()]

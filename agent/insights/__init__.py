@@ -41,9 +41,38 @@ class InsightsAPI(AttentionAPI, GradcamAPI, EmbeddingsAPI, LossAPI, PipelineAPI)
             "embeddings": bool(reprs or tables),
             "gradcam_layers": gradcam,
             "attention_layers": attention,
+            "attention_absent": None if attention else self._attention_absent(run, found),
             "repr_layers": reprs,
             "tables": tables,
         }
+
+    def _attention_absent(self, run: str, found: dict[str, Any]) -> str:
+        """Why a run holds no attention weights, in one true sentence."""
+        settings = self.store.reader(run).meta.get("settings") or {}
+        unkept = names(found.get("attention_unkept"))
+        if unkept:
+            return (
+                f"Attention ran in {', '.join(unkept[:3])} but no sample values were kept "
+                "(--samples 0, or the run reached --max-bytes), so there are no weights to show."
+            )
+        large = names(found.get("attention_too_large"))
+        if large:
+            return (
+                f"Attention ran in {', '.join(large[:3])}, but one sample's weights (heads × "
+                "queries × keys) exceed --max-elems, so none were recomputed; raise --max-elems "
+                "to see them."
+            )
+        if settings.get("attention") is False:
+            return (
+                "This run holds no attention weights: it was recorded with --no-attention, "
+                "and no softmax over query·key scores ran in project code."
+            )
+        return (
+            "This run holds no attention weights: its model made no "
+            "scaled_dot_product_attention call and no softmax over query·key scores ran in "
+            "its code during a training batch (a softmax inside an installed library's own "
+            "modules is not seen)."
+        )
 
     def _insights_from_batch(self, run: str, index: dict[str, Any]) -> dict[str, Any]:
         """The insights of a run recorded before they were noted in its index."""

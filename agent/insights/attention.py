@@ -66,6 +66,7 @@ class AttentionAPI(InsightBase):
             "shape": list(square.shape),
             "downsampled": small.shape != square.shape,
             "causal": _causal(square),
+            "recomputed": _recomputed(found if rollout else found[layer : layer + 1]),
             **labels,
         }
 
@@ -92,6 +93,7 @@ class AttentionAPI(InsightBase):
             "entropy": entropy,
             "order": np.argsort(entropy, kind="stable").astype(np.int32),
             "causal": _causal(heads.mean(axis=0)),
+            "recomputed": _recomputed(found[layer : layer + 1]),
         }
 
     @rpc
@@ -143,6 +145,7 @@ class AttentionAPI(InsightBase):
             "map": iv.resize(row / peak if peak > 0 else row, out_h, out_w),
             "peak": peak,
             "image": picture["array"],
+            "recomputed": _recomputed(found if rollout else found[layer : layer + 1]),
         }
 
     # -- shared reading ------------------------------------------------------------------
@@ -209,6 +212,12 @@ def _check_side(width: int, height: int) -> None:
 def _patch_labels(n: int, grid: dict[str, int]) -> list[str]:
     lead = ["[CLS]"] * grid["offset"]
     return lead + [f"p{i}" for i in range(n - grid["offset"])]
+
+
+def _recomputed(layers: list[dict]) -> str | None:
+    """How the weights shown were had when tvis computed them (fused attention exposes
+    none): "recomputed from q·k"; None when they are the model's own softmax output."""
+    return next((str(a["recomputed"]) for a in layers if a.get("recomputed")), None)
 
 
 def _causal(square: np.ndarray) -> bool:

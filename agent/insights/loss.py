@@ -58,7 +58,8 @@ class LossAPI(InsightBase):
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
         rows = table.sample_rows(data.get("classes"))
-        return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit)}
+        picked = {"picked_from": table.picked_from} if table.picked_from else {}
+        return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit), **picked}
 
     def _sequence_columns(self, chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
         """A language model's ``samples`` rows gain each sequence's mean loss, target and
@@ -110,6 +111,13 @@ class LossAPI(InsightBase):
         result["backward_loss"] = (chunk.record.get("batch") or {}).get("loss")
         result["per_token"] = table.per_token
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
+        result["picked"] = (
+            f"the loss has {table.size} rows where the batch has {table.picked_from} samples "
+            "(an index or a mask picked them, or the batch dim is not the first): rows are "
+            "numbered within the loss"
+            if table.picked_from
+            else None
+        )
         if not 0 <= elements <= MAX_ELEMENTS:
             raise AgentError(f"elements must be 0 to {MAX_ELEMENTS}.", BAD_REQUEST)
         result.update(table.elements(elements))

@@ -29,6 +29,14 @@ class LossArrays:
         self.per_token = bool(
             shape and self.size and positions != self.size and positions % self.size == 0
         )
+        # A loss over rows an index or mask picked (a GCN's training nodes of the whole
+        # graph: F.nll_loss(out[idx_train], y[idx_train])): its rows are not the batch's
+        # samples, so they are numbered within the loss and counted as its rows.
+        self.picked_from = self.size if shape and self.size and positions != self.size else None
+        if self.picked_from and not self.per_token:
+            self.size = int(shape[0])
+        else:
+            self.picked_from = None
         self.shape = shape
 
     def has(self, *keys: str) -> bool:
@@ -133,7 +141,13 @@ class LossArrays:
 
     def _per_sample_loss(self) -> list:
         per_sample = self.loss.get("per_sample")
-        return per_sample if isinstance(per_sample, list) else []
+        if isinstance(per_sample, list):
+            return per_sample
+        if self.picked_from:  # the recorder splits by the batch; here each row is one
+            values = self.values("per_element")
+            if values is not None and values.ndim == 1:
+                return values.astype(np.float64).tolist()
+        return []
 
     def worst(self, limit: int) -> list[dict[str, Any]]:
         """Each sample's p(target) → −log p → loss, the highest loss first."""

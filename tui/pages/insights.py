@@ -22,8 +22,8 @@ VIEWS = ("attention", "gradcam", "embeddings")
 TITLES = {"attention": "Attention", "gradcam": "Grad-CAM", "embeddings": "Embeddings"}
 KEYS = {"attention": "a", "gradcam": "c", "embeddings": "e"}
 ABSENT = {
-    "attention": "This run holds no attention weights: none of its softmaxes over [.., T, T] "
-    "scores ran in project code (fused scaled_dot_product_attention exposes none).",
+    "attention": "This run holds no attention weights: no softmax over query·key scores and no "
+    "scaled_dot_product_attention call ran in a recorded training batch.",
     "gradcam": "This run holds no Grad-CAM maps: its model has no conv layers that feed the "
     "loss, or it was recorded with --no-gradcam.",
     "embeddings": "This run holds no per-sample representations and no embedding tables.",
@@ -120,7 +120,7 @@ class InsightsPage(Screen):
         switcher = self.query_one(ContentSwitcher)
         if not self.found.get(view):
             absent = self.query_one("#insights-absent", Static)
-            absent.update(Text(ABSENT[view]))
+            absent.update(Text(self.found.get(f"{view}_absent") or ABSENT[view]))
             switcher.current = "insights-absent"
             return
         switcher.current = view

@@ -244,6 +244,8 @@ class LayerView(AgentPane):
             f"{' averaged to ' + 'x'.join(map(str, grid['kernel'])) if grid['downsampled'] else ''}"
             f" · one scale ±{fmt.num(scale.hi)}"
         )
+        if grid.get("kept_note"):
+            note = f"{grid['kept_note']} · {note}"
         self.query_one(Picture).show_rgb(kernel_mosaic(array, scale, depth), note=note)
 
     def _matrix(self, view: dict[str, Any]) -> None:

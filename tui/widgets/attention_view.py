@@ -221,6 +221,8 @@ class AttentionView(AgentPane):
         shape = reply.get("shape") or list(values.shape)
         layers = reply.get("layers") or []
         title = Text(f"layer {self.at_layer + 1}/{len(layers)} ", style="bold")
+        if reply.get("recomputed"):  # first: fused attention's weights are tvis's, not the model's
+            title.append(f"({reply['recomputed']}) ", style="yellow")
         title.append(f"{self._what()} · sample {reply.get('sample')} · ")
         title.append(f"{shape[0]}×{shape[1]} tokens (query rows × key columns)")
         if reply.get("downsampled"):

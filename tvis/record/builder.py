@@ -64,6 +64,7 @@ class Settings:
     functions: bool = True
     ops: bool = True
     gradcam: bool = True
+    attention: bool = True  # recompute fused attention weights (tvis/record/attention.py)
     keep_values: bool = True  # False on ranks recorded light: statistics only
     rank_digests: bool = False  # under a launcher: digest each batch to compare ranks
     call_cap: int = CALL_CAP

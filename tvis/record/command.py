@@ -17,8 +17,17 @@ USAGE_ERROR = 2
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps to record (3)")
-    parser.add_argument("--out", type=Path, help="runs folder (default <project>/tvis_runs)")
-    parser.add_argument("--project", type=Path, help="traced code lives here (script's folder)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="runs folder (default tvis_runs beside the script, or in --project)",
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        help="trace only code in this folder (default: the script's git work tree, else its "
+        "folder, and any imported code outside installed packages)",
+    )
     parser.add_argument("--samples", type=int, default=3, help="samples kept with values (3)")
     parser.add_argument(
         "--max-elems",
@@ -41,6 +50,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-ops", action="store_true", help="do not record per-line op shapes")
     parser.add_argument("--no-gradcam", action="store_true", help="skip the Grad-CAM pass")
+    parser.add_argument(
+        "--no-attention",
+        action="store_true",
+        help="do not recompute fused attention weights (scaled_dot_product_attention)",
+    )
     parser.add_argument(
         "--ranks",
         default="0",
@@ -96,11 +110,12 @@ def main(args: argparse.Namespace) -> int:
         )
         return USAGE_ERROR
     from tvis.record.builder import Settings
+    from tvis.record.project import default_root
     from tvis.record.runner import record_script
 
     script = Path(args.script).resolve()
-    project = (args.project or script.parent).resolve()
-    out = (args.out or project / "tvis_runs").resolve()
+    project = (args.project or default_root(script)).resolve()
+    out = (args.out or (args.project or script.parent) / "tvis_runs").resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".tvis-write-test-{os.getpid()}"
@@ -119,6 +134,7 @@ def main(args: argparse.Namespace) -> int:
         functions=not args.no_functions,
         ops=not args.no_ops,
         gradcam=not args.no_gradcam,
+        attention=not args.no_attention,
     )
     rank = detect()
     run_dir, meta = None, {}
@@ -130,7 +146,16 @@ def main(args: argparse.Namespace) -> int:
         run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
         meta = {"rank": rank.record(), "full": full}
     try:
-        outcome = record_script(script, list(args.args), settings, project, out, run_dir, meta)
+        outcome = record_script(
+            script,
+            list(args.args),
+            settings,
+            project,
+            out,
+            run_dir,
+            meta,
+            wide_project=args.project is None,
+        )
     except OSError as e:  # the run folder itself could not be created
         print(
             f"tvis: cannot write the run to {out} ({e.strerror}); free space or pass --out DIR.",

@@ -60,8 +60,14 @@ class ModuleCalls:
                 # Its extra backward would run FSDP's collectives on this rank alone.
                 self.settings = replace(self.settings, gradcam=False)
                 self.notice(param_records.SHARDED_GRADCAM_NOTICE)
-            for sub_name, sub in module.named_modules():
-                self.module_names.setdefault(id(sub), sub_name or root_name)
+            subs = [(n, m) for n, m in module.named_modules() if id(m) not in self.module_names]
+            # A second model whose layers would share names with the first one's (a GAN's
+            # two `main` Sequentials): its layers are named under its own name.
+            taken = set(self.module_names.values())
+            clash = self.roots.keys() - {id(module)} and any(n in taken for n, _ in subs if n)
+            for sub_name, sub in subs:
+                full = f"{root_name}.{sub_name}" if clash and sub_name else sub_name
+                self.module_names[id(sub)] = full or root_name
             name = self.module_names[id(module)]
         return name
 

@@ -353,7 +353,14 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
     step_map = {"index": step, "batches": batch_ids, "optimizers": opt_info, "loss": None}
     if dropped:
         step_map["dropped"] = {"param_values": dropped, "params": len(params)}
-    no_grad = [p["name"] for p in params if p["grad"] is None]
+    # A frozen parameter (requires_grad=False) handed to the optimizer is stepped over by
+    # it, by design: not a parameter that should have had a gradient.
+    frozen = {
+        p["name"]
+        for p, c in zip(params, snapshot["params"].values(), strict=True)
+        if not c.p.requires_grad
+    }
+    no_grad = [p["name"] for p in params if p["grad"] is None and p["name"] not in frozen]
     if no_grad and optimizer:
         step_map["no_grad"] = no_grad
     record = {"step": step_map, "params": params, "tensors": entries}
@@ -391,13 +398,14 @@ def settle(record: dict, jobs: list[Job]) -> tuple[dict, int]:
 def _settle_one(job: Job, entries: list[dict], arrays: dict) -> int:
     c = job.capture
     before, after = c.before, c.after
-    update = np.subtract(after, before)
+    # np.asarray: the difference of two 0-d arrays (a scalar parameter) is a numpy scalar.
+    update = np.asarray(np.subtract(after, before))
     w_stats = c.w_stats or tensors.stats(torch.from_numpy(before))
     entries[job.w_id]["stats"], entries[job.w_id]["hist"] = w_stats
     if c.whole:
         u_stats = tensors.stats(torch.from_numpy(update))
     else:
-        sample = np.subtract(c.after_sample, c.before_sample)
+        sample = np.asarray(np.subtract(c.after_sample, c.before_sample))
         u_stats = _scaled(tensors.stats(torch.from_numpy(sample)), c.p.numel())
     entries[job.u_id]["stats"], entries[job.u_id]["hist"] = u_stats
     if job.g_id is not None and c.grad is not None:

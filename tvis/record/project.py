@@ -1,10 +1,20 @@
-"""Which code is the user's project (traced) and which is library or tvis (not traced)."""
+"""Which code is the user's project (traced) and which is library or tvis (not traced).
+
+By default the project is the code the user wrote: the script's git work tree (else its
+folder) and every other imported file outside the installed libraries and the standard
+library (a package of theirs on ``PYTHONPATH`` or installed editable lives in their own
+folder). ``--project DIR`` narrows it to that folder alone.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+import sysconfig
 from pathlib import Path
 from types import CodeType
+
+import torch
 
 import tvis
 
@@ -15,6 +25,30 @@ _TVIS_DIRS = tuple(
         Path(tvis.__file__).parent.parent / "agent",
         Path(tvis.__file__).parent.parent / "tui",
     }
+)
+# Python's own files: the standard library, and the interpreter's and the environment's
+# prefixes (a venv inside the repository, the console script that started tvis).
+_PYTHON_DIRS = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {
+        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")),
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(torch.__file__),  # torch itself, even as a source checkout
+    }
+)
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# Code torch.compile writes and runs every step (inductor's and triton's caches, by default
+# under the temp folder as torchinductor_<user>): generated, never the user's.
+_GENERATED = (
+    "torchinductor_",
+    f"{os.sep}.triton{os.sep}",
+    *(
+        os.path.realpath(os.environ[v]) + os.sep
+        for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+        if os.environ.get(v)
+    ),
 )
 _GENERATOR_FLAGS = (
     0x20 | 0x80 | 0x100 | 0x200
@@ -27,10 +61,13 @@ _UNTRACED = {"__len__", "__repr__", "__str__", "__hash__", "__eq__", "__bool__",
 
 
 class Project:
-    """The project folder: decides, once per code object, whether a function is traced."""
+    """The project: decides, once per code object, whether a function is traced. Files
+    under ``root`` are named relative to it; with ``wide``, any other file that is not
+    library code belongs too, named by its absolute path."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wide: bool = False) -> None:
         self.root = os.path.realpath(root) + os.sep
+        self.wide = wide
         self._code: dict[CodeType, bool] = {}
         self._files: dict[str, str | None] = {}
         self.sources: dict[str, str] = {}
@@ -41,12 +78,12 @@ class Project:
         if known is not ...:
             return known
         real = os.path.realpath(filename) if filename and not filename.startswith("<") else ""
-        inside = (
-            real.startswith(self.root)
-            and not real.startswith(_TVIS_DIRS)
-            and f"{os.sep}site-packages{os.sep}" not in real
-        )
-        rel = os.path.relpath(real, self.root) if inside else None
+        if not real or _is_library(real):
+            rel = None
+        elif real.startswith(self.root):
+            rel = os.path.relpath(real, self.root)
+        else:
+            rel = real if self.wide and os.path.isfile(real) else None
         self._files[filename] = rel
         if rel is not None and rel not in self.sources:
             self._snapshot(real, rel)
@@ -81,3 +118,22 @@ class Project:
                 self.sources[rel] = f.read()
         except OSError:
             pass
+
+
+def _is_library(real: str) -> bool:
+    """Installed packages, Python's own files, generated code and tvis: never the user's."""
+    return (
+        real.startswith(_TVIS_DIRS)
+        or real.startswith(_PYTHON_DIRS)
+        or any(part in real for part in (*_INSTALLED, *_GENERATED))
+    )
+
+
+def default_root(script: Path) -> Path:
+    """The script's git work tree (the nearest folder above it holding ``.git``, a folder
+    or a worktree's file), else the script's own folder."""
+    folder = script.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder

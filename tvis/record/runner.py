@@ -52,9 +52,11 @@ def record_script(
     out: Path,
     run_dir: Path | None = None,
     meta: dict | None = None,
+    wide_project: bool = False,
 ) -> Outcome:
     """Run ``script`` with ``argv`` as ``__main__`` under the recorder, into ``run_dir``
-    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json."""
+    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json;
+    ``wide_project``: see ``Project``."""
     module = _main_module(script)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *argv]
@@ -68,6 +70,7 @@ def record_script(
             {"script": str(script), "argv": argv, **(meta or {})},
             module.__dict__,
             whole_script=True,
+            wide_project=wide_project,
         )
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -81,6 +84,7 @@ def record(
     meta: dict | None = None,
     names: dict | None = None,
     whole_script: bool = False,
+    wide_project: bool = False,
 ) -> Outcome:
     """Call ``fn`` under the recorder, writing the run to ``run_dir``.
 
@@ -90,6 +94,7 @@ def record(
     """
     import torch
 
+    from tvis.record.attention import AttentionCapture
     from tvis.record.data import DataPipeline
     from tvis.record.functions import FunctionTracer
     from tvis.record.grad_scaler import GradScaling
@@ -120,7 +125,7 @@ def record(
         },
     )
     background = BackgroundWriter(writer)
-    recorder = Recorder(settings, background, Project(project), names)
+    recorder = Recorder(settings, background, Project(project, wide_project), names)
     recorder.whole_script = whole_script
     rank = (meta or {}).get("rank")
     if isinstance(rank, dict) and rank.get("world_size", 1) > 1:
@@ -133,6 +138,8 @@ def record(
         Tokenizers(),
         GradScaling(),
     ]
+    if settings.attention:
+        recorder.extensions.append(AttentionCapture())
     if settings.functions:
         recorder.extensions.append(FunctionTracer())
     if settings.ops:

@@ -255,6 +255,13 @@ class Steps:
             for module_name, module in root.named_modules():
                 for pname, p in module._parameters.items():
                     if p is not None and id(p) not in names:
-                        path = f"{module_name}.{pname}" if module_name else pname
+                        # Named as its module is (under its model's name when two
+                        # models' layers would share names: module_name in module_calls).
+                        mod = self.module_names.get(id(module), module_name)
+                        path = f"{mod}.{pname}" if module_name else pname
                         names[id(p)] = (path, self.module_names.get(id(module), module_name))
+        for p in self.loose_params or []:  # raw leaf tensors: named as the script names them
+            name = self._global_name(p) if id(p) not in names else None
+            if name is not None:
+                names[id(p)] = (name, "")
         return names

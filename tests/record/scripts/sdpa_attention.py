@@ -1,4 +1,4 @@
-"""Causal self-attention through F.scaled_dot_product_attention (fused: no attention weights)."""
+"""Causal self-attention through F.scaled_dot_product_attention (fused: weights recomputed)."""
 
 import argparse
 import json
