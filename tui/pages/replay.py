@@ -170,7 +170,7 @@ class ReplayPage(PlaceKeys, Screen):
         offset = int((result.get("events") or [{}])[0].get("seq", 0)) if result.get("events") else 0
         if tag == "first":
             self.recording = Recording.from_reply(result)
-            target = self.recording.find(self._keep) if self._keep else 0
+            target = self.recording.find(self._keep) if self._keep else self._batch_start()
             self._keep = None
             self.cursor = max(0, min(target, self.recording.total - 1))
             self._show_missing()
@@ -368,19 +368,21 @@ class ReplayPage(PlaceKeys, Screen):
         text.append(self._note, style=colors.WARN)
         self._put("#missing", text, layout=False)
 
-    def _sync_batch(self, batch: int | None) -> None:
-        batches = (self.app.run_info or {}).get("batches") or []
-        position = next((i for i, b in enumerate(batches) if b.get("index") == batch), None)
-        if position is not None and position != self.app.batch:
-            self.app.batch = position
+    def _batch_start(self) -> int:
+        """The first event of the app's batch (where the run opens: its first training
+        batch), or the recording's start."""
+        row = self.recording.batch_row(self.app.batch) if self.recording else None
+        return int(row["start"]) if row is not None else 0
 
-    def _batch_changed(self, position: int) -> None:
+    def _sync_batch(self, batch: int | None) -> None:
+        if batch is not None and batch != self.app.batch and batch in self.app.batch_indices:
+            self.app.batch = batch
+
+    def _batch_changed(self, index: int) -> None:
         """The user moved to another batch (``,`` ``.``): play from its start."""
         event, rec = self.current_event(), self.recording
-        batches = (self.app.run_info or {}).get("batches") or []
-        if rec is None or not 0 <= position < len(batches):
+        if rec is None or index not in self.app.batch_indices:
             return
-        index = batches[position].get("index")
         if event is not None and event.get("batch") == index:
             return
         row = rec.batch_row(index)
