@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import record_script
 
 from tvis.agent.client import LocalClient
 from tvis.agent.protocol import AgentError
@@ -57,19 +58,24 @@ EXPECT = {
 }
 
 
-def _record(name: str, root: Path) -> tuple[str, Path | str]:
-    work = root / name
-    work.mkdir()
-    result = subprocess.run(
-        [TVIS, "run", "--steps", "2", "--out", "runs", str(SCRIPTS / name / "train.py")],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=300, env=os.environ.copy()
     )
-    if result.returncode != 0 or "tvis failed" in result.stderr:
-        return name, result.stderr
+
+
+def _record(name: str, root: Path) -> tuple[str, Path | str]:
+    """The script run plainly, then under `tvis run` in a fresh folder (its data made anew)."""
+    script = str(SCRIPTS / name / "train.py")
+    (root / "plain" / name).mkdir(parents=True)
+    (root / "tvis" / name).mkdir(parents=True)
+    plain = _run([sys.executable, script], root / "plain" / name)
+    work = root / "tvis" / name
+    result = _run([TVIS, "run", "--steps", "2", "--out", "runs", script], work)
+    if plain.returncode != 0 or result.returncode != 0 or "tvis failed" in result.stderr:
+        return name, plain.stderr + result.stderr
+    (work / "plain.txt").write_text(plain.stdout)
+    (work / "tvis.txt").write_text(result.stdout)
     return name, work / "runs"
 
 
@@ -79,6 +85,18 @@ def recordings(tmp_path_factory) -> dict[str, Path | str]:
     root = tmp_path_factory.mktemp("wild")
     with ThreadPoolExecutor(3) as pool:
         return dict(pool.map(lambda n: _record(n, root), EXPECT))
+
+
+def test_every_wild_script_prints_under_tvis_what_it_prints_plainly(recordings):
+    for name, runs in recordings.items():
+        assert isinstance(runs, Path), f"{name} failed:\n{runs}"
+        plain = [line for line in (runs.parent / "plain.txt").read_text().splitlines() if line]
+        lines = [
+            line
+            for line in (runs.parent / "tvis.txt").read_text().splitlines()
+            if line and not line.startswith("tvis:")
+        ]
+        assert lines and lines == plain[: len(lines)], name  # same losses, same order
 
 
 class Run:
@@ -197,6 +215,105 @@ async def _settle(pilot, predicate, timeout: float = 30.0):
             return value
         await pilot.pause(0.05)
     raise AssertionError(f"timed out waiting for {predicate}")
+
+
+MISFIT_VOCAB = """
+import torch
+from torch import nn
+
+text = "hello world, hello tvis"
+chars = sorted(set(text))
+stoi = {ch: i for i, ch in enumerate(chars)}
+itos = {i: ch for i, ch in enumerate(chars)}
+vocab_size = len(chars) + 1  # one row more than the mappings hold
+model = nn.Sequential(nn.Embedding(vocab_size, 8), nn.Linear(8, vocab_size))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.tensor([stoi[c] for c in text])
+for step in range(2):
+    x, y = data[:-1].view(2, -1), data[1:].view(2, -1)
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_vocabulary_whose_size_disagrees_with_the_model_is_refused_with_the_reason(tmp_path):
+    with LocalClient(record_script(tmp_path, MISFIT_VOCAB, "--steps", "1") / "..") as client:
+        rec = Run(client)
+        samples = rec.call("samples", batch=rec.batch)
+    why = rec.data["vocab_why"]
+    assert "vocab" not in rec.data and "vocab_source" not in rec.data
+    n = len(set("hello world, hello tvis"))
+    assert f"model's {n + 1} token ids" in why and f"itos dict in train.py globals has {n} " in why
+    assert samples["vocabulary"] == why and samples["rows"][0]["target_text"] is None
+
+
+UNSAFE_META = """
+import os, pickle
+import torch
+from torch import nn
+
+data_dir = os.path.join("data", "chars")
+os.makedirs(data_dir, exist_ok=True)
+
+
+class Payload:
+    def __reduce__(self):  # unpickling this would create the marker file
+        return (open, ("unpickled-marker", "w"))
+
+
+chars = sorted(set("abcdef"))
+with open(os.path.join(data_dir, "meta.pkl"), "wb") as f:
+    pickle.dump({"vocab_size": 6, "itos": dict(enumerate(chars)), "hook": Payload()}, f)
+del chars
+model = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 6))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randint(0, 6, (2, 5))
+for step in range(2):
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), x.roll(1, 1).flatten())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_meta_pkl_that_is_not_plain_data_is_never_unpickled(tmp_path):
+    with LocalClient(record_script(tmp_path, UNSAFE_META, "--steps", "1") / "..") as client:
+        rec = Run(client)
+    assert not (tmp_path / "unpickled-marker").exists()
+    assert "vocab" not in rec.data and "no vocabulary was found" in rec.data["vocab_why"]
+
+
+RMSE_LOSS = """
+import torch
+from torch import nn
+
+
+def rmse(pred, target):
+    return ((pred - target) ** 2).mean().sqrt()
+
+
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+for step in range(2):
+    loss = rmse(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_loss_of_the_scripts_own_that_does_not_split_by_sample_says_so(tmp_path):
+    with LocalClient(record_script(tmp_path, RMSE_LOSS, "--steps", "1") / "..") as client:
+        rec = Run(client)
+        detail = rec.call("loss_detail", batch=rec.batch)
+        rows = rec.call("sample_table", batch=rec.batch)["rows"]
+    assert detail["call"]["name"] == "rmse" and detail["call"]["kind"] == "loss"
+    assert "does not split by sample" in detail["per_sample_why"]
+    assert all("loss" not in r for r in rows)  # no per-sample value shown that is not exact
 
 
 def _rows(reply) -> list[dict]:
