@@ -232,9 +232,12 @@ def _pieces(obj) -> list[str] | None:
         tokens = []
         for i in range(min(obj.n_vocab, MAX_LABELS)):
             try:
-                tokens.append(decode_one(i).decode("utf-8", errors="replace"))
+                text = decode_one(i).decode("utf-8", errors="replace")
             except KeyError:  # an id between the ordinary and the special tokens
-                tokens.append("")
+                text = ""
+            # Spaces and newlines marked as byte-level BPE marks them (GPT-2's Ġ and Ċ),
+            # so the viewer joins the tokens back into the text.
+            tokens.append(text.replace(" ", "Ġ").replace("\n", "Ċ"))
         return tokens
     return None
 
