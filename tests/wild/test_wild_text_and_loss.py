@@ -320,5 +320,41 @@ def test_a_loss_of_the_scripts_own_that_does_not_split_by_sample_says_so(tmp_pat
     assert all("loss" not in r for r in rows)  # no per-sample value shown that is not exact
 
 
+ACCUMULATED_OWN_LOSS = """
+import torch
+from torch import nn
+
+
+class WeightedMSE(nn.Module):
+    def forward(self, pred, target):
+        return (3.0 * (pred - target) ** 2).mean()
+
+
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+criterion = WeightedMSE()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+accumulation_steps = 2
+for step in range(4):
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    loss = criterion(model(x), y) / accumulation_steps
+    loss.backward()
+    if (step + 1) % accumulation_steps == 0:
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_a_loss_of_the_scripts_own_is_found_behind_a_scale_on_the_way_to_backward(tmp_path):
+    with LocalClient(record_script(tmp_path, ACCUMULATED_OWN_LOSS, "--steps", "1") / "..") as c:
+        rec = Run(c)
+        detail = rec.call("loss_detail", batch=rec.batch)
+        rows = rec.call("sample_table", batch=rec.batch)["rows"]
+    assert detail["fn"] == "WeightedMSE" and detail["reduction"] == "mean"
+    assert detail["backward_loss"] == pytest.approx(detail["value"] / 2, rel=1e-6)
+    assert len(rows) == 8
+    assert sum(r["loss"] for r in rows) / 8 == pytest.approx(detail["value"], rel=1e-5)
+
+
 def _rows(reply) -> list[dict]:
     return reply["calls"] if isinstance(reply, dict) else reply

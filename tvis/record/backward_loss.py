@@ -2,10 +2,11 @@
 
 ``torch.nn.functional``'s losses are analysed where they are called (loss.py). A loss of
 the script's own — a class outside ``torch.nn`` (timm's ``LabelSmoothingCrossEntropy``), a
-project function, or an inline ``(pred - y).pow(2).mean()`` — is found at backward: the
-scalar backward runs on is looked up among the scalar results the batch noted (a module's
-or project function's return, a full ``mean``/``sum`` reduction on a project line). Its
-per-sample losses are had exactly or not at all:
+project function, or an inline ``(pred - y).pow(2).mean()`` — is found at backward: from
+the scalar backward runs on, a few autograd steps back (through a scale such as gradient
+accumulation's ``loss / n``, or a sum of terms), to the nearest scalar the batch noted (a
+module's or project function's return, a full ``mean``/``sum`` reduction on a project
+line). Its per-sample losses are had exactly or not at all:
 
 - a reduction's input holds each sample's elements: their mean (or sum) per sample;
 - a call is re-applied to each sample alone (its batch-sized tensors sliced), under
@@ -25,8 +26,9 @@ import torch
 from tvis.record import gradcam, vocabulary
 from tvis.record.builder import Call
 
-# Samples a loss call is re-applied to, one at a time: a loss is cheap, and a batch bigger
-# than this is one whose per-sample losses a person reads a few of, not all.
+# Samples a loss call is re-applied to (in one vmapped call, or one call per sample when
+# the loss cannot be vmapped): a batch bigger than this is one whose per-sample losses a
+# person reads a few of, not all, and the loop would cost more than the step.
 MAX_REAPPLIED = 1024
 
 # How far the mean (or sum) of the re-applied values may lie from the batch's loss, as a
@@ -55,22 +57,53 @@ def find(rec, batch, loss: torch.Tensor) -> None:
     section = batch.sections.get("loss")
     if section is not None and batch.loss_tensor is loss:
         return
-    noted = batch.scalars.get(id(loss))
-    if noted is None or noted[0] is not loss:
+    producer = _producer(batch, loss)
+    if producer is None:
         if section is None:
             batch.sections["loss"] = _unknown(batch, loss)
         return
-    made_by = noted[1]
+    made, made_by = producer
+    if made_by is None:
+        return  # the functional loss analysed, scaled or summed with other terms
     if made_by[0] == "op" and section is not None and made_by[2] is batch.loss_tensor:
         # loss(..., reduction="none").mean(): the loss analysed, reduced on the script's line
-        section.update(value=float(loss.detach()), reduction=made_by[1])
+        section.update(value=float(made.detach()), reduction=made_by[1])
         return
     if made_by[0] == "op":
-        new = _from_reduction(rec, batch, loss, *made_by[1:])
+        new = _from_reduction(rec, batch, made, *made_by[1:])
     else:
-        new = _from_call(rec, batch, loss, *made_by[1:], inner=section)
+        new = _from_call(rec, batch, made, *made_by[1:], inner=section)
     batch.sections["loss"] = new
     vocabulary.settle(rec, new.get("classes"))
+
+
+# Autograd steps walked back from the scalar backward ran on to the call that made it: a
+# scale (gradient accumulation's ``loss / n``) or a sum of terms is one or two ops, and
+# the walk must not wander into the model.
+WALK_STEPS = 3
+
+
+def _producer(batch, loss: torch.Tensor):
+    """(scalar, what made it) nearest to ``loss`` in its graph: ``loss`` itself, or a
+    scalar a few ops before it; what made it is None for the functional loss analysed."""
+    noted = {}
+    for t, made_by in batch.scalars.values():
+        if t.grad_fn is not None:
+            noted.setdefault(t.grad_fn, (t, made_by))
+    if batch.loss_tensor is not None and batch.loss_tensor.grad_fn is not None:
+        noted[batch.loss_tensor.grad_fn] = (batch.loss_tensor, None)
+    frontier, seen = [loss.grad_fn], set()
+    for _ in range(WALK_STEPS + 1):
+        ahead = []
+        for node in frontier:
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if node in noted:
+                return noted[node]
+            ahead += [n for n, _ in node.next_functions if n is not None]
+        frontier = ahead
+    return None
 
 
 def _unknown(batch, loss: torch.Tensor) -> dict:
@@ -232,24 +265,18 @@ def _reapplied(rec, batch, fn, args, kwargs, value: float):
             if not any(sliced)
             else f"the batch has {b} samples, more than the {MAX_REAPPLIED} tvis re-applies the loss to"
         )
-    values = []
     devices = sorted({a.device.index or 0 for a in _tensors(args, kwargs) if a.is_cuda})
     paused = rec.paused
     rec.paused = True
     try:
         with rec.quiet(), torch.no_grad(), torch.random.fork_rng(devices=devices):
-            for i in range(b):
-                one = fn(
-                    *(_sample(a, i, b) for a in args),
-                    **{k: _sample(v, i, b) for k, v in kwargs.items()},
-                )
-                if not isinstance(one, torch.Tensor) or one.numel() != 1:
-                    return None, "the loss applied to one sample does not give one value."
-                values.append(float(one))
+            values = _each_sample(fn, args, kwargs, b)
     except Exception as e:
         return None, f"the loss could not be applied to one sample ({type(e).__name__}: {e})."
     finally:
         rec.paused = paused
+    if values is None:
+        return None, "the loss applied to one sample does not give one value."
     for reduction, total in (("mean", math.fsum(values) / b), ("sum", math.fsum(values))):
         if abs(total - value) <= TOLERANCE * max(1.0, abs(value)):
             return values, reduction
@@ -257,6 +284,33 @@ def _reapplied(rec, batch, fn, args, kwargs, value: float):
         f"applied to each sample alone, the loss gives values whose mean ({math.fsum(values) / b:.6g}) "
         f"and sum are not the batch's loss ({value:.6g}): it does not split by sample."
     )
+
+
+def _each_sample(fn, args, kwargs, b: int) -> list[float] | None:
+    """``fn`` of each sample alone (its batch-sized arguments cut to that sample): in one
+    vmapped call where the loss allows it, else one call per sample."""
+    flat, names = [*args, *kwargs.values()], list(kwargs)
+    dims = tuple(0 if _batched(a, b) else None for a in flat)
+
+    def one(*values):
+        values = [v.unsqueeze(0) if d == 0 else v for v, d in zip(values, dims, strict=True)]
+        return fn(*values[: len(args)], **dict(zip(names, values[len(args) :], strict=True)))
+
+    try:
+        out = torch.func.vmap(one, in_dims=dims)(*flat)
+        if isinstance(out, torch.Tensor) and tuple(out.shape) == (b,):
+            return out.double().tolist()
+    except Exception:
+        pass  # .item(), randomness or data-dependent control flow: one sample at a time
+    values = []
+    for i in range(b):
+        value = fn(
+            *(_sample(a, i, b) for a in args), **{k: _sample(v, i, b) for k, v in kwargs.items()}
+        )
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            return None
+        values.append(float(value))
+    return values
 
 
 def _tensors(args, kwargs):

@@ -230,7 +230,7 @@ class ModuleCalls:
             return
         batch = self.batch
         keep = not batch.light
-        if keep and call.kind != "loss":
+        if keep:
             backward_loss.note_scalar(batch, output, ("call", call, module, args, kwargs or {}))
         if kwargs:
             call.inputs += batch.args(list(kwargs.items()), keep)
