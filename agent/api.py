@@ -18,7 +18,7 @@ import numpy as np
 from tvis import __version__
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
-from tvis.agent.decode import Vocabulary
+from tvis.agent.decode import Vocabulary, class_names
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights import InsightsAPI
 from tvis.agent.protocol import (
@@ -550,7 +550,8 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
         """The batch's samples with their input, target, prediction and loss when recorded."""
         chunk = self.store.chunk(run, "batch", batch)
         data = self.store.index(run).get("data") or {}
-        result = sample_rows(chunk, self._tree(run, batch), data.get("classes"))
+        loss = chunk.record.get("loss") if isinstance(chunk.record.get("loss"), dict) else None
+        result = sample_rows(chunk, self._tree(run, batch), class_names(data, loss))
         self._sequence_columns(chunk, Vocabulary(data), result)
         return result
 

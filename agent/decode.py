@@ -34,6 +34,11 @@ class Vocabulary:
         pad = tokenizer.get("pad_id")
         if isinstance(pad, int):
             self.specials.add(pad)
+        # Where the recorder found the vocabulary, or why it found none that fits.
+        self.source = (
+            data.get("vocab_source") if isinstance(data.get("vocab_source"), str) else None
+        )
+        self.missing = data.get("vocab_why") if isinstance(data.get("vocab_why"), str) else None
 
     @property
     def known(self) -> bool:
@@ -42,7 +47,13 @@ class Vocabulary:
     @property
     def why(self) -> str | None:
         """One sentence when ids cannot be decoded; None when they can."""
-        return None if self.known else NO_VOCABULARY
+        return None if self.known else self.missing or NO_VOCABULARY
+
+    @property
+    def note(self) -> str | None:
+        """The sentence shown where decoded text goes: which vocabulary was used, or why
+        none was."""
+        return self.source if self.known else self.why
 
     def token(self, i: Any) -> str:
         """The token string of id ``i`` (``<i>`` when the vocabulary has no such id)."""
@@ -60,5 +71,18 @@ class Vocabulary:
     def decoded(self, ids: list[int]) -> Decoded:
         """``{tokens, text}`` for an id list, or ``{why}`` without a vocabulary."""
         if not self.known:
-            return {"why": NO_VOCABULARY}
+            return {"why": self.why or NO_VOCABULARY}
         return {"tokens": [self.token(i) for i in ids], "text": self.text(ids)}
+
+
+def class_names(data: dict[str, Any] | None, loss: dict[str, Any] | None) -> list[str] | None:
+    """Names of a classifier's classes: the dataset's ``classes``, else the vocabulary when
+    the model predicts one token of it per sample (a word-level model's next word)."""
+    data = data if isinstance(data, dict) else {}
+    if isinstance(data.get("classes"), list):
+        return data["classes"]
+    vocab = data.get("vocab")
+    count = (loss or {}).get("classes")
+    if isinstance(vocab, list) and isinstance(count, int) and count == len(vocab):
+        return vocab
+    return None

@@ -111,6 +111,15 @@ class TvisApp(Asks, App[None]):
         """The recorded batch indices, in order; light no-grad groups leave gaps."""
         return [b.get("index") for b in (self.run_info or {}).get("batches") or []]
 
+    def opening_batch(self) -> int:
+        """Where a run opens: its first training batch, not an evaluation before training
+        (nanoGPT's ``estimate_loss`` at iteration 0), which stays one key back."""
+        batches = (self.run_info or {}).get("batches") or []
+        trained = next((b.get("index") for b in batches if not b.get("light")), None)
+        if trained is not None:
+            return trained
+        return self.batch_indices[0] if self.batch_count else 0
+
     @property
     def batch_count(self) -> int:
         return len(self.batch_indices)
@@ -262,7 +271,7 @@ class TvisApp(Asks, App[None]):
         self.sample = 0
         self.run_info = info
         self.run_name = run
-        self.batch = self.batch_indices[0] if self.batch_count else 0
+        self.batch = self.opening_batch()
         if self.batch_count == 0:
             self.status_note = "waiting for the first batch"
         self._start_polling()

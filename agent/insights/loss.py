@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tvis.agent import insight_views as iv
-from tvis.agent.decode import Vocabulary
+from tvis.agent.decode import Vocabulary, class_names
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import (
     InsightBase,
@@ -57,7 +57,7 @@ class LossAPI(InsightBase):
             result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
-        rows = table.sample_rows(data.get("classes"))
+        rows = table.sample_rows(class_names(data, loss))
         picked = {"picked_from": table.picked_from} if table.picked_from else {}
         return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit), **picked}
 
@@ -76,7 +76,7 @@ class LossAPI(InsightBase):
             if sequence.get("loss") is not None:
                 row["loss"] = sequence["loss"]
         table["per_token"] = True
-        table["vocabulary"] = vocab.why
+        table["vocabulary"] = vocab.note
 
     # -- loss ----------------------------------------------------------------------------
 
@@ -101,7 +101,16 @@ class LossAPI(InsightBase):
         call = tree.by_id.get(loss.get("call"))
         result: dict[str, Any] = {
             key: loss.get(key)
-            for key in ("fn", "reduction", "ignore_index", "label_smoothing", "value", "merged")
+            for key in (
+                "fn",
+                "reduction",
+                "ignore_index",
+                "label_smoothing",
+                "value",
+                "merged",
+                "per_sample_how",
+                "per_sample_why",
+            )
         }
         result["call"] = (
             {k: call.get(k) for k in ("id", "name", "cls", "kind", "site", "def")} if call else None

@@ -261,7 +261,7 @@ class LossArrays:
                 "target": vocab.text([r["target"] for r in real]),
                 "pred": vocab.text([r["pred"] for r in real if "pred" in r]),
             },
-            "vocabulary": vocab.why,
+            "vocabulary": vocab.note,
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }

@@ -64,7 +64,7 @@ def test_sequence_texts_equal_the_scripts_own_decoder(text_lm, script_tokenizer)
             assert row["target_text"] == script_tokenizer.decode(ids)
             assert row["pred_text"] == script_tokenizer.decode(preds)
             assert tokens["text"]["target"] == script_tokenizer.decode(ids)
-        assert table["vocabulary"] is None and table["per_token"]
+        assert table["vocabulary"].startswith("vocabulary: ") and table["per_token"]
 
 
 def test_tokenizer_call_shows_text_in_and_decoded_tokens_out(text_lm, script_tokenizer):

@@ -16,6 +16,15 @@ async def test_batch_keys_walk_every_recorded_batch_of_a_run_with_gaps(gapped_ru
         tree = page.calls.call_tree
         shown = lambda: tree.batch_index == app.batch and tree.call_nodes()  # noqa: E731
         await wait_for(pilot, shown, "the first batch's tree")  # the page takes keys now
+        trained = [b["index"] for b in app.run_info["batches"] if not b.get("light")]
+        assert app.batch == trained[0] != indices[0]  # opens where training starts
+        for _ in range(3):  # the evaluation before it is one key back
+            await pilot.press("comma")
+            await pilot.pause(0.2)
+            if app.batch == indices[0]:
+                break
+        assert app.batch == indices[0]
+        await wait_for(pilot, shown, "the evaluation group's tree")
         seen = [app.batch]
         for _ in indices[1:]:
             before = app.batch

@@ -364,6 +364,9 @@ async def test_o_opens_a_light_group_into_its_calls_and_closes_it(gapped_run: Pa
     app = make_app(gapped_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
+        assert page.current_event()["batch"] == app.opening_batch() != app.batch_indices[0]
+        await pilot.press("comma")  # the evaluation before training starts is one key back
+        await wait_for(pilot, lambda: page.current_event()["kind"] == "light", "the group")
         closed = page.recording.total
         group = page.current_event()
         assert group["kind"] == "light" and not group["open"]

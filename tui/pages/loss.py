@@ -39,15 +39,17 @@ def call_line(detail: dict[str, Any]) -> Text:
     """``F.cross_entropy(reduction='mean', ignore_index=0)  train.py:72``."""
     call = detail.get("call") or {}
     text = Text()
-    text.append(str(call.get("name") or detail.get("fn") or "loss"), style="bold")
-    args = [f"reduction={detail.get('reduction')!r}"]
+    name = str(call.get("name") or detail.get("fn") or "loss")
+    text.append(name, style="bold")
+    args = [f"reduction={detail.get('reduction')!r}"] if detail.get("reduction") else []
     for key in ("ignore_index", "label_smoothing"):
         value = detail.get(key)
         if value not in (None, -100, 0.0) or (key == "ignore_index" and value == 0):
             args.append(f"{key}={value!r}")
     if detail.get("weighted"):
         args.append("weight=…")
-    text.append(f"({', '.join(args)})")
+    if not name.endswith(")"):  # an inline expression names its own reduction
+        text.append(f"({', '.join(args)})")
     if call.get("site"):
         text.append(f"   called at {fmt.where(call['site'])}", style=colors.MUTED)
     value, backward = detail.get("value"), detail.get("backward_loss")
@@ -68,8 +70,10 @@ def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text
     """The reduction as arithmetic, with a tick when it gives the recorded scalar."""
     text = Text()
     if not check:
+        how = detail.get("per_sample_how") or detail.get("per_sample_why")
         text.append(
-            f"loss {fmt.num(detail.get('value'))} (per-element losses not recorded)",
+            f"loss {fmt.num(detail.get('value'))} "
+            + (f"· per-sample: {how}" if how else "(per-element losses not recorded)"),
             style=colors.MUTED,
         )
         return text

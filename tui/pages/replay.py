@@ -184,7 +184,7 @@ class ReplayPage(PlaceKeys, Screen):
             # recorded reloads, and a key pressed meanwhile must not be undone.
             keep = self.current_event() or self._keep
             self.recording = Recording.from_reply(result)
-            target = self.recording.find(keep) if keep else 0
+            target = self.recording.find(keep) if keep else self._batch_start()
             self._keep = None
             if first:  # a run that went wrong opens where it did
                 self._origin = first_nonfinite(self.app.run_info)
@@ -398,6 +398,12 @@ class ReplayPage(PlaceKeys, Screen):
             text.append("  · " if self._note else "", style=colors.MUTED)
         text.append(self._note, style=colors.WARN)
         self._put("#missing", text, layout=False)
+
+    def _batch_start(self) -> int:
+        """The first event of the app's batch (where the run opens: its first training
+        batch), or the recording's start."""
+        row = self.recording.batch_row(self.app.batch) if self.recording else None
+        return int(row["start"]) if row is not None else 0
 
     def _sync_batch(self, batch: int | None) -> None:
         # The app's batch is the recorded index (light groups leave gaps), as events name it.

@@ -104,6 +104,7 @@ class Call:
     owner: int = -1  # index of the batch this call is recorded in
     cuda_events: Any = None  # (start, end) events for calls that run on a GPU
     line_key: tuple | None = None  # (file, line) of the project line that made this call
+    given: list | None = None  # a project function's (name, value) arguments, while open
 
     def record(self) -> dict:
         return {
@@ -169,6 +170,10 @@ class BatchBuilder:
         self.step: int | None = None
         self.micro = 0
         self.sections: dict[str, Any] = {}
+        # Scalars that may become the loss, by id: (tensor, what made it) (backward_loss.py);
+        # and the result of the loss analysed in sections["loss"].
+        self.scalars: dict[int, tuple] = {}
+        self.loss_tensor: torch.Tensor | None = None
         self.dropped_calls = 0
         # Calls left out past the cap: (name, cls, id of the recorded call they ran in) -> n
         self.dropped_sites: Counter[tuple[str, str | None, int]] = Counter()
@@ -401,6 +406,8 @@ class BatchBuilder:
         self.grad_handles.clear()
         self.objects.clear()
         self._by_identity.clear()
+        self.scalars.clear()
+        self.loss_tensor = None
         for call in self.calls:
             call.frame = None
 

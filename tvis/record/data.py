@@ -189,13 +189,20 @@ MAX_LABELS = 300_000
 
 
 def vocab_of(obj) -> list[str] | None:
-    """Token strings by id, from a tokenizer-like object (``itos``, ``get_vocab()``, ``vocab``)."""
+    """Token strings by id, from a tokenizer-like object (``itos`` as a list or dict,
+    ``get_vocab()``, ``vocab``, SentencePiece's ``id_to_piece``, tiktoken's
+    ``decode_single_token_bytes``)."""
     if obj is None:
         return None
     try:
         itos = getattr(obj, "itos", None) or getattr(obj, "idx_to_token", None)
         if isinstance(itos, (list, tuple)) and itos and all(isinstance(t, str) for t in itos[:10]):
             return [str(t) for t in itos[:MAX_LABELS]]
+        if isinstance(itos, dict):
+            return tokens_of_mapping(itos)
+        pieces = _pieces(obj)
+        if pieces:
+            return pieces
         vocab = (
             obj.get_vocab()
             if callable(getattr(obj, "get_vocab", None))
@@ -211,6 +218,54 @@ def vocab_of(obj) -> list[str] | None:
     except Exception:
         return None
     return None
+
+
+def _pieces(obj) -> list[str] | None:
+    """The pieces of a SentencePiece processor or the byte tokens of a tiktoken encoding."""
+    if callable(getattr(obj, "id_to_piece", None)) and callable(
+        getattr(obj, "get_piece_size", None)
+    ):
+        n = min(int(obj.get_piece_size()), MAX_LABELS)
+        return [str(obj.id_to_piece(i)) for i in range(n)]
+    decode_one = getattr(obj, "decode_single_token_bytes", None)
+    if callable(decode_one) and isinstance(getattr(obj, "n_vocab", None), int):
+        tokens = []
+        for i in range(min(obj.n_vocab, MAX_LABELS)):
+            try:
+                text = decode_one(i).decode("utf-8", errors="replace")
+            except KeyError:  # an id between the ordinary and the special tokens
+                text = ""
+            # Spaces and newlines marked as byte-level BPE marks them (GPT-2's Ġ and Ċ),
+            # so the viewer joins the tokens back into the text.
+            tokens.append(text.replace(" ", "Ġ").replace("\n", "Ċ"))
+        return tokens
+    return None
+
+
+def tokens_of_mapping(mapping: dict) -> list[str] | None:
+    """Token strings by id from an id → token dict (``itos``, ``number_dict``,
+    ``idx2word``) or a token → id dict (``stoi``, ``word_dict``, ``word2idx``) whose ids
+    are exactly 0..n-1."""
+    n = len(mapping)
+    if n < 2 or n > MAX_LABELS:
+        return None
+    first = next(iter(mapping.items()))
+    if is_id(first[0]) and isinstance(first[1], str):
+        pairs = mapping.items()
+    elif isinstance(first[0], str) and is_id(first[1]):
+        pairs = ((i, t) for t, i in mapping.items())
+    else:
+        return None
+    tokens: list[str | None] = [None] * n
+    for i, token in pairs:
+        if not is_id(i) or not isinstance(token, str) or not 0 <= i < n or tokens[i] is not None:
+            return None
+        tokens[i] = token
+    return tokens  # type: ignore[return-value]  (n distinct ids below n fill every slot)
+
+
+def is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # Attribute stems naming a tokenizer's special tokens (``pad_id``, ``eos_token_id``, ...):

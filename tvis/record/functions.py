@@ -8,12 +8,13 @@ is merged into the module's call instead of appearing twice.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from functools import partial
 
 import torch
 
-from tvis.record import ops
+from tvis.record import backward_loss, ops
 from tvis.record.builder import Call
 from tvis.record.call_hook import MonitoringHook, SettraceHook, new_call_hook
 from tvis.record.data import note_normalize
@@ -120,6 +121,8 @@ class FunctionTracer(Extension):
             note_normalize(rec.data_info, local.get("self"))
         named = [(n, local.get(n)) for n in code.co_varnames[:n_args] if n != "self"]
         call.inputs = batch.args(named, keep_values=not batch.light)
+        if not batch.light:
+            call.given = named  # re-applied per sample if this call turns out to be the loss
         rec.open_call(batch, call)
         call.t0 = (rec.work.started - rec.overhead - batch.started) * 1e3
         return partial(self._exit, call)
@@ -133,10 +136,14 @@ class FunctionTracer(Extension):
                 if not rec.stack or rec.stack[-1] is not call:
                     return  # carried into another batch or cut off by an exception
                 rec.stack.pop()
-                call.frame = None
+                frame, call.frame = call.frame, None
+                given, call.given = call.given, None
                 batch = rec.batch
                 if batch is None or call.owner != batch.index:
                     return
+                if given is not None and isinstance(value, torch.Tensor):
+                    made_by = ("call", call, _function_of(frame), (), dict(given))
+                    backward_loss.note_scalar(batch, value, made_by)
                 call.fwd_ms = (rec.work.started - rec.overhead - batch.started) * 1e3 - call.t0
                 call.outputs = batch.args([("return", value)], keep_values=not batch.light)
                 ops.note_call_result(rec, batch, call, value)
@@ -150,3 +157,19 @@ class FunctionTracer(Extension):
 
 def _name(code) -> str:
     return code.co_qualname if hasattr(code, "co_qualname") else code.co_name
+
+
+def _function_of(frame):
+    """The function (or bound method) a frame runs, to call it again; None when it cannot
+    be called with its named arguments alone (``*args``) or is not found by name."""
+    code = frame.f_code
+    if code.co_flags & inspect.CO_VARARGS:
+        return None
+    fn = frame.f_globals.get(code.co_name)
+    if getattr(fn, "__code__", None) is code:
+        return fn
+    owner = frame.f_locals.get("self")
+    method = getattr(owner, code.co_name, None) if owner is not None else None
+    if getattr(getattr(method, "__func__", None), "__code__", None) is code:
+        return method
+    return None

@@ -15,7 +15,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from tvis.record import gradcam
+from tvis.record import backward_loss, gradcam, vocabulary
 from tvis.record.builder import Call
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
@@ -95,6 +95,11 @@ class LossCapture(Extension):
 
         return loss_fn
 
+    def before_backward(self, recorder, batch, loss) -> None:
+        if batch.light or not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            return
+        backward_loss.find(recorder, batch, loss)
+
     def _open(self, rec, name: str, args, kwargs) -> Call | None:
         """A call of its own for a functional loss; inside an ``nn.*Loss`` module, the
         module's call is the loss call."""
@@ -163,6 +168,8 @@ class LossCapture(Extension):
         if name in ("cross_entropy", "nll_loss"):
             section.update(_decode(batch, logits, target, name, params.get("ignore_index")))
         batch.sections["loss"] = section
+        batch.loss_tensor = out
+        vocabulary.settle(rec, section.get("classes"))
         if rec.settings.gradcam and name == "cross_entropy" and logits.dim() == 2:
             cams = gradcam.compute(rec, batch, logits, target)
             if cams:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import cuda_timing, ops
+from tvis.record import backward_loss, cuda_timing, ops
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call
 from tvis.record.compiled import compiling
@@ -214,7 +214,7 @@ class ModuleCalls:
         with self.work:
             try:
                 if len(rest) == 2:
-                    self._exit_module(module, rest[0], rest[1])
+                    self._exit_module(module, args, rest[0], rest[1])
                 else:
                     self._exit_raised(module, sys.exc_info()[1])
             except Exception as e:
@@ -254,12 +254,14 @@ class ModuleCalls:
             level="info",
         )
 
-    def _exit_module(self, module, kwargs, output) -> None:
+    def _exit_module(self, module, args, kwargs, output) -> None:
         call = self._pop_module_call()
         if call is None:
             return
         batch = self.batch
         keep = not batch.light
+        if keep:
+            backward_loss.note_scalar(batch, output, ("call", call, module, args, kwargs or {}))
         if kwargs:
             call.inputs += batch.args(list(kwargs.items()), keep)
         call.outputs = batch.args([("out", output)], keep)

@@ -15,7 +15,7 @@ from functools import partial
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tvis.record import anomalies, attention, tensors
+from tvis.record import anomalies, attention, backward_loss, tensors
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
 
@@ -101,6 +101,7 @@ class _LineMode(TorchFunctionMode):
             try:
                 ms = (rec.work.started - rec.overhead - start) * 1e3
                 _note(rec, top, frame, func, args, out, ms)
+                _note_reduction(rec, frame, func, args, kwargs, out)
                 if top is not None and getattr(func, "__name__", None) == "softmax":
                     attention.capture(rec, top, args, kwargs, out)
             except Exception as e:
@@ -155,6 +156,23 @@ def _note(rec, call, frame, func, args, out, ms: float) -> None:
     _result(line, name, out, ms)
     if batch is not None:
         anomalies.note_op(batch, call_id, func, args, out, line)
+
+
+def _note_reduction(rec, frame, func, args, kwargs, out) -> None:
+    """A full ``mean``/``sum`` on a project line (``(pred - y).pow(2).mean()``): its input
+    holds the loss of each element, should backward run on its result."""
+    batch = rec.batch
+    if (
+        batch is None
+        or not isinstance(out, torch.Tensor)
+        or out.dim() != 0
+        or len(args) != 1
+        or kwargs
+        or getattr(func, "__name__", None) not in backward_loss.REDUCTIONS
+    ):
+        return
+    where = (frame.f_code.co_filename, frame.f_lineno)
+    backward_loss.note_scalar(batch, out, ("op", func.__name__, args[0], where))
 
 
 def note_call_result(rec, batch, call, value) -> None:

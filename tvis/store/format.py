@@ -76,8 +76,11 @@ A batch index (``batches/N/index.msgpack``)::
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
               "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
               "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...],
-              "weighted": bool, "weight_sum": float},  # weight_sum: a weighted CE/NLL
-                                                       # mean's divisor (class targets)
+              "weighted": bool, "weight_sum": float,  # weight_sum: a weighted CE/NLL
+                                                      # mean's divisor (class targets)
+              "per_sample_how"?: str, "per_sample_why"?: str},  # a loss of the script's own
+              # (found from the scalar backward ran on): how its per-sample losses were had
+              # exactly (re-applied per sample, or a reduction's input), or why they were not
      "gradcam": [{"call", "layer", "which": "pred" | "true", "tensor": id, "approximate"}],
      "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
      "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample
@@ -187,7 +190,10 @@ The run index (``run.msgpack``)::
                     "text": one sentence, "batch"?, "step"?, "origin"?: origin,
                     "params"?: [names]}],   # written when the run ends
      "data": {"classes": [...], "normalize": {"mean", "std"}, "vocab": [...],
-              "tokenizer": {...}, "insights": {...}},   # each key only when known
+              "tokenizer": {...}, "insights": {...},   # each key only when known
+              "vocab_source"?: str,  # a language model's: "vocabulary: itos dict in train.py
+                                     # globals (65 entries)", or
+              "vocab_why"?: str},    # why no vocabulary fits the model
      "project": str, "model": {"params": int, "modules": int}}
 
 A recording of several ranks (``torchrun``, ``srun``, any launcher that sets ``RANK`` and

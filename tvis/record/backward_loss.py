@@ -1,0 +1,325 @@
+"""The loss is whatever the backward ran on, found from that scalar back to what made it.
+
+``torch.nn.functional``'s losses are analysed where they are called (loss.py). A loss of
+the script's own — a class outside ``torch.nn`` (timm's ``LabelSmoothingCrossEntropy``), a
+project function, or an inline ``(pred - y).pow(2).mean()`` — is found at backward: from
+the scalar backward runs on, a few autograd steps back (through a scale such as gradient
+accumulation's ``loss / n``, or a sum of terms), to the nearest scalar the batch noted (a
+module's or project function's return, a full ``mean``/``sum`` reduction on a project
+line). Its per-sample losses are had exactly or not at all:
+
+- a reduction's input holds each sample's elements: their mean (or sum) per sample;
+- a call is re-applied to each sample alone (its batch-sized tensors sliced), under
+  ``no_grad``, with tvis unobserving and training's RNG state restored after, and kept
+  only when the mean (or sum) of those values gives back the batch's loss.
+
+Otherwise the section says why (``per_sample_why``).
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+
+import torch
+
+from tvis.record import gradcam, vocabulary
+from tvis.record.builder import Call
+
+# Samples a loss call is re-applied to (in one vmapped call, or one call per sample when
+# the loss cannot be vmapped): a batch bigger than this is one whose per-sample losses a
+# person reads a few of, not all, and the loop would cost more than the step.
+MAX_REAPPLIED = 1024
+
+# How far the mean (or sum) of the re-applied values may lie from the batch's loss, as a
+# fraction of it: float32 sums in another order differ by a few ulps, a wrong split by far more.
+TOLERANCE = 1e-4
+
+# Full reductions whose input is a loss per element.
+REDUCTIONS = ("mean", "sum")
+
+
+def note_scalar(batch, result, made_by) -> None:
+    """Remember a scalar that may become the loss: ``made_by`` is ``("call", call, fn,
+    args, kwargs)`` or ``("op", name, input, (file, line))``."""
+    if (
+        isinstance(result, torch.Tensor)
+        and result.requires_grad
+        and result.numel() == 1
+        and not batch.light
+    ):
+        batch.scalars[id(result)] = (result, made_by)
+
+
+def find(rec, batch, loss: torch.Tensor) -> None:
+    """Make ``batch.sections["loss"]`` describe what backward runs on, when the loss
+    analysed at a functional loss is not it (or there was none)."""
+    section = batch.sections.get("loss")
+    if section is not None and batch.loss_tensor is loss:
+        return
+    producer = _producer(batch, loss)
+    if producer is None:
+        if section is None:
+            batch.sections["loss"] = _unknown(batch, loss)
+        return
+    made, made_by = producer
+    if made_by is None:
+        return  # the functional loss analysed, scaled or summed with other terms
+    if made_by[0] == "op" and section is not None and made_by[2] is batch.loss_tensor:
+        # loss(..., reduction="none").mean(): the loss analysed, reduced on the script's line
+        section.update(value=float(made.detach()), reduction=made_by[1])
+        return
+    if made_by[0] == "op":
+        new = _from_reduction(rec, batch, made, *made_by[1:])
+    else:
+        new = _from_call(rec, batch, made, *made_by[1:], inner=section)
+    batch.sections["loss"] = new
+    vocabulary.settle(rec, new.get("classes"))
+
+
+# Autograd steps walked back from the scalar backward ran on to the call that made it: a
+# scale (gradient accumulation's ``loss / n``) or a sum of terms is one or two ops, and
+# the walk must not wander into the model.
+WALK_STEPS = 3
+
+
+def _producer(batch, loss: torch.Tensor):
+    """(scalar, what made it) nearest to ``loss`` in its graph: ``loss`` itself, or a
+    scalar a few ops before it; what made it is None for the functional loss analysed."""
+    noted = {}
+    for t, made_by in batch.scalars.values():
+        if t.grad_fn is not None:
+            noted.setdefault(t.grad_fn, (t, made_by))
+    if batch.loss_tensor is not None and batch.loss_tensor.grad_fn is not None:
+        noted[batch.loss_tensor.grad_fn] = (batch.loss_tensor, None)
+    frontier, seen = [loss.grad_fn], set()
+    for _ in range(WALK_STEPS + 1):
+        ahead = []
+        for node in frontier:
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if node in noted:
+                return noted[node]
+            ahead += [n for n, _ in node.next_functions if n is not None]
+        frontier = ahead
+    return None
+
+
+def _unknown(batch, loss: torch.Tensor) -> dict:
+    fn = getattr(loss.grad_fn, "name", lambda: "an op")()
+    return {
+        "call": None,
+        "fn": None,
+        "value": float(loss.detach()),
+        "per_sample_why": (
+            f"backward ran on a scalar made by {fn}, not by a loss call or a reduction on a "
+            "line of the script that tvis saw, so per-sample losses are not known."
+        ),
+    }
+
+
+# -- an inline reduction -----------------------------------------------------------------
+
+
+def _from_reduction(rec, batch, loss, op: str, per_element, line) -> dict:
+    call = _loss_call(rec, batch, _expression(line) or f".{op}()", line, per_element, loss)
+    section: dict = {
+        "call": call.id,
+        "fn": op,
+        "reduction": op,
+        "value": float(loss.detach()),
+        "per_sample_how": f"each sample's elements of the tensor .{op}() reduced",
+    }
+    b = batch.batch_size
+    with torch.no_grad():
+        elements = per_element.detach().float()
+        section["per_element"] = batch.derived(elements.reshape(-1))
+        if not b or elements.dim() == 0 or elements.numel() % b or elements.shape[0] != b:
+            section["per_sample_why"] = (
+                f"the reduced tensor {list(elements.shape)} has no batch dimension of "
+                f"{b}, so its elements cannot be split by sample."
+            )
+            return section
+        rows = elements.reshape(b, -1)
+        per_sample = rows.mean(1) if op == "mean" else rows.sum(1)
+    section["per_sample"] = per_sample.tolist()
+    section["merged"] = False
+    return section
+
+
+def _expression(line) -> str | None:
+    """The reduced expression as the line writes it (``(pred - y).pow(2).mean()``)."""
+    if not line:
+        return None
+    text = linecache.getline(line[0], line[1]).strip()
+    if "=" in text and "==" not in text.split("=", 1)[0]:
+        text = text.split("=", 1)[1].strip()
+    return text[:80] or None
+
+
+def _loss_call(rec, batch, name: str, line, given, loss) -> Call:
+    """A call of kind ``loss`` for an inline expression, so Replay has a loss step."""
+    call = Call(
+        id=0,
+        parent=-1,
+        depth=0,
+        kind="loss",
+        name=name,
+        cls=None,
+        phase="loss",
+        definition=None,
+        site=rec.project.where(*line) if line else None,
+        t0=(rec.work.started - rec.overhead - batch.started) * 1e3,
+        no_grad=False,
+    )
+    rec.open_call(batch, call)
+    rec.stack.pop()
+    call.fwd_ms = 0.0
+    call.inputs = batch.args([("input", given)], True)
+    call.outputs = batch.args([("out", loss)], True)
+    rec.watch_gradients(batch, call)
+    return call
+
+
+# -- a call of the script's own ------------------------------------------------------------
+
+
+def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | None) -> dict:
+    _mark_loss(batch, call)
+    name = call.cls or call.name
+    section: dict = {
+        "call": call.id,
+        "fn": name,
+        "value": float(loss.detach()),
+    }
+    logits, target = _logits_and_target(args, kwargs)
+    if inner is not None:  # a functional loss inside it: its predictions describe the same batch
+        for key in ("classes", "target", "pred", "p_target", "top_i", "top_p", "shape"):
+            if key in inner:
+                section[key] = inner[key]
+    elif logits is not None:
+        from tvis.record.loss import _decode
+
+        section.update(_decode(batch, logits, target, "cross_entropy", None))
+    per_sample, how = _reapplied(rec, batch, fn, args, kwargs, float(loss.detach()))
+    if per_sample is None:
+        section["per_sample_why"] = how
+    else:
+        section["per_sample"] = per_sample
+        section["reduction"] = how
+        section["per_sample_how"] = f"{name} re-applied to each sample alone"
+        section["merged"] = False
+    if rec.settings.gradcam and logits is not None and logits.dim() == 2:
+        cams = gradcam.compute(rec, batch, logits, target)
+        if cams:
+            batch.sections["gradcam"] = cams
+    return section
+
+
+def _mark_loss(batch, call: Call) -> None:
+    """The call (and what ran inside it) is the loss step, not the forward."""
+    if call.depth == 0 and call.phase != "loss" and call.fwd_ms:
+        batch.phase_ms["forward"] = batch.phase_ms.get("forward", 0) - call.fwd_ms
+        batch.phase_ms["loss"] = batch.phase_ms.get("loss", 0) + call.fwd_ms
+    call.kind = "loss"
+    inside = {call.id}
+    for c in batch.calls[call.id :]:
+        if c.id in inside or c.parent in inside:
+            inside.add(c.id)
+            c.phase = "loss"
+
+
+def _logits_and_target(args, kwargs):
+    """The (scores [B, C], class ids [B]) a classification loss was given, if it was."""
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if len(tensors) < 2:
+        return None, None
+    logits, target = tensors[0], tensors[1]
+    if (
+        logits.is_floating_point()
+        and logits.dim() == 2
+        and target.dim() == 1
+        and not target.is_floating_point()
+        and target.shape[0] == logits.shape[0]
+    ):
+        return logits, target
+    return None, None
+
+
+def _reapplied(rec, batch, fn, args, kwargs, value: float):
+    """(per-sample losses, "mean" | "sum") from ``fn`` applied to each sample alone, or
+    (None, why not)."""
+    b = batch.batch_size
+    if fn is None:
+        return None, "tvis could not find the function that made the loss to re-apply it."
+    if any(isinstance(a, torch.nn.Module) for a in (*args, *kwargs.values())):
+        return None, (
+            "the loss was made by a function that runs a model; re-applying it per sample "
+            "would run the model again, so per-sample losses are not known."
+        )
+    sliced = [_batched(a, b) for a in (*args, *kwargs.values())]
+    if not b or b > MAX_REAPPLIED or not any(sliced):
+        return None, (
+            f"no argument of the loss has the batch's {b} samples in its first dimension"
+            if not any(sliced)
+            else f"the batch has {b} samples, more than the {MAX_REAPPLIED} tvis re-applies the loss to"
+        )
+    devices = sorted({a.device.index or 0 for a in _tensors(args, kwargs) if a.is_cuda})
+    paused = rec.paused
+    rec.paused = True
+    try:
+        with rec.quiet(), torch.no_grad(), torch.random.fork_rng(devices=devices):
+            values = _each_sample(fn, args, kwargs, b)
+    except Exception as e:
+        return None, f"the loss could not be applied to one sample ({type(e).__name__}: {e})."
+    finally:
+        rec.paused = paused
+    if values is None:
+        return None, "the loss applied to one sample does not give one value."
+    for reduction, total in (("mean", math.fsum(values) / b), ("sum", math.fsum(values))):
+        if abs(total - value) <= TOLERANCE * max(1.0, abs(value)):
+            return values, reduction
+    return None, (
+        f"applied to each sample alone, the loss gives values whose mean ({math.fsum(values) / b:.6g}) "
+        f"and sum are not the batch's loss ({value:.6g}): it does not split by sample."
+    )
+
+
+def _each_sample(fn, args, kwargs, b: int) -> list[float] | None:
+    """``fn`` of each sample alone (its batch-sized arguments cut to that sample): in one
+    vmapped call where the loss allows it, else one call per sample."""
+    flat, names = [*args, *kwargs.values()], list(kwargs)
+    dims = tuple(0 if _batched(a, b) else None for a in flat)
+
+    def one(*values):
+        values = [v.unsqueeze(0) if d == 0 else v for v, d in zip(values, dims, strict=True)]
+        return fn(*values[: len(args)], **dict(zip(names, values[len(args) :], strict=True)))
+
+    try:
+        out = torch.func.vmap(one, in_dims=dims)(*flat)
+        if isinstance(out, torch.Tensor) and tuple(out.shape) == (b,):
+            return out.double().tolist()
+    except Exception:
+        pass  # .item(), randomness or data-dependent control flow: one sample at a time
+    values = []
+    for i in range(b):
+        value = fn(
+            *(_sample(a, i, b) for a in args), **{k: _sample(v, i, b) for k, v in kwargs.items()}
+        )
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            return None
+        values.append(float(value))
+    return values
+
+
+def _tensors(args, kwargs):
+    return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+
+
+def _batched(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and a.dim() > 0 and a.shape[0] == b
+
+
+def _sample(a, i: int, b: int):
+    return a[i : i + 1] if _batched(a, b) else a
