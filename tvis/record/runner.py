@@ -49,9 +49,13 @@ def record_script(
     out: Path,
     run_dir: Path | None = None,
     meta: dict | None = None,
+    from_step: int = 0,
+    check=None,
 ) -> Outcome:
     """Run ``script`` with ``argv`` as ``__main__`` under the recorder, into ``run_dir``
-    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json."""
+    (default: a new folder under ``out``); ``meta`` adds to the run's meta.json.
+    ``from_step``: run unobserved until that many optimizer steps are done (``check``, a
+    Watch comparing each step with an earlier watch series, runs meanwhile)."""
     module = _main_module(script)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *argv]
@@ -65,6 +69,8 @@ def record_script(
             {"script": str(script), "argv": argv, **(meta or {})},
             module.__dict__,
             whole_script=True,
+            from_step=from_step,
+            check=check,
         )
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -78,6 +84,8 @@ def record(
     meta: dict | None = None,
     names: dict | None = None,
     whole_script: bool = False,
+    from_step: int = 0,
+    check=None,
 ) -> Outcome:
     """Call ``fn`` under the recorder, writing the run to ``run_dir``.
 
@@ -90,6 +98,7 @@ def record(
     from tvis.record.data import DataPipeline
     from tvis.record.functions import FunctionTracer
     from tvis.record.grad_scaler import GradScaling
+    from tvis.record.late import LateStart
     from tvis.record.loss import LossCapture
     from tvis.record.ops import LineOps
     from tvis.record.project import Project
@@ -116,7 +125,9 @@ def record(
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project), names)
-    recorder.whole_script = whole_script
+    recorder.whole_script = whole_script and not from_step
+    recorder.first_step = recorder.step_index = from_step
+    late = LateStart(recorder, from_step, check) if from_step else None
     recorder.extensions += [
         DataPipeline(),
         LossCapture(),
@@ -133,6 +144,8 @@ def record(
     def hard_stop() -> None:
         # The script swallowed StopRecording: save, report and end the process here.
         recorder.uninstall()
+        if late is not None:
+            late.uninstall()
         _finalize(recorder, background, writer, COMPLETE, 0, None)
         sys.stdout.flush()
         report(_outcome(run_dir, recorder, writer, COMPLETE, 0))
@@ -142,7 +155,10 @@ def record(
     recorder.on_hard_stop = hard_stop
     status, exit_code, error = COMPLETE, 0, None
     try:
-        recorder.install()
+        if late is None:
+            recorder.install()
+        else:
+            late.install()
         fn()
     except StopRecording:
         pass
@@ -160,7 +176,15 @@ def record(
         sys.stderr.write(error)
     finally:
         recorder.script_returned()
-        recorder.uninstall()
+        if late is None or late.started:
+            recorder.uninstall()
+        if late is not None:
+            late.uninstall()
+    if late is not None and not late.started:
+        recorder.notice(
+            f"the script took {late.steps_seen} optimizer step(s), fewer than --from-step "
+            f"{from_step}: nothing was recorded."
+        )
     _finalize(recorder, background, writer, status, exit_code, error)
     return _outcome(run_dir, recorder, writer, status, exit_code)
 
@@ -171,7 +195,7 @@ def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code:
         run_dir=run_dir,
         status=status,
         exit_code=exit_code,
-        steps=recorder.step_index - len(lost_steps),
+        steps=recorder.step_index - recorder.first_step - len(lost_steps),
         batches=sum(
             1 for b in recorder.batch_maps if not b["light"] and b["index"] not in lost_batches
         ),
