@@ -25,6 +25,7 @@ from textual.widget import Widget
 
 from tvis.agent.protocol import AgentError
 from tvis.tui import keys
+from tvis.tui.anomaly_start import opening_batch
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
@@ -257,6 +258,8 @@ class TvisApp(Asks, App[None]):
         self.run_info = info
         self.run_name = run
         self.batch = self.batch_indices[0] if self.batch_count else 0
+        if opening_batch(info) in self.batch_indices:
+            self.batch = opening_batch(info)  # a watched run opens on its anomaly
         if self.batch_count == 0:
             self.status_note = "waiting for the first batch"
         self._start_polling()

@@ -26,6 +26,7 @@ from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.sparkline import sparkline
+from tvis.tui.widgets.watch_curve import WatchCurve
 
 WORST_ROWS = 64
 """Samples listed per batch: the worst screenful and then some; the rest are no worse."""
@@ -536,6 +537,7 @@ class LossPage(Screen):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("", id="loss-title")
+            yield WatchCurve()
             yield LossCurve()
             yield LossView()
 
@@ -545,6 +547,7 @@ class LossPage(Screen):
         self.call_after_refresh(self._start)
 
     def _start(self) -> None:
+        self.query_one(WatchCurve).load()
         self.query_one(LossCurve).load()
         self._batch_changed()
 
@@ -558,6 +561,7 @@ class LossPage(Screen):
         title.append("   , . batch · [ ] sample · ? keys", style=colors.MUTED)
         self.query_one("#loss-title", Static).update(title)
         self.query_one(LossCurve).refresh()
+        self.query_one(WatchCurve).refresh()
         if info:
             self.view.load()
 

@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
+from tvis.tui.anomaly_start import opening_event
 from tvis.tui.pane import AgentPane
 from tvis.tui.replay_model import PAGE, SPEEDS, STEP_SIZES, Recording
 from tvis.tui.widgets.layer_stack import LayerStack
@@ -154,6 +155,8 @@ class ReplayPage(PlaceKeys, Screen):
         if run is None:
             return
         self._keep = self.current_event()
+        if self.recording is None:  # a watched run opens on its anomaly
+            self._keep = opening_event(self.app.run_info)
         self._asked_pages = {0}
         self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tvis.store import watch
 from tvis.store.reader import RunReader, StoreError, find_runs, remove_stale_temps
 from tvis.targets import add_ssh_options
 
@@ -44,6 +45,7 @@ def summarize(path: Path) -> dict[str, Any]:
         "batches": len(batches),
         "calls": sum(b.get("n_calls", 0) for b in batches),
         "bytes": run.size_bytes(),
+        "watch": watch.describe(run.meta),
     }
 
 
@@ -117,5 +119,7 @@ def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
         )
         if r.get("error"):
             print(f"    {r['error']}")
+        if r.get("watch"):
+            print(f"    {r['watch']}")
     sys.stdout.flush()  # inside the caller's BrokenPipeError guard, not at exit
     return 0

@@ -88,3 +88,19 @@ def read(run_dir: Path) -> dict[str, Any] | None:
     except Exception:
         raise ValueError(f"{path} is corrupt; the watch series cannot be read.") from None
     return record
+
+
+def describe(meta: dict[str, Any]) -> str | None:
+    """What `tvis ls` says of a watched run (from its meta.json), or None if not watched."""
+    watch = meta.get("watch")
+    if not isinstance(watch, dict):
+        return None
+    steps = watch.get("steps")
+    if not isinstance(steps, int):
+        return "watch: still training"
+    anomaly = watch.get("anomaly")
+    if isinstance(anomaly, dict):
+        return (
+            f"watch: {steps:,} steps, anomaly at step {anomaly.get('step')}: {anomaly.get('text')}"
+        )
+    return f"watch: {steps:,} steps, no anomaly"
