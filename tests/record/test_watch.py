@@ -151,3 +151,19 @@ def test_corrupt_series_is_one_sentence(tmp_path):
     (tmp_path / series_store.WATCH).write_bytes(b"\x81\xa5steps\x05")
     with pytest.raises(ValueError, match="corrupt"):
         series_store.read(tmp_path)
+
+
+def test_watch_before_a_script_that_takes_tvis_like_options(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import argparse\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--steps', type=int)\n"
+        "args = p.parse_args()\n"
+        + SCRIPT.replace("int(sys.argv[1]), sys.argv[2]", "args.steps, 'none'")
+    )
+    result = run_tvis("run", "--watch", str(script), "--steps", "30", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "tvis: no anomaly in 30 steps" in result.stderr
+    spaced = run_tvis("run", "--watch", "nan,spike", str(script), "--steps", "25", cwd=tmp_path)
+    assert "tvis: no anomaly in 25 steps" in spaced.stderr, spaced.stderr

@@ -122,18 +122,26 @@ def _problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _settle_watch(args: argparse.Namespace) -> None:
-    """``--watch train.py``: argparse gave the script to --watch as its value; a value
-    that names no check is the script, and what followed are its arguments."""
-    if args.watch is None or set(args.watch.lower().split(",")) <= {"nan", "spike"}:
-        return
-    if Path(args.watch).exists() or args.watch.endswith(".py"):
-        args.args = [args.script, *args.args]
-        args.script, args.watch = args.watch, "nan"
+def prepare_argv(argv: list[str]) -> list[str]:
+    """``--watch`` takes its checks only as ``--watch=nan,spike`` or a next word that is
+    one (``--watch nan,spike``): otherwise argparse would take the script for its value
+    and the script's own options for tvis's."""
+    out = list(argv)
+    start = out.index("run") + 1 if "run" in out else 0
+    for i, word in enumerate(out[start:], start):
+        if word.endswith(".py") or (not word.startswith("-") and Path(word).is_file()):
+            break  # the script: what follows is the script's
+        if word == "--watch":
+            following = out[i + 1] if i + 1 < len(out) else ""
+            if following and set(following.lower().split(",")) <= {"nan", "spike"}:
+                out[i : i + 2] = [f"--watch={following}"]
+            else:
+                out[i] = "--watch=nan"
+            break
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
-    _settle_watch(args)
     problem = _problem(args)
     if problem:
         print(f"tvis: {problem}", file=sys.stderr)
