@@ -46,3 +46,22 @@ def opening_event(info: dict[str, Any] | None) -> dict[str, Any] | None:
 def opening_batch(info: dict[str, Any] | None) -> int | None:
     event = opening_event(info)
     return event["batch"] if event and isinstance(event.get("batch"), int) else None
+
+
+def opening_seq(recording, event: dict[str, Any]) -> int:
+    """Replay's event to open on: the anomaly's own call, else the first event of its batch
+    and phase at or after it (at layer detail a project function is not an event; calls are
+    numbered in the order they began)."""
+    seq = recording.find(event)
+    call = event.get("call")
+    found = recording.event(seq)
+    if call is None or (found is not None and found.get("call") == call):
+        return seq
+    for run in recording.outline:
+        if run["batch"] != event.get("batch") or run["phase"] != event.get("phase"):
+            continue
+        for s in range(run["start"], run["start"] + run["count"]):
+            e = recording.event(s)
+            if e is not None and isinstance(e.get("call"), int) and e["call"] >= call:
+                return s
+    return seq

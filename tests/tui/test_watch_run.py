@@ -14,16 +14,32 @@ from tvis.tui.widgets.watch_curve import WatchCurve
 
 NAN_AT_41 = """
 import torch
+from torch import nn
+
+
+def unit_rows(batch):
+    return batch / batch.norm(dim=1, keepdim=True)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, x):
+        return self.body(unit_rows(x))
+
+
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x, y = torch.randn(64, 8), torch.randn(64, 1)
 for step in range(100):
     i = torch.randint(0, 64, (16,))
     batch = x[i].clone()
     if step == 41:
-        batch[3, 2] = float("nan")
-    loss = torch.nn.functional.mse_loss(model(batch), y[i])
+        batch[3] = 0.0  # an empty row: 0 / 0
+    loss = nn.functional.mse_loss(model(batch), y[i])
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -62,6 +78,31 @@ async def test_replay_opens_on_the_call_where_the_nan_appeared(watched):
         event = page.current_event()
         assert event["batch"] == target["batch"] and event["phase"] == "forward"
         assert app.batch_info["step"] == 41
+        assert target["call"] is not None  # the div in unit_rows
+        # At layer detail the function is not an event: the first layer after it is.
+        forward = [
+            page.recording.event(s)
+            for r in page.recording.outline
+            if r["batch"] == target["batch"] and r["phase"] == "forward"
+            for s in range(r["start"], r["start"] + r["count"])
+        ]
+        after = [e["call"] for e in forward if e and (e.get("call") or -1) >= target["call"]]
+        assert event["call"] == after[0]
+
+
+async def test_explore_opens_on_the_call_where_the_nan_appeared(watched):
+    app = make_app(watched)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "explore")
+        target = opening_event(app.run_info)
+        page = app.screen
+        tree = page.calls.call_tree
+        await wait_for(
+            pilot,
+            lambda: tree.cursor_node and tree.cursor_node.data.row.get("id") == target["call"],
+            "the cursor on the NaN's call",
+        )
+        assert tree.cursor_node.data.row.get("name") == "unit_rows"
 
 
 def test_ls_shows_watch_runs_with_steps_and_anomaly(watched):

@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
-from tvis.tui.anomaly_start import opening_event
+from tvis.tui.anomaly_start import opening_event, opening_seq
 from tvis.tui.pane import AgentPane
 from tvis.tui.replay_model import PAGE, SPEEDS, STEP_SIZES, Recording
 from tvis.tui.widgets.layer_stack import LayerStack
@@ -113,6 +113,7 @@ class ReplayPage(PlaceKeys, Screen):
         self._timer: Timer | None = None
         self._asked_pages: set[int] = set()
         self._keep: dict[str, Any] | None = None  # the event to land on after a reload
+        self._opening: dict[str, Any] | None = None  # a watched run's anomaly, at first load
         self._note = ""
         self._texts: dict[str, Text] = {}
 
@@ -155,8 +156,9 @@ class ReplayPage(PlaceKeys, Screen):
         if run is None:
             return
         self._keep = self.current_event()
+        self._opening = None
         if self.recording is None:  # a watched run opens on its anomaly
-            self._keep = opening_event(self.app.run_info)
+            self._keep = self._opening = opening_event(self.app.run_info)
         self._asked_pages = {0}
         self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
 
@@ -174,6 +176,8 @@ class ReplayPage(PlaceKeys, Screen):
         if tag == "first":
             self.recording = Recording.from_reply(result)
             target = self.recording.find(self._keep) if self._keep else 0
+            if self._opening is not None:
+                target = opening_seq(self.recording, self._opening)
             self._keep = None
             self.cursor = max(0, min(target, self.recording.total - 1))
             self._show_missing()
