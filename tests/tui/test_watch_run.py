@@ -109,3 +109,16 @@ def test_ls_shows_watch_runs_with_steps_and_anomaly(watched):
     result = run_tvis("ls", str(watched.parent))
     assert result.returncode == 0, result.stderr
     assert "watch: 42 steps, anomaly at step 41: loss became nan at step 41" in result.stdout
+
+
+async def test_watched_run_without_anomaly_shows_its_series(tmp_path):
+    quiet = NAN_AT_41.replace("if step == 41:", "if step == -1:").replace("range(100)", "range(30)")
+    run = record_script(tmp_path, quiet, "--watch")
+    app = make_app(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "loss")
+        curve = app.screen.query_one(WatchCurve)
+        await wait_for(pilot, lambda: curve.series, "the watch series")
+        assert "watched 30 steps · no anomaly" in screen_text(app)
+        assert "✖" not in screen_text(app).split("step 0 … 29")[0]
+        assert app.internal_errors == []
