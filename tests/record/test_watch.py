@@ -167,3 +167,20 @@ def test_watch_before_a_script_that_takes_tvis_like_options(tmp_path):
     assert "tvis: no anomaly in 30 steps" in result.stderr
     spaced = run_tvis("run", "--watch", "nan,spike", str(script), "--steps", "25", cwd=tmp_path)
     assert "tvis: no anomaly in 25 steps" in spaced.stderr, spaced.stderr
+
+
+def test_bare_except_cannot_swallow_the_watchs_stop(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        SCRIPT.replace("    loss = torch", "    try:\n        loss = torch")
+        .replace("    opt.zero_grad()", "        opt.zero_grad()")
+        .replace("    loss.backward()", "        loss.backward()")
+        .replace("    opt.step()", "        opt.step()\n    except BaseException:\n        pass")
+    )
+    result = run_tvis("run", "--watch", str(script), "100", "nan", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "finished" not in result.stdout  # code after the loop did not run
+    assert "tvis: anomaly at step 41: loss became nan at step 41" in result.stderr
+    run = _run(tmp_path)
+    assert [s["index"] for s in run.index()["steps"]] == [39, 40, 41]
+    assert series_store.read(run.path)["steps"] == 42

@@ -70,6 +70,7 @@ class Watch:
         self.handles: list = []
         self.primary: int | None = None  # id of the optimizer that counts steps
         self._pending: dict | None = None  # an anomaly seen, waiting for the ranks to agree
+        self.on_hard_stop = None  # called if the script swallows the stop and steps again
         self._losses: list[torch.Tensor] = []
         self._norms: list[float] = []
         self._nonfinite: list[int] = []
@@ -133,6 +134,8 @@ class Watch:
                 )
                 self._pending["rank"] = peer
         if self._pending is not None:
+            if self.series.anomaly is not None and self.on_hard_stop is not None:
+                self.on_hard_stop()  # stopped once already, and the script went on
             self.series.anomaly = self._pending
             self.close_step()
             self.flush()

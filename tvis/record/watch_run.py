@@ -77,13 +77,26 @@ def watch_script(
         meta["rank"] = rank.record()
     atomic.write_json(run_dir / META, meta)
     watch = Watch(run_dir, checks, args.spike_factor, args.spike_window)
+    started = time.perf_counter()
+
+    def hard_stop() -> None:
+        # The script swallowed the stop (a bare `except:` around its step) and kept
+        # training: finish here, as if it had stopped, and end the process.
+        watch.uninstall()
+        sys.stdout.flush()
+        code = _finish(
+            args, script, project, out, run_dir, meta, watch, rank, started, (COMPLETE, 0, None)
+        )
+        sys.stderr.flush()
+        os._exit(code)
+
+    watch.on_hard_stop = hard_stop
 
     module = _main_module(script)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args.args]
     sys.path.insert(0, str(script.parent))
     status, exit_code, error = COMPLETE, 0, None
-    started = time.perf_counter()
     try:
         watch.install()
         _run_main(script, module)
@@ -102,6 +115,16 @@ def watch_script(
     finally:
         watch.uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
+    return _finish(
+        args, script, project, out, run_dir, meta, watch, rank, started, (status, exit_code, error)
+    )
+
+
+def _finish(args, script, project, out, run_dir, meta, watch, rank, started, ended) -> int:
+    """After the watched script: the series and meta written, and on an anomaly the
+    re-run that records it; the exit code of `tvis run`."""
+    status, exit_code, error = ended
+    watch_meta = meta["watch"]
     seconds = time.perf_counter() - started
     watch.flush()
     series = watch.series
