@@ -131,7 +131,7 @@ def per_step() -> None:
         times = []
         for _ in range(rounds):
             start = time.perf_counter()
-            w._losses.append(loss)
+            w._losses.append((loss, 1.0))
             w.step_pre(opt, (), {})
             w.step_post(opt, (), {})
             times.append(time.perf_counter() - start)

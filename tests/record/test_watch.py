@@ -184,3 +184,31 @@ def test_bare_except_cannot_swallow_the_watchs_stop(tmp_path):
     run = _run(tmp_path)
     assert [s["index"] for s in run.index()["steps"]] == [39, 40, 41]
     assert series_store.read(run.path)["steps"] == 42
+
+
+def test_grad_scaler_loss_is_watched_in_the_optimizers_units(tmp_path):
+    def train_scaled(steps: int) -> list[float]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu")
+        losses = []
+        for _ in range(steps):
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            losses.append(loss.item())
+        return losses
+
+    plain = train_scaled(4)
+    watch = Watch(tmp_path, ["nan"])
+    watch.install()
+    try:
+        watched = train_scaled(4)
+    finally:
+        watch.uninstall()
+    assert watched == plain
+    assert watch.series.loss == plain  # not loss × 65536

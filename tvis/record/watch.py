@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import weakref
 from collections import deque
 from functools import partial
 from pathlib import Path
@@ -71,7 +72,8 @@ class Watch:
         self.primary: int | None = None  # id of the optimizer that counts steps
         self._pending: dict | None = None  # an anomaly seen, waiting for the ranks to agree
         self.on_hard_stop = None  # called if the script swallows the stop and steps again
-        self._losses: list[torch.Tensor] = []
+        self._losses: list[tuple[torch.Tensor, float]] = []  # (loss, GradScaler's scale)
+        self._scaled: tuple | None = None  # (weakref to GradScaler.scale's output, scaler)
         self._norms: list[float] = []
         self._nonfinite: list[int] = []
         self._lr = math.nan
@@ -89,6 +91,16 @@ class Watch:
         self.patches.set(
             torch.autograd, "backward", partial(self._backward, torch.autograd.backward)
         )
+        scaler_class = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
+        original_scale = scaler_class.scale
+
+        def scale(scaler, outputs):
+            out = original_scale(scaler, outputs)
+            if isinstance(out, torch.Tensor):
+                self._scaled = (weakref.ref(out), scaler)
+            return out
+
+        self.patches.set(scaler_class, "scale", scale)
         if step_hooks:
             self.handles += [
                 optim_module.register_optimizer_step_pre_hook(self.step_pre),
@@ -104,7 +116,12 @@ class Watch:
     def _backward(self, original, tensors, *args, **kwargs):
         loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            self._losses.append(loss.detach())
+            factor = 1.0
+            if self._scaled is not None and self._scaled[0]() is loss:
+                # A GradScaler's loss × scale: kept in the optimizer's units, as the
+                # recorder keeps it (the scale is a power of two: exact).
+                factor = float(self._scaled[1].get_scale()) or 1.0
+            self._losses.append((loss.detach(), factor))
         return original(tensors, *args, **kwargs)
 
     def step_pre(self, optimizer, args, kwargs) -> None:
@@ -169,7 +186,7 @@ class Watch:
         if not self._losses:
             return math.nan
         with self._plain():
-            values = [float(t) for t in self._losses]
+            values = [float(t) / factor for t, factor in self._losses]
         return sum(values) / len(values)
 
     def _judge(self) -> dict | None:
