@@ -115,13 +115,16 @@ class Watch:
 
     def _backward(self, original, tensors, *args, **kwargs):
         loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
-        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            factor = 1.0
-            if self._scaled is not None and self._scaled[0]() is loss:
-                # A GradScaler's loss × scale: kept in the optimizer's units, as the
-                # recorder keeps it (the scale is a power of two: exact).
-                factor = float(self._scaled[1].get_scale()) or 1.0
-            self._losses.append((loss.detach(), factor))
+        try:
+            if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+                factor = 1.0
+                if self._scaled is not None and self._scaled[0]() is loss:
+                    # A GradScaler's loss × scale: kept in the optimizer's units, as the
+                    # recorder keeps it (the scale is a power of two: exact).
+                    factor = float(self._scaled[1].get_scale()) or 1.0
+                self._losses.append((loss.detach(), factor))
+        except Exception:
+            pass  # never the script's problem: this step's loss is left out
         return original(tensors, *args, **kwargs)
 
     def step_pre(self, optimizer, args, kwargs) -> None:
@@ -160,7 +163,10 @@ class Watch:
 
     def step_post(self, optimizer, args, kwargs) -> None:
         if id(optimizer) == self.primary:
-            self.close_step()
+            try:
+                self.close_step()
+            except Exception:
+                self._losses, self._norms, self._nonfinite = [], [], []
 
     # -- per step --------------------------------------------------------------------
 
