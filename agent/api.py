@@ -38,9 +38,11 @@ from tvis.agent.replay import ReplayAPI
 from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.agent.traffic import Traffic
+from tvis.agent.watch import WatchAPI
 from tvis.agent.weights import WeightsAPI
 from tvis.store.reader import Chunk, RunReader, StoreError, leads_outside
 from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
+from tvis.store.watch import describe as describe_watch
 
 # A raw array reply stays well under the 64 MiB frame limit with its record around it.
 MAX_ARRAY_BYTES = 48 << 20
@@ -79,12 +81,12 @@ def _sorted_rows(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict
     return present + absent
 
 
-class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
+class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI, WatchAPI):
     """Answers the protocol's methods for the runs under ``root``; safe to share between threads.
     The insight pages' methods come from ``InsightsAPI`` (agent/insights/), the comparison
     of a multi-process recording's ranks from ``RanksAPI`` (agent/ranks.py), the Weights
     page's views from ``WeightsAPI`` (agent/weights.py), Replay's from ``ReplayAPI``
-    (agent/replay.py)."""
+    (agent/replay.py), a watched run's series from ``WatchAPI`` (agent/watch.py)."""
 
     def __init__(self, root: Path | str) -> None:
         self.store = RunStore(root)
@@ -180,6 +182,7 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
             "bytes": reader.size_bytes(),
             "host": reader.meta.get("host"),
             "rank": (reader.meta.get("rank") or {}).get("rank"),
+            "watch": describe_watch(reader.meta),
         }
 
     @rpc

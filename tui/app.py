@@ -25,6 +25,7 @@ from textual.widget import Widget
 
 from tvis.agent.protocol import AgentError
 from tvis.tui import keys
+from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
@@ -113,7 +114,11 @@ class TvisApp(Asks, App[None]):
 
     def opening_batch(self) -> int:
         """Where a run opens: its first training batch, not an evaluation before training
-        (nanoGPT's ``estimate_loss`` at iteration 0), which stays one key back."""
+        (nanoGPT's ``estimate_loss`` at iteration 0), which stays one key back; a watched
+        run on its anomaly."""
+        watched = watched_opening(self.run_info)
+        if watched in self.batch_indices:
+            return watched
         batches = (self.run_info or {}).get("batches") or []
         trained = next((b.get("index") for b in batches if not b.get("light")), None)
         if trained is not None:

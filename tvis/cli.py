@@ -46,6 +46,14 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    prepare = (
+        getattr(importlib.import_module(COMMANDS[wanted][0]), "prepare_argv", None)
+        if wanted in COMMANDS
+        else None
+    )
+    if prepare is not None:
+        argv = prepare(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not args.command:

@@ -21,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis.tui import colors, keys
+from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.calls_pane import CallsPane
@@ -127,6 +128,9 @@ class ExplorePage(Asks, Screen):
         await self._apply_layout()
         self._batch_changed()
         self.calls.call_tree.focus()
+        event = opening_event(self.app.run_info)  # a watched run opens on its anomaly
+        if event and event.get("call") is not None and event["batch"] == self.app.batch:
+            self._reveal(event["batch"], event["call"], None)
 
     # -- panes ---------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.sparkline import sparkline
+from tvis.tui.widgets.watch_curve import WatchCurve
 
 WORST_ROWS = 64
 """Samples listed per batch: the worst screenful and then some; the rest are no worse."""
@@ -539,6 +540,7 @@ class LossPage(Screen):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("", id="loss-title")
+            yield WatchCurve()
             yield LossCurve()
             yield LossView()
 
@@ -548,6 +550,7 @@ class LossPage(Screen):
         self.call_after_refresh(self._start)
 
     def _start(self) -> None:
+        self.query_one(WatchCurve).load()
         self.query_one(LossCurve).load()
         self._batch_changed()
 
@@ -567,6 +570,7 @@ class LossPage(Screen):
         title.append(f"   {hints}", style=colors.MUTED)
         self.query_one("#loss-title", Static).update(title)
         self.query_one(LossCurve).refresh()
+        self.query_one(WatchCurve).refresh()
         if info:
             self.view.load()
 

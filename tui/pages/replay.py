@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
+from tvis.tui.anomaly_start import opening_event, opening_seq
 from tvis.tui.pane import AgentPane
 from tvis.tui.replay_model import (
     PAGE,
@@ -121,6 +122,7 @@ class ReplayPage(PlaceKeys, Screen):
         self._timer: Timer | None = None
         self._asked_pages: set[int] = set()
         self._keep: dict[str, Any] | None = None  # the event to land on after a reload
+        self._opening: dict[str, Any] | None = None  # a watched run's anomaly, at first load
         self._note = ""
         self._texts: dict[str, Text] = {}
         self._origin: dict[str, Any] | None = None  # the NaN origin to open on, until found
@@ -164,6 +166,9 @@ class ReplayPage(PlaceKeys, Screen):
         if run is None:
             return
         self._keep = self.current_event()
+        self._opening = None
+        if self.recording is None:  # a watched run opens on its anomaly
+            self._keep = self._opening = opening_event(self.app.run_info)
         self._asked_pages = {0}
         self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
 
@@ -185,8 +190,10 @@ class ReplayPage(PlaceKeys, Screen):
             keep = self.current_event() or self._keep
             self.recording = Recording.from_reply(result)
             target = self.recording.find(keep) if keep else self._batch_start()
+            if self._opening is not None:
+                target = opening_seq(self.recording, self._opening)
             self._keep = None
-            if first:  # a run that went wrong opens where it did
+            if first and self._opening is None:  # a run that went wrong opens where it did
                 self._origin = first_nonfinite(self.app.run_info)
                 target = self._seek_origin(target)
             self.cursor = max(0, min(target, self.recording.total - 1))

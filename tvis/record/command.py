@@ -18,6 +18,35 @@ USAGE_ERROR = 2
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps to record (3)")
     parser.add_argument(
+        "--from-step",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run unobserved until N optimizer steps are done, then record (0)",
+    )
+    parser.add_argument(
+        "--watch",
+        nargs="?",
+        const="nan",
+        metavar="nan,spike",
+        help="watch every step lightly and record the first anomalous one in full: "
+        "NaN/Inf (default), and with spike a loss or gradient-norm spike",
+    )
+    parser.add_argument(
+        "--spike-factor",
+        type=float,
+        default=10.0,
+        help="--watch spike: a spike is this many times the recent median (10)",
+    )
+    parser.add_argument(
+        "--spike-window",
+        type=int,
+        default=100,
+        help="--watch spike: the median is over this many recent steps (100)",
+    )
+    # A --watch run's re-run records into the watch run's folder (internal).
+    parser.add_argument("--into", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--out",
         type=Path,
         help="runs folder (default tvis_runs beside the script, or in --project)",
@@ -92,7 +121,39 @@ def _problem(args: argparse.Namespace) -> str | None:
     for flag in ("steps", "samples", "max_elems", "param_elems", "max_batches", "max_bytes"):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})."
+    if args.from_step < 0:
+        return f"--from-step must be 0 or more (got {args.from_step})."
+    if args.watch is not None:
+        from tvis.record.watch import parse_checks
+
+        try:
+            parse_checks(args.watch)
+        except ValueError as e:
+            return f"{e}."
+        if args.from_step:
+            return "--watch and --from-step do not go together; --watch finds the step itself."
+        if args.spike_factor <= 1 or args.spike_window < 2:
+            return "--spike-factor must be above 1 and --spike-window at least 2."
     return None
+
+
+def prepare_argv(argv: list[str]) -> list[str]:
+    """``--watch`` takes its checks only as ``--watch=nan,spike`` or a next word that is
+    one (``--watch nan,spike``): otherwise argparse would take the script for its value
+    and the script's own options for tvis's."""
+    out = list(argv)
+    start = out.index("run") + 1 if "run" in out else 0
+    for i, word in enumerate(out[start:], start):
+        if word.endswith(".py") or (not word.startswith("-") and Path(word).is_file()):
+            break  # the script: what follows is the script's
+        if word == "--watch":
+            following = out[i + 1] if i + 1 < len(out) else ""
+            if following and set(following.lower().split(",")) <= {"nan", "spike"}:
+                out[i : i + 2] = [f"--watch={following}"]
+            else:
+                out[i] = "--watch=nan"
+            break
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -136,15 +197,27 @@ def main(args: argparse.Namespace) -> int:
         gradcam=not args.no_gradcam,
         attention=not args.no_attention,
     )
+    if args.watch is not None:
+        from tvis.record.watch_run import watch_script
+
+        return watch_script(args, script, settings, project, out)
     rank = detect()
     run_dir, meta = None, {}
+    if args.into is not None:
+        from tvis.record.watch_run import rerun_meta
+
+        run_dir, meta, check = args.into, *rerun_meta(args.into)
+    else:
+        check = None
+    if args.from_step:
+        meta["from_step"] = args.from_step
     if rank is not None:
         full = records_fully(rank, parse_ranks(args.ranks))
         settings.rank_digests = True
         if not full:
             settings = settings.light()
-        run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
-        meta = {"rank": rank.record(), "full": full}
+        run_dir = run_dir or rank_run_dir(out, script, rank, parse_ranks(args.ranks))
+        meta.update({"rank": rank.record(), "full": full})
     try:
         outcome = record_script(
             script,
@@ -155,6 +228,8 @@ def main(args: argparse.Namespace) -> int:
             run_dir,
             meta,
             wide_project=args.project is None,
+            from_step=args.from_step,
+            check=check,
         )
     except OSError as e:  # the run folder itself could not be created
         print(
@@ -172,6 +247,13 @@ def main(args: argparse.Namespace) -> int:
         from tvis.record.signals import die_of
 
         die_of(outcome.signal)
+    watched = (meta.get("watch") or {}).get("anomaly") or {}
+    if watched.get("kind") in ("loss_nonfinite", "grad_nonfinite") and not outcome.anomalies:
+        print(
+            f"tvis: the re-run recorded step {watched['step']} without the watch run's "
+            f"anomaly ({watched['text']}): the script does not repeat itself exactly.",
+            file=sys.stderr,
+        )
     misplaced = misplaced_options(list(args.args))
     if misplaced and outcome.status == FAILED and outcome.batches == 0:
         # The script most likely refused them: say where tvis's own options go.

@@ -53,10 +53,14 @@ def record_script(
     run_dir: Path | None = None,
     meta: dict | None = None,
     wide_project: bool = False,
+    from_step: int = 0,
+    check=None,
 ) -> Outcome:
     """Run ``script`` with ``argv`` as ``__main__`` under the recorder, into ``run_dir``
     (default: a new folder under ``out``); ``meta`` adds to the run's meta.json;
-    ``wide_project``: see ``Project``."""
+    ``wide_project``: see ``Project``. ``from_step``: run unobserved until that many
+    optimizer steps are done (``check``, a Watch comparing each step with an earlier watch
+    series, runs meanwhile)."""
     module = _main_module(script)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *argv]
@@ -71,6 +75,8 @@ def record_script(
             module.__dict__,
             whole_script=True,
             wide_project=wide_project,
+            from_step=from_step,
+            check=check,
         )
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -85,6 +91,8 @@ def record(
     names: dict | None = None,
     whole_script: bool = False,
     wide_project: bool = False,
+    from_step: int = 0,
+    check=None,
 ) -> Outcome:
     """Call ``fn`` under the recorder, writing the run to ``run_dir``.
 
@@ -98,6 +106,7 @@ def record(
     from tvis.record.data import DataPipeline
     from tvis.record.functions import FunctionTracer
     from tvis.record.grad_scaler import GradScaling
+    from tvis.record.late import LateStart
     from tvis.record.loss import LossCapture
     from tvis.record.ops import LineOps
     from tvis.record.project import Project
@@ -126,7 +135,9 @@ def record(
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project, wide_project), names)
-    recorder.whole_script = whole_script
+    recorder.whole_script = whole_script and not from_step
+    recorder.first_step = recorder.step_index = from_step
+    late = LateStart(recorder, from_step, check) if from_step else None
     rank = (meta or {}).get("rank")
     if isinstance(rank, dict) and rank.get("world_size", 1) > 1:
         recorder.rank_stop = StopAgreement(run_dir, rank["rank"], rank["world_size"])
@@ -150,6 +161,8 @@ def record(
         if recorder.rank_stop is not None:
             recorder.rank_stop.ended()
         recorder.uninstall()
+        if late is not None:
+            late.uninstall()
         _finalize(recorder, background, writer, COMPLETE, 0, None)
         sys.stdout.flush()
         report(_outcome(run_dir, recorder, writer, COMPLETE, 0))
@@ -161,7 +174,10 @@ def record(
     ending = SignalEnd()
     held = None  # SIGINT's handler while the run is saved after a Ctrl-C
     try:
-        recorder.install()
+        if late is None:
+            recorder.install()
+        else:
+            late.install()
         ending.install()
         fn()
     except StopRecording:
@@ -186,7 +202,15 @@ def record(
         if recorder.rank_stop is not None:
             recorder.rank_stop.ended()  # no peer waits for this rank any more
         recorder.script_returned()
-        recorder.uninstall()
+        if late is None or late.started:
+            recorder.uninstall()
+        if late is not None:
+            late.uninstall()
+    if late is not None and not late.started:
+        recorder.notice(
+            f"the script took {late.steps_seen} optimizer step(s), fewer than --from-step "
+            f"{from_step}: nothing was recorded."
+        )
     _finalize(recorder, background, writer, status, exit_code, error)
     if held is not None:
         signal.signal(signal.SIGINT, held)
@@ -200,7 +224,7 @@ def _outcome(run_dir: Path, recorder, writer: RunWriter, status: str, exit_code:
         run_dir=run_dir,
         status=status,
         exit_code=exit_code,
-        steps=recorder.step_index - len(lost_steps),
+        steps=recorder.step_index - recorder.first_step - len(lost_steps),
         batches=sum(
             1 for b in recorder.batch_maps if not b["light"] and b["index"] not in lost_batches
         ),

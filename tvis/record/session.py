@@ -143,6 +143,7 @@ class Recorder(ModuleCalls, Steps):
         self.param_table: dict[str, dict] = {}
         self.optimizers: dict[int, int] = {}  # id(optimizer) -> index
         self.steps_per_optimizer: dict[int, int] = {}
+        self.first_step = 0  # the script's step number of the first step recorded
         self.step_index = 0
         self.in_step = 0
         self.in_backward = 0
@@ -190,7 +191,10 @@ class Recorder(ModuleCalls, Steps):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def install(self) -> None:
+    def install(self, step_hooks: bool = True) -> None:
+        """Put tvis's hooks and patches in. ``step_hooks=False``: the caller already holds
+        global optimizer step hooks and forwards them (a late start installs from inside
+        one, where torch does not allow adding another)."""
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_module
 
@@ -199,9 +203,12 @@ class Recorder(ModuleCalls, Steps):
             nn_module.register_module_forward_hook(
                 self._module_post, with_kwargs=True, always_call=True
             ),
-            optim_module.register_optimizer_step_pre_hook(self._step_pre),
-            optim_module.register_optimizer_step_post_hook(self._step_post),
         ]
+        if step_hooks:
+            self.handles += [
+                optim_module.register_optimizer_step_pre_hook(self._step_pre),
+                optim_module.register_optimizer_step_post_hook(self._step_post),
+            ]
         original_backward = torch.autograd.backward
         self.patches.set(torch.autograd, "backward", partial(self._backward, original_backward))
         original_init = torch.optim.Optimizer.__init__
@@ -610,7 +617,12 @@ class Recorder(ModuleCalls, Steps):
         """Called from a hook on a thread tvis does not record, where training begins
         (a grad forward, a backward, a step): while nothing has trained on the recorded
         thread, this thread becomes the one recorded. Whether it now is."""
-        if self.train_batches or self.step_index or self.stack or self.open_modules:
+        if (
+            self.train_batches
+            or self.step_index > self.first_step
+            or self.stack
+            or self.open_modules
+        ):
             self.notice(
                 f"the script also trains on thread {threading.current_thread().name!r}; tvis "
                 "records only the thread that trained first.",

@@ -119,7 +119,7 @@ class Steps:
             return
         with self.work:
             self._write_step(snapshots, optimizer=None)
-        if self.step_index >= self.settings.steps:
+        if self.step_index - self.first_step >= self.settings.steps:
             self.stop_due = True
 
     def function_boundary(self) -> None:

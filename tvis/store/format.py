@@ -6,6 +6,7 @@ A run is one folder::
       meta.json              small, human-readable: who/what/when, status, settings
       run.msgpack            the run index: batches, steps, params table, notices, data info
       sources.msgpack        {path: text} snapshot of every project file that ran
+      watch.msgpack          `tvis run --watch` only: one light record per step (watch.py)
       batches/000000/        one folder per batch, written whole then renamed into place
         index.msgpack        {"batch": {...}, "calls": [...], "tensors": [...], "lines": [...], ...}
         blob.bin             raw little-endian arrays, each at a known offset
@@ -20,6 +21,12 @@ batches of the step in progress may be missing. Readers skip temp names; ``tvis 
 the ones a recorder that is gone left behind (``reader.remove_stale_temps``), including
 ``.finalize-reserve.tmp``, space set aside so a full disk still takes the final records.
 Batches and steps that never reached a full disk are left out of the run index.
+
+A run recorded with ``--from-step N`` numbers its steps from N (``meta.json`` has
+``"from_step": N``). A ``--watch`` run's ``meta.json`` has ``"watch": {"checks", "factor",
+"window", "steps", "anomaly", "seconds"}``: the watch process writes it (with
+``watch.msgpack``) and, when it stopped at an anomaly, the re-run that records the
+anomalous step writes the rest of the run into the same folder and keeps that key.
 
 Call flags include ``raised``: the forward raised (the call has no outputs).
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tvis.store import watch
 from tvis.store.printable import printable_line
 from tvis.store.reader import (
     RunReader,
@@ -56,6 +57,7 @@ def summarize(path: Path, root: Path | None = None) -> dict[str, Any]:
         "batches": len(batches),
         "calls": sum(b.get("n_calls", 0) for b in batches),
         "bytes": run.size_bytes(),
+        "watch": watch.describe(run.meta),
     }
 
 
@@ -141,5 +143,7 @@ def _show(rows: list[dict[str, Any]], where: str, as_json: bool) -> int:
         )
         if r.get("error"):
             print(f"    {_text(r['error'])}")
+        if r.get("watch"):
+            print(f"    {_text(r['watch'])}")
     sys.stdout.flush()  # inside the caller's BrokenPipeError guard, not at exit
     return 0

@@ -416,6 +416,8 @@ class RunMeta(TypedDict, total=False):
     project: str
     exit_code: int | None
     error: str | None
+    from_step: int  # --from-step: the first step recorded
+    watch: dict[str, Any]  # --watch: checks, steps watched, the anomaly (store/watch.py)
 
 
 class RunIndex(TypedDict, total=False):

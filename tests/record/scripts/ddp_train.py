@@ -37,6 +37,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--unused", action="store_true")
     p.add_argument("--spare-on-rank0", action="store_true", help="the unused layer runs on rank 0")
     p.add_argument("--raise-at", type=int, default=-1, help="rank 1 raises before this step")
+    p.add_argument("--nan-at", type=int, default=-1, help="rank 1's batch holds a NaN at this step")
     p.add_argument("--skip-reduce", default="", help="manual mode: a parameter not averaged")
     p.add_argument(
         "--accumulate-rank1",
@@ -94,6 +95,9 @@ def main() -> None:
         for x, y in loader:
             if rank == 1 and state["step"] == args.raise_at:
                 raise RuntimeError(f"rank 1 gave up at step {args.raise_at}")
+            if rank == 1 and state["step"] == args.nan_at:
+                x = x.clone()
+                x[0, 0] = float("nan")
             loss = nn.functional.cross_entropy(model(x), y)
             if batches % every == 0:
                 opt.zero_grad()
