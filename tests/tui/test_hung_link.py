@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import make_app, open_explore, screen_text, wait_for
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.agent import client as client_module
 from tvis.agent.protocol import PROTOCOL_VERSION, AgentError

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import goto_page, make_app, screen_text, wait_for
 from support import record_script, run_tvis
+from viewer_support import goto_page, make_app, screen_text, wait_for
 
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.widgets.watch_curve import WatchCurve
