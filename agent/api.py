@@ -38,6 +38,7 @@ from tvis.agent.samples import sample_rows
 from tvis.agent.store import RunStore
 from tvis.agent.traffic import Traffic
 from tvis.agent.weights import WeightsAPI
+from tvis.store.chunks import ChunkedArray
 from tvis.store.reader import Chunk, RunReader, StoreError
 from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
 
@@ -440,15 +441,18 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI):
         ``value`` (dtype, shape, nbytes). Clients ask for several ranges at once."""
         chunk = self._chunk(run, batch, step)
         entry = self._entry(chunk, tensor, grad)
-        # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
-        data = memoryview(self._values(chunk, entry).reshape(-1).view(np.uint8))
+        values = self._values(chunk, entry)
         if offset < 0 or length < 0 or length > MAX_READ:
             raise AgentError(f"read needs offset >= 0 and 0 <= length <= {MAX_READ}.", BAD_REQUEST)
-        if offset > len(data):
+        if offset > values.nbytes:
             raise AgentError(
-                f"offset {offset} is past the {len(data)} bytes of tensor {entry['id']}.",
+                f"offset {offset} is past the {values.nbytes} bytes of tensor {entry['id']}.",
                 BAD_REQUEST,
             )
+        if isinstance(values, ChunkedArray):  # decode only the chunks of this range
+            return RawBytes(memoryview(values.byte_range(offset, length)))
+        # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
+        data = memoryview(values.reshape(-1).view(np.uint8))
         return RawBytes(data[offset : offset + length])
 
     @rpc

@@ -68,7 +68,9 @@ class ExportItem:
 
     @property
     def nbytes(self) -> int:
-        return int(self.value.get("nbytes") or 0)
+        """The size of the values fetched (the stored ``nbytes`` is compressed since format 3)."""
+        count = int(np.prod(self.value.get("shape", []), dtype=np.int64))
+        return count * np.dtype(self.value.get("dtype") or "u1").itemsize
 
     def file_stem(self) -> str:
         place = f"b{self.batch}" if self.batch is not None else f"s{self.step}"

@@ -153,3 +153,14 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path):
     with pytest.raises(OSError):
         export.write_atomic(tmp_path / "x.npy", explode)
     assert files_in(tmp_path) == []
+
+
+def test_an_exports_size_is_its_values_not_their_compressed_bytes(tmp_path: Path):
+    root = tmp_path / "root"
+    path, _ = write_large_run(root)
+    run = path.relative_to(root).as_posix()
+    entry = LocalClient(root).call("tensor", run=run, batch=0, tensor=0)
+    item = export.item_for(TensorRef("out", entry, run, batch=0), False, "encoder", path.name)
+    raw = int(np.prod(entry["shape"])) * np.dtype(entry["value"]["dtype"]).itemsize
+    assert entry["value"]["nbytes"] != raw  # stored compressed
+    assert item.nbytes == raw
