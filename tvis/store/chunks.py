@@ -3,7 +3,8 @@
 An array is cut, in C order, into chunks of whole trailing planes (a channel of an NCHW
 activation, a block of rows of a matrix) of about CHUNK_BYTES each, and every chunk is
 compressed on its own with Blosc: bytes regrouped by significance (shuffle), then zstd.
-A view reads only the chunks holding what it shows: one channel of a sample is one chunk.
+A view reads only the chunks holding what it shows: one channel of a sample smaller than a
+chunk lies in one.
 ``ChunkedArray`` is what the reader hands out for such a value: it behaves as a read-only
 numpy array, decoding on indexing only the chunks the index touches, and decoding the
 whole array only when used whole (``np.asarray``, arithmetic, any other method).
