@@ -40,6 +40,7 @@ from tvis.agent.store import RunStore
 from tvis.agent.traffic import Traffic
 from tvis.agent.watch import WatchAPI
 from tvis.agent.weights import WeightsAPI
+from tvis.store.chunks import ChunkedArray
 from tvis.store.reader import Chunk, RunReader, StoreError, leads_outside
 from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
 from tvis.store.watch import describe as describe_watch
@@ -451,15 +452,18 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI, WatchAPI):
         ``value`` (dtype, shape, nbytes). Clients ask for several ranges at once."""
         chunk = self._chunk(run, batch, step)
         entry = self._entry(chunk, tensor, grad)
-        # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
-        data = memoryview(self._values(chunk, entry).reshape(-1).view(np.uint8))
+        values = self._values(chunk, entry)
         if offset < 0 or length < 0 or length > MAX_READ:
             raise AgentError(f"read needs offset >= 0 and 0 <= length <= {MAX_READ}.", BAD_REQUEST)
-        if offset > len(data):
+        if offset > values.nbytes:
             raise AgentError(
-                f"offset {offset} is past the {len(data)} bytes of tensor {entry['id']}.",
+                f"offset {offset} is past the {values.nbytes} bytes of tensor {entry['id']}.",
                 BAD_REQUEST,
             )
+        if isinstance(values, ChunkedArray):  # decode only the chunks of this range
+            return RawBytes(memoryview(values.byte_range(offset, length)))
+        # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
+        data = memoryview(values.reshape(-1).view(np.uint8))
         return RawBytes(data[offset : offset + length])
 
     @rpc

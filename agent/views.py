@@ -35,6 +35,12 @@ def take_sample(array: np.ndarray, batch_dim: int | None, sample: int | None) ->
     """``array`` with ``sample`` taken out along ``batch_dim``; unchanged without either."""
     if sample is None or batch_dim is None or not 0 <= batch_dim < array.ndim:
         return array
+    _check_sample(array, batch_dim, sample)
+    # Indexing, not np.take: values stored in chunks then decode this sample only.
+    return np.array(array[(slice(None),) * batch_dim + (sample,)])
+
+
+def _check_sample(array: np.ndarray, batch_dim: int, sample: int) -> None:
     kept = array.shape[batch_dim]
     if sample < 0:
         raise AgentError(f"sample must be 0 or more, not {sample}.", BAD_REQUEST)
@@ -42,7 +48,6 @@ def take_sample(array: np.ndarray, batch_dim: int | None, sample: int | None) ->
         raise AgentError(
             f"sample {sample} was not kept (values exist for the first {kept}).", NOT_FOUND
         )
-    return np.take(array, sample, axis=batch_dim)
 
 
 def plane(
@@ -51,20 +56,28 @@ def plane(
     """The 2-D plane over the last two dims, the sample taken out and leading dims fixed
     by ``index`` (missing entries are 0). 0-D and 1-D tensors become one row."""
     used_sample = sample if batch_dim is not None and 0 <= batch_dim < array.ndim else None
-    values = take_sample(array, batch_dim, sample)
-    leading = max(values.ndim - 2, 0)
+    shape = list(array.shape)
+    if used_sample is not None:
+        _check_sample(array, batch_dim, used_sample)
+        del shape[batch_dim]
+    leading = max(len(shape) - 2, 0)
     if len(index) > leading:
         raise AgentError(
             f"index has {len(index)} entries but the tensor has {leading} leading dims.",
             BAD_REQUEST,
         )
     full = list(index) + [0] * (leading - len(index))
-    for dim, (i, size) in enumerate(zip(full, values.shape[:leading], strict=True)):
+    for dim, (i, size) in enumerate(zip(full, shape[:leading], strict=True)):
         if not 0 <= i < size:
             raise AgentError(
                 f"index {i} is out of range for dim {dim} of size {size}.", BAD_REQUEST
             )
-    values = values[tuple(full)] if leading else values
+    # One index for the sample and the leading dims: values stored in chunks then decode
+    # only the chunk holding this plane.
+    key: list[Any] = [*full, *[slice(None)] * (len(shape) - leading)]
+    if used_sample is not None:
+        key.insert(batch_dim, used_sample)
+    values = array[tuple(key)] if leading or used_sample is not None else array
     if values.ndim < 2:
         values = values.reshape(1, -1)
     return Plane(values, used_sample, full)

@@ -3,8 +3,10 @@
     .venv/bin/python bench/agent_bench.py [--repeat 50]
 
 Starts the test suite's sshd lab (tests/sshd.py) in a temporary folder, writes a run with
-a large activation (64×256×56×56 float32, 196 MiB) and a 4096×4096 matrix, and measures
-through ``tvis agent --stdio`` over ssh (one shared ControlMaster connection):
+a large activation (64×256×56×56 float32, 196 MiB) and a 4096×4096 matrix, twice: values
+compressed in chunks (format 3, what `tvis run` writes) and raw (format 2, older runs), and
+measures through ``tvis agent --stdio`` over ssh (one shared ControlMaster connection),
+each figure for both formats, calls alternating between them:
 
 - latency of ``hello`` and of a typical ``view`` (120×40 heatmap of one channel);
 - bytes on the wire for a 120×40 view versus the raw tensor;
@@ -44,12 +46,13 @@ from tvis.store.format import COMPLETE  # noqa: E402
 from tvis.store.writer import RunWriter  # noqa: E402
 
 RUN = "tvis_runs/20260101-000000_bench_000000"
+RUN_RAW = "tvis_runs/20260101-000000_bench_raw_000000"  # the same values, format 2 (raw)
 ACTIVATION, MATRIX = 0, 1
 SCREEN = {"width": 120, "height": 40}
 MiB = 1 << 20
 
 
-def build_run(root: Path) -> Path:
+def build_run(root: Path, name: str = RUN, chunked: bool = True) -> Path:
     """A run whose batch 0 holds the large activation and a large matrix."""
     rng = np.random.default_rng(0)
     arrays = {
@@ -85,11 +88,11 @@ def build_run(root: Path) -> Path:
         "flags": [],
     }
     batch = {"index": 0, "step": 0, "micro": 0, "batch_size": 64, "n_calls": 1, "phase_ms": {}}
-    writer = RunWriter(root / RUN, {"script": "bench.py"})
+    writer = RunWriter(root / name, {"script": "bench.py"}, chunked=chunked)
     writer.write_batch(0, {"batch": batch, "calls": [call], "tensors": tensors}, arrays)
     writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": [], "data": {}})
     writer.write_meta(status=COMPLETE)
-    return root / RUN
+    return root / name
 
 
 def timed(fn: Callable[[int], object], repeat: int) -> tuple[float, float]:
@@ -108,12 +111,27 @@ def wire_bytes(result: object) -> int:
     return 4 + len(reply_body({"id": 1, "result": result}))
 
 
-def read_throughput(client, total_bytes: int) -> float:
+def timed_pair(
+    a: Callable[[int], object], b: Callable[[int], object], repeat: int
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """``timed`` of ``a`` and of ``b``, their calls alternating (the same load for both)."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeat):
+        for fn, out in ((a, times[0]), (b, times[1])):
+            t = time.perf_counter()
+            fn(i)
+            out.append((time.perf_counter() - t) * 1000)
+    return tuple(  # type: ignore[return-value]
+        (statistics.median(sorted(t)), sorted(t)[int(0.9 * (len(t) - 1))]) for t in times
+    )
+
+
+def read_throughput(client, total_bytes: int, run: str = RUN) -> float:
     """MiB/s fetching the whole activation with ``read_values`` into a new array (made as
     the Python API makes it)."""
     out = np.empty((64, 256, 56, 56), np.float32)
     t = time.perf_counter()
-    client.read_values(memoryview(out).cast("B"), run=RUN, batch=0, tensor=ACTIVATION)
+    client.read_values(memoryview(out).cast("B"), run=run, batch=0, tensor=ACTIVATION)
     seconds = time.perf_counter() - t
     assert out.nbytes == total_bytes
     return total_bytes / MiB / seconds
@@ -163,6 +181,7 @@ def main() -> int:
         folder = Path(tmp)
         (folder / "lab").mkdir()
         run_path = build_run(folder / "root")
+        raw_path = build_run(folder / "root", RUN_RAW, chunked=False)
         lab = start_lab(folder / "lab")
         control = lab.control_dir()
         try:
@@ -177,7 +196,10 @@ def main() -> int:
             warm_ms = (time.perf_counter() - t) * 1000
             first.close()
             local = LocalClient(folder / "root")
-            rows = measure(client, local, lab, control, run_path, args, cold_ms, warm_ms)
+            rows = measure(client, local, lab, control, raw_path, args, cold_ms, warm_ms)
+            rows.append(
+                ("run on disk, chunked · raw", f"{_mib(run_path):.1f} · {_mib(raw_path):.1f} MiB")
+            )
             client.close()
         finally:
             lab.close()
@@ -187,62 +209,76 @@ def main() -> int:
     return 0
 
 
+def _mib(run: Path) -> float:
+    return sum(f.stat().st_size for f in run.rglob("*") if f.is_file()) / MiB
+
+
 def measure(client, local, lab, control, run_path, args, cold_ms, warm_ms) -> list[tuple[str, str]]:
-    def view(c, tensor: int) -> Callable[[int], object]:
+    """``run_path``: the raw run, whose blob ``cat`` sends."""
+
+    def view(c, tensor: int, run: str = RUN) -> Callable[[int], object]:
         if tensor == ACTIVATION:
             return lambda i: c.call(
-                "view", run=RUN, batch=0, tensor=tensor, sample=i % 64, index=[i % 256], **SCREEN
+                "view", run=run, batch=0, tensor=tensor, sample=i % 64, index=[i % 256], **SCREEN
             )
-        return lambda i: c.call("view", run=RUN, batch=0, tensor=tensor, **SCREEN)
+        return lambda i: c.call("view", run=run, batch=0, tensor=tensor, **SCREEN)
+
+    def pair(c, tensor: int, repeat: int):
+        return timed_pair(view(c, tensor), view(c, tensor, RUN_RAW), repeat)
 
     hello = lambda i: client.call("hello", protocol=PROTOCOL_VERSION)  # noqa: E731
     hello_ssh = timed(hello, args.repeat)
-    view_ssh = timed(view(client, ACTIVATION), args.repeat)
-    matrix_ssh = timed(view(client, MATRIX), max(args.repeat // 5, 3))
-    view_local = timed(view(local, ACTIVATION), args.repeat)
+    view_ssh, view_ssh_raw = pair(client, ACTIVATION, args.repeat)
+    matrix_ssh, matrix_ssh_raw = pair(client, MATRIX, max(args.repeat // 5, 3))
+    view_local, view_local_raw = pair(local, ACTIVATION, args.repeat)
     activation_bytes = 64 * 256 * 56 * 56 * 4
     screen_bytes = wire_bytes(view(client, ACTIVATION)(0))
     matrix_bytes = wire_bytes(view(client, MATRIX)(0))
     blob = run_path / "batches" / "000000" / "blob.bin"
-    read_mib_s, cat_mib_s, array_mib_s = [], [], []
-    for _ in range(args.rounds):  # alternating, so that both meet the same load
+    read_mib_s, cat_mib_s, array_mib_s, raw_mib_s = [], [], [], []
+    for _ in range(args.rounds):  # alternating, so that all meet the same load
         read_mib_s.append(read_throughput(client, activation_bytes))
+        raw_mib_s.append(read_throughput(client, activation_bytes, RUN_RAW))
         cat_mib_s.append(cat_throughput(lab, control, blob))
         array_mib_s.append(array_throughput(client, activation_bytes))
     read_best, cat_best, array_best = max(read_mib_s), max(cat_mib_s), max(array_mib_s)
+    raw_best = max(raw_mib_s)
     paired = statistics.median(r / c for r, c in zip(read_mib_s, cat_mib_s, strict=True))
-    local_read, memory = [], []
+    local_read, local_raw, memory = [], [], []
     for _ in range(args.rounds):
         local_read.append(read_throughput(local, activation_bytes))
+        local_raw.append(read_throughput(local, activation_bytes, RUN_RAW))
         memory.append(memory_throughput(blob, activation_bytes))
-    local_best, memory_best = max(local_read), max(memory)
+    local_best, memory_best, local_raw_best = max(local_read), max(memory), max(local_raw)
     return [
         ("connect, cold (new ssh connection + agent start)", f"{cold_ms:.0f} ms"),
         ("connect, shared ControlMaster connection", f"{warm_ms:.0f} ms"),
         ("`hello` over ssh, median / p90", "{:.2f} / {:.2f} ms".format(*hello_ssh)),
         (
-            "`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90",
-            "{:.2f} / {:.2f} ms".format(*view_ssh),
+            "`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90, chunked · raw",
+            "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*view_ssh, *view_ssh_raw),
         ),
         (
-            "same `view` in-process (LocalClient), median / p90",
-            "{:.2f} / {:.2f} ms".format(*view_local),
+            "same `view` in-process (LocalClient), median / p90, chunked · raw",
+            "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*view_local, *view_local_raw),
         ),
         (
-            "`view` 120×40 of a 4096×4096 matrix over ssh, median / p90",
-            "{:.2f} / {:.2f} ms".format(*matrix_ssh),
+            "`view` 120×40 of a 4096×4096 matrix over ssh, median / p90, chunked · raw",
+            "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*matrix_ssh, *matrix_ssh_raw),
         ),
         ("raw activation 64×256×56×56 float32", f"{activation_bytes / MiB:.1f} MiB"),
         ("reply frame for the 120×40 view of it", f"{screen_bytes / 1024:.1f} KiB"),
         ("raw matrix 4096×4096 float32", f"{4096 * 4096 * 4 / MiB:.1f} MiB"),
         ("reply frame for its 120×40 view", f"{matrix_bytes / 1024:.1f} KiB"),
         ("`read`, 8 MiB chunks, 4 in flight, over ssh", f"{read_best:.0f} MiB/s"),
+        ("the same `read` of the raw run (format 2)", f"{raw_best:.0f} MiB/s"),
         ("`ssh tvis-test cat blob.bin`, same connection", f"{cat_best:.0f} MiB/s"),
         ("`read` / ssh cat, best of each", f"**{100 * read_best / cat_best:.0f} %**"),
         ("`read` / ssh cat, median of the rounds' own ratios", f"{100 * paired:.0f} %"),
         ("`array` pages (48 MiB each, one after another) over ssh", f"{array_best:.0f} MiB/s"),
         ("`array` / ssh cat", f"{100 * array_best / cat_best:.0f} %"),
         ("`read` in-process (LocalClient)", f"{local_best:.0f} MiB/s"),
+        ("the same of the raw run (format 2)", f"{local_raw_best:.0f} MiB/s"),
         ("copy of the memory-mapped blob into a new array", f"{memory_best:.0f} MiB/s"),
         ("`read` in-process / memory copy", f"**{100 * local_best / memory_best:.0f} %**"),
         (

@@ -85,7 +85,9 @@ class ExportItem:
 
     @property
     def nbytes(self) -> int:
-        return int(self.value.get("nbytes") or 0)
+        """The size of the values fetched (the stored ``nbytes`` is compressed since format 3)."""
+        count = int(np.prod(self.value.get("shape", []), dtype=np.int64))
+        return count * np.dtype(self.value.get("dtype") or "u1").itemsize
 
     def file_stem(self) -> str:
         """The file name (without suffix): every part the agent named reduced to letters,

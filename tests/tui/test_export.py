@@ -171,3 +171,14 @@ async def test_e_on_a_batch_tensor_of_kept_samples_says_so_in_the_name_and_the_n
     npy = next(p for p in exports.iterdir() if p.suffix == ".npy")
     assert f"_first{value['count']}of{ref.entry['shape'][0]}samples_" in npy.name
     assert np.load(npy, allow_pickle=False).shape[0] == value["count"]
+
+
+def test_an_exports_size_is_its_values_not_their_compressed_bytes(tmp_path: Path):
+    root = tmp_path / "root"
+    path, _ = write_large_run(root)
+    run = path.relative_to(root).as_posix()
+    entry = LocalClient(root).call("tensor", run=run, batch=0, tensor=0)
+    item = export.item_for(TensorRef("out", entry, run, batch=0), False, "encoder", path.name)
+    raw = int(np.prod(entry["shape"])) * np.dtype(entry["value"]["dtype"]).itemsize
+    assert entry["value"]["nbytes"] != raw  # stored compressed
+    assert item.nbytes == raw

@@ -9,7 +9,8 @@ A run is one folder::
       watch.msgpack          `tvis run --watch` only: one light record per step (watch.py)
       batches/000000/        one folder per batch, written whole then renamed into place
         index.msgpack        {"batch": {...}, "calls": [...], "tensors": [...], "lines": [...], ...}
-        blob.bin             raw little-endian arrays, each at a known offset
+        blob.bin             little-endian arrays, each at a known offset (compressed in
+                             chunks since format 3; raw before)
       steps/000000/          one folder per optimizer step: parameter records + their values
         index.msgpack
         blob.bin
@@ -50,6 +51,18 @@ entry") looks like::
 A tensor tvis cannot read densely (sparse, nested, quantized, meta) has
 ``"not_captured": "sparse COO"`` (its kind), its shape (a nested tensor's: its number of
 components), no statistics beyond ``numel`` and no value.
+
+Since format 3 a batch's values (activations, gradients, derived arrays) are stored
+compressed in chunks (tvis/store/chunks.py), and their value map says so::
+
+    "value": {..., "codec": "blosc-zstd-chunks",
+              "chunk": int,          # elements per chunk: whole trailing planes (a channel,
+                                     # a block of rows), about 256 KiB raw; the last may be short
+              "sizes": [int, ...]}   # compressed bytes of each chunk, back to back from offset
+
+Each chunk is a Blosc frame (byte shuffle, zstd) of its elements in C order, so a reader
+decodes only the chunks holding what it reads. A value without ``codec`` is raw bytes at
+``offset`` (format 2 and earlier, and non-numeric dtypes); readers read both.
 
 ``value.shape`` is the stored (possibly sliced) shape; ``kept`` says how it was cut:
 ``all`` (whole tensor), ``samples`` (first ``count`` entries along ``batch_dim``) or
@@ -234,7 +247,7 @@ the run index), for finding ranks that trained on the same samples.
 
 from __future__ import annotations
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 META = "meta.json"
 RUN_INDEX = "run.msgpack"

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
-from tvis.store import codec, schema, validate
+from tvis.store import chunks, codec, schema, validate
 from tvis.store.format import (
     BATCHES,
     BLOB,
@@ -428,6 +428,7 @@ class Chunk:
         self.what = what
         self.open_step = open_step
         self._decoded: dict[int, np.ndarray] = {}
+        self._chunked: dict[int, chunks.ChunkedArray] = {}
 
     @cached_property
     def record(self) -> dict[str, Any]:
@@ -463,6 +464,8 @@ class Chunk:
         value = self.tensor(tensor_id).get("value")
         if not value:
             return None
+        if value.get("codec") == chunks.CODEC:
+            return self._chunked_array(tensor_id, value)
         if value.get("codec"):
             return self._encoded_array(tensor_id, value)
         try:
@@ -481,6 +484,42 @@ class Chunk:
         return np.frombuffer(
             buf, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset
         ).reshape(shape)
+
+    def _chunked_array(self, tensor_id: int, value: dict[str, Any]) -> chunks.ChunkedArray:
+        """An activation or gradient compressed in chunks: decoded as it is indexed. Made
+        once per tensor (its chunk table is thousands of entries for a big activation)."""
+        cached = self._chunked.get(tensor_id)
+        if cached is not None:
+            return cached
+        try:
+            dtype = np.dtype(value["dtype"])
+            shape = tuple(int(s) for s in value["shape"])
+            offset, nbytes = int(value["offset"]), int(value["nbytes"])
+            chunk, sizes = int(value["chunk"]), np.asarray(value["sizes"], dtype=np.int64)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.") from None
+        count = int(np.prod(shape, dtype=np.int64))
+        if (
+            dtype.hasobject
+            or chunk < 1
+            or sizes.shape != (-(-count // chunk),)
+            or (sizes < 0).any()
+            or int(sizes.sum()) != nbytes
+        ):
+            raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
+        buf = self._blob
+        if offset < 0 or offset + nbytes > len(buf):
+            raise StoreError(f"the values of {self.what} are truncated ({self.path / BLOB}).")
+
+        def corrupt(why: str) -> StoreError:
+            return StoreError(
+                f"the values of tensor {tensor_id} of {self.what} are corrupt "
+                f"({why}); re-record the run."
+            )
+
+        array = chunks.ChunkedArray(buf, offset, sizes, chunk, dtype, shape, corrupt)
+        self._chunked[tensor_id] = array
+        return array
 
     def _encoded_array(self, tensor_id: int, value: dict[str, Any]) -> np.ndarray:
         """An encoded value: the decoded array, or for a Δw entry after - before."""

@@ -195,6 +195,14 @@ class EncodedValue(StoredValue, total=False):
     delta: int  # an update: its bits are the weight after the step XOR this weight entry
 
 
+class ChunkedValue(StoredValue):
+    """An activation's or gradient's values compressed in chunks (tvis/store/chunks.py)."""
+
+    codec: Literal["blosc-zstd-chunks"]
+    chunk: int  # elements per chunk, whole trailing planes
+    sizes: list[int]  # compressed bytes of each chunk, one after another from offset
+
+
 class TensorEntry(TypedDict, total=False):
     """One recorded tensor (an activation, a gradient, a parameter value, a derived array)."""
 
@@ -204,7 +212,7 @@ class TensorEntry(TypedDict, total=False):
     device: str
     stats: Stats
     hist: Hist | None
-    value: StoredValue | EncodedValue | None
+    value: StoredValue | EncodedValue | ChunkedValue | None
     batch_dim: int | None
     batch_dim_inferred: bool
     grad: int | None

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tvis.store import atomic
+from tvis.store import atomic, chunks
 from tvis.store.codec import Encoded
 from tvis.store.format import (
     ALIGN,
@@ -36,11 +36,15 @@ FINALIZE_RESERVE = 1 << 20
 class RunWriter:
     """Creates one run folder and writes its records atomically as they become ready."""
 
-    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, path: Path, meta: dict[str, Any], *, chunked: bool = True) -> None:
+        """``chunked=False`` writes batch values raw, as format 2 did (what older runs on
+        disk hold: for reading them in tests and benchmarks side by side)."""
         self.path = Path(path)
         (self.path / BATCHES).mkdir(parents=True, exist_ok=False)
         (self.path / STEPS).mkdir()
-        self.meta = {"format": FORMAT_VERSION, "status": RUNNING, "started": time.time(), **meta}
+        self.chunked = chunked
+        version = FORMAT_VERSION if chunked else 2
+        self.meta = {"format": version, "status": RUNNING, "started": time.time(), **meta}
         self.bytes_written = 0
         self._reserve = self.path / f".finalize-reserve{TMP_SUFFIX}"
         self.write_meta()
@@ -93,7 +97,7 @@ class RunWriter:
             shutil.rmtree(tmp)
         try:
             tmp.mkdir()
-            size = _write_blob(tmp / BLOB, record.get("tensors", []), arrays)
+            size = _write_blob(tmp / BLOB, record.get("tensors", []), arrays, self.chunked)
             index = atomic.msgpack.packb(record, use_bin_type=True)
             with open(tmp / INDEX, "wb") as f:
                 f.write(index)
@@ -108,7 +112,9 @@ class RunWriter:
         return written
 
 
-def _write_blob(path: Path, entries: list[dict], arrays: dict[int, np.ndarray | Encoded]) -> int:
+def _write_blob(
+    path: Path, entries: list[dict], arrays: dict[int, np.ndarray | Encoded], chunked: bool
+) -> int:
     offset = 0
     with open(path, "wb") as f:
         for entry in entries:
@@ -122,6 +128,9 @@ def _write_blob(path: Path, entries: list[dict], arrays: dict[int, np.ndarray | 
             array = np.ascontiguousarray(array)
             if array.dtype.byteorder == ">":
                 array = array.astype(array.dtype.newbyteorder("<"))
+            if chunked and array.size and array.dtype.kind in "biufc":
+                offset = _write_chunked(f, offset, entry, chunks.compress(array))
+                continue
             pad = -offset % ALIGN
             if pad:
                 f.write(b"\0" * pad)
@@ -154,3 +163,22 @@ def _write_encoded(f, offset: int, entry: dict, encoded: Encoded) -> int:
         crc32=encoded.crc32,
     )
     return offset + encoded.nbytes
+
+
+def _write_chunked(f, offset: int, entry: dict, chunked: chunks.Chunked) -> int:
+    """Append an array compressed in chunks (tvis/store/chunks.py) and describe it."""
+    for part in chunked.payload:
+        f.write(part)
+    value = entry.get("value") or {}
+    value.update(
+        offset=offset,
+        nbytes=chunked.nbytes,
+        dtype=chunked.dtype.str,
+        shape=list(chunked.shape),
+        codec=chunks.CODEC,
+        chunk=chunked.chunk,
+        sizes=chunked.sizes,
+    )
+    value.setdefault("kept", "all")
+    entry["value"] = value
+    return offset + chunked.nbytes
