@@ -32,9 +32,10 @@ def test_watch_names_the_nan_step_of_a_long_run_and_records_it(tmp_path):
     assert [s["index"] for s in index["steps"]] == [step - 2, step - 1, step]
     origin = next(a for a in index["anomalies"] if a["kind"] == "nonfinite")["origin"]
     # The stuck recording's standardisation divides zero by a zero std.
-    assert origin["file"] == "train.py" and origin["op"] == "div"
+    # The project is the repository: files are named from its root.
+    assert origin["file"] == "examples/sensor_nan/train.py" and origin["op"] == "div"
     assert "standardize" in origin["path"]
-    source = run.sources()["train.py"].splitlines()[origin["line"] - 1]
+    source = run.sources()[origin["file"]].splitlines()[origin["line"] - 1]
     assert "centred.std(" in source
     series = series_store.read(run.path)
     assert series["steps"] == step + 1
