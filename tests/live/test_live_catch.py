@@ -172,6 +172,7 @@ def test_token_in_the_address_is_accepted_and_a_wrong_one_refused(capsys):
         assert wait_until(lambda: live.stats.refused >= 1)
         assert live.store.entries("bad") == []
         bad = catching._senders[f"guess@{live.address}"]
+        assert wait_until(lambda: bad.stats.last_error)  # the sender notes it after the server
         assert "refused" in bad.stats.last_error
         assert "refused us: wrong or missing token" in capsys.readouterr().err
     finally:
