@@ -22,17 +22,11 @@ class GradScaling(Extension):
 
     def install(self, recorder) -> None:
         self.scaled: tuple[weakref.ref, object] | None = None
-        # torch.amp's since torch 2.3 (torch.cuda.amp's subclasses it); torch.cuda.amp's before.
-        scaler_class = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
-        original = scaler_class.scale
 
-        def scale(scaler, outputs):
-            out = original(scaler, outputs)
-            if isinstance(out, torch.Tensor):
-                self.scaled = (weakref.ref(out), scaler)
-            return out
+        def note(out, scaler) -> None:
+            self.scaled = (weakref.ref(out), scaler)
 
-        recorder.patches.set(scaler_class, "scale", scale)
+        note_scaled(recorder.patches, note)
 
     def before_backward(self, recorder, batch, loss) -> None:
         if self.scaled is None or not isinstance(loss, torch.Tensor):
@@ -42,3 +36,19 @@ class GradScaling(Extension):
             factor = float(scaler.get_scale())
             if factor and factor != 1.0:
                 batch.grad_scale = factor
+
+
+def note_scaled(patches, note) -> None:
+    """Patch ``GradScaler.scale`` (through ``patches``) to call ``note(out, scaler)`` with each
+    scaled tensor it returns."""
+    # torch.amp's since torch 2.3 (torch.cuda.amp's subclasses it); torch.cuda.amp's before.
+    scaler_class = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
+    original = scaler_class.scale
+
+    def scale(scaler, outputs):
+        out = original(scaler, outputs)
+        if isinstance(out, torch.Tensor):
+            note(out, scaler)
+        return out
+
+    patches.set(scaler_class, "scale", scale)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from tvis.record.grad_scaler import note_scaled
 from tvis.record.patches import Patches
 from tvis.record.stop import StopRecording
 from tvis.store import watch as store
@@ -91,16 +92,11 @@ class Watch:
         self.patches.set(
             torch.autograd, "backward", partial(self._backward, torch.autograd.backward)
         )
-        scaler_class = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
-        original_scale = scaler_class.scale
 
-        def scale(scaler, outputs):
-            out = original_scale(scaler, outputs)
-            if isinstance(out, torch.Tensor):
-                self._scaled = (weakref.ref(out), scaler)
-            return out
+        def note(out, scaler) -> None:
+            self._scaled = (weakref.ref(out), scaler)
 
-        self.patches.set(scaler_class, "scale", scale)
+        note_scaled(self.patches, note)
         if step_hooks:
             self.handles += [
                 optim_module.register_optimizer_step_pre_hook(self.step_pre),
