@@ -44,6 +44,21 @@ def run_dir_for(out: Path, script: Path) -> Path:
     return out / f"{stamp}_{script.stem}_{uuid.uuid4().hex[:6]}"
 
 
+def process_meta(settings, project: Path) -> dict:
+    """What a run's meta.json says of the process that recorded it."""
+    import torch
+
+    return {
+        "cwd": os.getcwd(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "settings": settings.__dict__,
+        "project": str(project),
+    }
+
+
 def record_script(
     script: Path,
     argv: list[str],
@@ -100,7 +115,6 @@ def record(
     globals); ``whole_script`` says that ``fn`` builds everything it trains (a script run
     from its start). Exceptions from ``fn`` are recorded, not raised.
     """
-    import torch
 
     from tvis.record.attention import AttentionCapture
     from tvis.record.data import DataPipeline
@@ -119,19 +133,7 @@ def record(
     from tvis.record.writer_thread import BackgroundWriter
 
     writer = RunWriter(
-        run_dir,
-        {
-            "script": None,
-            "argv": [],
-            "cwd": os.getcwd(),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "settings": settings.__dict__,
-            "project": str(project),
-            **(meta or {}),
-        },
+        run_dir, {"script": None, "argv": [], **process_meta(settings, project), **(meta or {})}
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project, wide_project), names)

@@ -39,23 +39,34 @@ _PASSED = {
     "max_bytes": "--max-bytes",
     "ranks": "--ranks",
 }
-_SWITCHES = {"no_functions": "--no-functions", "no_ops": "--no-ops", "no_gradcam": "--no-gradcam"}
+_SWITCHES = {
+    "no_functions": "--no-functions",
+    "no_ops": "--no-ops",
+    "no_gradcam": "--no-gradcam",
+    "no_attention": "--no-attention",
+}
 
 
 def watch_script(
     args: argparse.Namespace, script: Path, settings: Settings, project: Path, out: Path
 ) -> int:
     """Run the script under the watch; on an anomaly, record it in full by a re-run."""
-    import torch
 
-    from tvis.record.runner import _exit_code, _main_module, _run_main, _user_traceback
+    from tvis.record.runner import (
+        _exit_code,
+        _main_module,
+        _run_main,
+        _user_traceback,
+        process_meta,
+        run_dir_for,
+    )
 
     checks = parse_checks(args.watch)
     rank = detect()
     if rank is not None:
         run_dir = rank_run_dir(out, script, rank, parse_ranks(args.ranks))
     else:
-        run_dir = out / f"{time.strftime('%Y%m%d-%H%M%S')}_{script.stem}_{os.urandom(3).hex()}"
+        run_dir = run_dir_for(out, script)
         run_dir.mkdir(parents=True)
     watch_meta = {"checks": checks, "factor": args.spike_factor, "window": args.spike_window}
     meta = {
@@ -64,13 +75,7 @@ def watch_script(
         "started": time.time(),
         "script": str(script),
         "argv": list(args.args),
-        "cwd": os.getcwd(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "settings": settings.__dict__,
-        "project": str(project),
+        **process_meta(settings, project),
         "watch": watch_meta,
     }
     if rank is not None:
@@ -168,7 +173,8 @@ def _finish(args, script, project, out, run_dir, meta, watch, rank, started, end
 
 
 def _recording_flags(args: argparse.Namespace, project: Path, out: Path) -> list[str]:
-    flags = ["--project", str(project), "--out", str(out)]
+    # --project only as given: without it the re-run keeps the wide default project.
+    flags = ["--out", str(out)] + (["--project", str(project)] if args.project else [])
     for name, flag in _PASSED.items():
         flags += [flag, str(getattr(args, name))]
     flags += [flag for name, flag in _SWITCHES.items() if getattr(args, name)]
