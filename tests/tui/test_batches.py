@@ -58,3 +58,17 @@ async def test_choosing_a_batch_by_index_shows_that_batch(gapped_run: Path):
         )
         assert app.batch_info["index"] == train[-1] and not app.batch_info.get("light")
         assert app.current_step == app.batch_info["step"]
+
+
+async def test_following_a_sample_goes_to_its_batch_by_index_not_position(gapped_run: Path):
+    from tvis.tui.widgets.insight_context import follow
+
+    app = make_app(gapped_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        train = [b["index"] for b in app.run_info["batches"] if not b.get("light")]
+        assert train[-1] != app.batch_indices.index(train[-1])  # index and position differ
+        follow(app, train[-1], 1)  # what choosing a point on the Embeddings scatter does
+        assert (app.batch, app.sample) == (train[-1], 1)
+        follow(app, max(app.batch_indices) + 100, 0)  # a batch the run lacks: nothing moves
+        assert (app.batch, app.sample) == (train[-1], 1)

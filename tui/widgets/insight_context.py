@@ -26,10 +26,8 @@ def shown_token(token: str) -> str:
 
 def follow(app: App, batch: int, sample: int) -> None:
     """Make the app follow ``sample`` of the batch recorded as ``batch`` (every page does)."""
-    batches = (getattr(app, "run_info", None) or {}).get("batches") or []
-    position = next((i for i, b in enumerate(batches) if b.get("index") == batch), None)
-    if position is None:
+    if batch not in app.batch_indices:
         return
-    if position != app.batch:
-        app.set_batch(position)
+    if batch != app.batch:
+        app.set_batch(batch)
     app.sample = sample
