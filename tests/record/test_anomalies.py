@@ -135,7 +135,15 @@ def test_unused_parameter_is_reported_as_never_receiving_a_gradient(tmp_path):
 
 
 def test_tvis_run_ends_with_the_anomaly_summary(tmp_path):
-    result = run_tvis("run", "--steps", "2", str(SCRIPTS / "nan_from_log.py"), cwd=tmp_path)
+    result = run_tvis(
+        "run",
+        "--out",
+        str(tmp_path),
+        "--steps",
+        "2",
+        str(SCRIPTS / "nan_from_log.py"),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert "tvis: anomaly: loss became nan at step 0 (batch 0)" in lines

@@ -12,7 +12,7 @@ from tvis.store.reader import RunReader
 
 
 def test_torch_warning_in_user_forward_points_at_the_users_line(tmp_path):
-    result = run_tvis("run", str(SCRIPTS / "user_warning.py"), cwd=tmp_path)
+    result = run_tvis("run", "--out", str(tmp_path), str(SCRIPTS / "user_warning.py"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     warning = next(line for line in result.stderr.splitlines() if "UserWarning" in line)
     source = (SCRIPTS / "user_warning.py").read_text().splitlines()
@@ -21,7 +21,9 @@ def test_torch_warning_in_user_forward_points_at_the_users_line(tmp_path):
 
 
 def test_heap_scan_for_raw_tensors_raises_no_future_warning(tmp_path):
-    result = run_tvis("run", str(SCRIPTS / "raw_tensors_distributed.py"), cwd=tmp_path)
+    result = run_tvis(
+        "run", "--out", str(tmp_path), str(SCRIPTS / "raw_tensors_distributed.py"), cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert "Warning" not in result.stderr
     assert "complete" in result.stderr
