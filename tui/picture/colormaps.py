@@ -12,11 +12,13 @@ cube, or of the 16 ANSI colours, chosen so the map stays one map (no grey middle
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
 import numpy as np
+from rich.color import EIGHT_BIT_PALETTE, Color, ColorSystem
 
 Depth = Literal["truecolor", "256", "16"]
 
@@ -222,10 +224,9 @@ def levels(unit: np.ndarray, colours: int) -> np.ndarray:
     return np.clip((t * (colours - 1)).round(), 0, colours - 1).astype(np.intp)
 
 
-def to_rgb(
-    array: np.ndarray, scale: Scale, cmap: Colormap | None = None, depth: Depth = "truecolor"
-) -> np.ndarray:
-    """Colour a 2-D array (h×w×3 uint8). NaN is magenta, ±Inf white."""
+def to_rgb(array: np.ndarray, scale: Scale, cmap: Colormap | None, depth: Depth) -> np.ndarray:
+    """Colour a 2-D array (h×w×3 uint8) with the colours ``depth`` has. NaN is magenta, ±Inf
+    white. No default depth: a caller that forgot it would draw truecolor everywhere."""
     cmap = cmap or (SIGNED if scale.signed else VALUES)
     colours = palette(cmap, depth)
     a = np.asarray(array, dtype=np.float64)
@@ -237,10 +238,89 @@ def to_rgb(
 
 
 def overlay(picture: np.ndarray, unit_map: np.ndarray, alpha: float = 0.5) -> np.ndarray:
-    """``HEAT`` colours of a [0, 1] map laid over an RGB or grey uint8 picture of its size."""
+    """``HEAT`` colours of a [0, 1] map laid over an RGB or grey uint8 picture of its size,
+    in full colour: a blend of a photo is a photo, which ``Picture`` fits to the terminal's
+    colours (``fit``) as it draws."""
     rgb = np.asarray(picture)
     if rgb.ndim == 2:
         rgb = np.repeat(rgb[..., None], 3, axis=-1)
-    heat = to_rgb(unit_map, Scale(0.0, 1.0), HEAT).astype(np.float64)
+    heat = to_rgb(unit_map, Scale(0.0, 1.0), HEAT, "truecolor").astype(np.float64)
     mixed = (1 - alpha) * rgb[..., :3].astype(np.float64) + alpha * heat
     return np.clip(mixed, 0, 255).round().astype(np.uint8)
+
+
+def mosaic(
+    tiles: Sequence[np.ndarray],
+    per_row: int,
+    scale: Scale,
+    cmap: Colormap | None,
+    depth: Depth,
+) -> np.ndarray:
+    """2-D arrays as one picture (h×w×3 uint8): ``per_row`` tiles a row, each coloured on the
+    one shared ``scale``, one dark gap pixel between tiles (darker than any map's colour)."""
+    if not len(tiles):
+        return np.zeros((1, 1, 3), np.uint8)
+    h = max(t.shape[0] for t in tiles)
+    w = max(t.shape[1] for t in tiles)
+    per_row = max(1, min(per_row, len(tiles)))
+    rows = -(-len(tiles) // per_row)
+    out = np.zeros((rows * (h + 1) - 1, per_row * (w + 1) - 1, 3), np.uint8)
+    out[...] = gap_rgb(depth)
+    for i, tile in enumerate(tiles):
+        y, x = divmod(i, per_row)
+        y, x = y * (h + 1), x * (w + 1)
+        out[y : y + tile.shape[0], x : x + tile.shape[1]] = to_rgb(tile, scale, cmap, depth)
+    return out
+
+
+def gap_rgb(depth: Depth) -> tuple[int, int, int]:
+    """Between the tiles of a mosaic: black in 16 and 256 colours, else a near-black that
+    still parts two black tiles from the terminal's own background."""
+    return (24, 24, 28) if depth == "truecolor" else (0, 0, 0)
+
+
+def _fixed_256() -> np.ndarray:
+    """The xterm 256-colour entries Rich sends unchanged when given their RGB (entries 16 to
+    255, less the greys of the cube that it sends as a neighbouring grey)."""
+    kept = []
+    for number in range(16, 256):
+        rgb = EIGHT_BIT_PALETTE[number]
+        if Color.from_rgb(*rgb).downgrade(ColorSystem.EIGHT_BIT).number == number:
+            kept.append(rgb)
+    return np.array(kept, dtype=np.int64)
+
+
+_TERMINAL_COLOURS: dict[str, np.ndarray] = {
+    "16": np.array(_ANSI16, dtype=np.int64),
+    "256": _fixed_256(),
+}
+
+
+def fit(rgb: np.ndarray, depth: Depth) -> np.ndarray:
+    """A picture (h×w×3 uint8) in colours the terminal has at ``depth``: each pixel the
+    nearest of them (Rich's red-mean distance, the one it downgrades with), so what is
+    sent is what was chosen. Colours of the maps' palettes are kept as they are.
+    Not dithered: at a few pixels a cell, error diffusion turns a 16-colour photo into
+    noise in which the shape of an overlay is lost; nearest colours keep the shape."""
+    if depth == "truecolor":
+        return rgb
+    colours = _TERMINAL_COLOURS[depth]
+    flat = rgb.reshape(-1, 3).astype(np.int64)
+    keys, inverse = np.unique(flat @ np.array([1 << 16, 1 << 8, 1]), return_inverse=True)
+    unique = np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=-1)
+    nearest = np.empty(len(unique), dtype=np.intp)
+    for start in range(0, len(unique), _FIT_CHUNK):
+        part = unique[start : start + _FIT_CHUNK, None, :]
+        red_mean = (part[..., 0] + colours[None, :, 0]) // 2
+        d = part - colours[None]
+        distance = (
+            (((512 + red_mean) * d[..., 0] ** 2) >> 8)
+            + 4 * d[..., 1] ** 2
+            + (((767 - red_mean) * d[..., 2] ** 2) >> 8)
+        )
+        nearest[start : start + _FIT_CHUNK] = distance.argmin(axis=1)
+    return colours[nearest][inverse.reshape(-1)].astype(np.uint8).reshape(rgb.shape)
+
+
+_FIT_CHUNK = 2048
+"""Distinct colours matched at once: 2,048 × 240 distances is a few MB of scratch."""
