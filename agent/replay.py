@@ -32,9 +32,9 @@ from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import long_rpc, rpc
 from tvis.agent.insights.common import stamp
 from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
+from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.agent.samples import model_input
-from tvis.agent.store import _LRU
 from tvis.store.format import COMPLETE
 from tvis.store.reader import Chunk
 from tvis.store.schema import stat_flags
@@ -69,10 +69,10 @@ class ReplayAPI:
     mixed into."""
 
     @property
-    def _event_lists(self) -> _LRU:
+    def _event_lists(self) -> LRU:
         cache = self.__dict__.get("_replay_events")
         if cache is None:
-            cache = self.__dict__.setdefault("_replay_events", _LRU(EVENT_CACHE))
+            cache = self.__dict__.setdefault("_replay_events", LRU(EVENT_CACHE))
         return cache
 
     @long_rpc

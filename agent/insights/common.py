@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tvis.agent.lru import LRU
 from tvis.agent.protocol import NOT_FOUND, AgentError
-from tvis.agent.store import _LRU, RunStore
+from tvis.agent.store import RunStore
 from tvis.store.reader import Chunk
 
 # Run-wide views (confusion, PCA across batches) read every batch once; these many stay cached.
@@ -20,11 +21,11 @@ class InsightBase:
     store: RunStore
 
     @property
-    def _run_views(self) -> _LRU:
+    def _run_views(self) -> LRU:
         # Created on first use: the API class it is mixed into owns __init__.
         cache = self.__dict__.get("_insight_views")
         if cache is None:
-            cache = self.__dict__.setdefault("_insight_views", _LRU(RUN_VIEW_CACHE))
+            cache = self.__dict__.setdefault("_insight_views", LRU(RUN_VIEW_CACHE))
         return cache
 
     def _data_info(self, run: str) -> dict[str, Any]:
