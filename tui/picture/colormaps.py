@@ -279,48 +279,73 @@ def gap_rgb(depth: Depth) -> tuple[int, int, int]:
     return (24, 24, 28) if depth == "truecolor" else (0, 0, 0)
 
 
-def _fixed_256() -> np.ndarray:
-    """The xterm 256-colour entries Rich sends unchanged when given their RGB (entries 16 to
-    255, less the greys of the cube that it sends as a neighbouring grey)."""
-    kept = []
+def _sent_256() -> np.ndarray:
+    """Per xterm 256-colour number, the entry Rich ends up sending for its RGB: itself,
+    except for the cube's greys, which Rich sends as an entry of the grey ramp (followed
+    until Rich sends the entry's RGB as that very entry)."""
+    sent = np.array([EIGHT_BIT_PALETTE[n] for n in range(256)], dtype=np.uint8)
     for number in range(16, 256):
-        rgb = EIGHT_BIT_PALETTE[number]
-        if Color.from_rgb(*rgb).downgrade(ColorSystem.EIGHT_BIT).number == number:
-            kept.append(rgb)
-    return np.array(kept, dtype=np.int64)
+        at = number
+        while (down := Color.from_rgb(*EIGHT_BIT_PALETTE[at]).downgrade(_EIGHT).number) != at:
+            at = down
+        sent[number] = EIGHT_BIT_PALETTE[at]
+    return sent
 
 
-_TERMINAL_COLOURS: dict[str, np.ndarray] = {
-    "16": np.array(_ANSI16, dtype=np.int64),
-    "256": _fixed_256(),
-}
+_EIGHT = ColorSystem.EIGHT_BIT
+_SENT_256 = _sent_256()
+_ANSI16_INT = np.array(_ANSI16, dtype=np.int64)
 
 
 def fit(rgb: np.ndarray, depth: Depth) -> np.ndarray:
-    """A picture (h×w×3 uint8) in colours the terminal has at ``depth``: each pixel the
-    nearest of them (Rich's red-mean distance, the one it downgrades with), so what is
-    sent is what was chosen. Colours of the maps' palettes are kept as they are.
+    """A picture (h×w×3 uint8) in colours the terminal has at ``depth``, chosen as Rich
+    downgrades (its 256-colour rule; the nearest ANSI colour by its red-mean distance) and
+    then kept as they are when Rich sends them: what is sent is what was chosen. Colours
+    of the maps' palettes are kept as they are.
     Not dithered: at a few pixels a cell, error diffusion turns a 16-colour photo into
     noise in which the shape of an overlay is lost; nearest colours keep the shape."""
     if depth == "truecolor":
         return rgb
-    colours = _TERMINAL_COLOURS[depth]
     flat = rgb.reshape(-1, 3).astype(np.int64)
     keys, inverse = np.unique(flat @ np.array([1 << 16, 1 << 8, 1]), return_inverse=True)
     unique = np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=-1)
-    nearest = np.empty(len(unique), dtype=np.intp)
-    for start in range(0, len(unique), _FIT_CHUNK):
-        part = unique[start : start + _FIT_CHUNK, None, :]
-        red_mean = (part[..., 0] + colours[None, :, 0]) // 2
-        d = part - colours[None]
-        distance = (
-            (((512 + red_mean) * d[..., 0] ** 2) >> 8)
-            + 4 * d[..., 1] ** 2
-            + (((767 - red_mean) * d[..., 2] ** 2) >> 8)
+    if depth == "256":
+        chosen = _SENT_256[_xterm_number(unique)]
+    else:
+        chosen = _ANSI16_INT[_nearest_ansi(unique)].astype(np.uint8)
+    return chosen[inverse.reshape(-1)].reshape(rgb.shape)
+
+
+def _xterm_number(rgb: np.ndarray) -> np.ndarray:
+    """Rich's 256-colour number for each RGB row (``Color.downgrade``, vectorised): the grey
+    ramp below 15% saturation, else the nearest step of the 6×6×6 cube per channel."""
+    unit = rgb / 255.0
+    high, low = unit.max(axis=1), unit.min(axis=1)
+    light = (high + low) / 2
+    spread = high - low
+    with np.errstate(invalid="ignore", divide="ignore"):
+        saturation = np.where(
+            spread == 0,
+            0.0,
+            np.where(light <= 0.5, spread / (high + low), spread / (2.0 - high - low)),
         )
-        nearest[start : start + _FIT_CHUNK] = distance.argmin(axis=1)
-    return colours[nearest][inverse.reshape(-1)].astype(np.uint8).reshape(rgb.shape)
+    grey = np.round(light * 25.0).astype(np.int64)
+    grey_number = np.where(grey == 0, 16, np.where(grey == 25, 231, 231 + grey))
+    six = np.where(rgb < 95, rgb / 95, 1 + (rgb - 95) / 40)
+    steps = np.round(six).astype(np.int64)
+    cube_number = 16 + 36 * steps[:, 0] + 6 * steps[:, 1] + steps[:, 2]
+    return np.where(saturation < 0.15, grey_number, cube_number)
 
 
-_FIT_CHUNK = 2048
-"""Distinct colours matched at once: 2,048 × 240 distances is a few MB of scratch."""
+def _nearest_ansi(rgb: np.ndarray) -> np.ndarray:
+    """The index of the nearest ANSI colour per RGB row, by Rich's red-mean distance."""
+    colours = _ANSI16_INT[None]
+    part = rgb[:, None, :]
+    red_mean = (part[..., 0] + colours[..., 0]) // 2
+    d = part - colours
+    distance = (
+        (((512 + red_mean) * d[..., 0] ** 2) >> 8)
+        + 4 * d[..., 1] ** 2
+        + (((767 - red_mean) * d[..., 2] ** 2) >> 8)
+    )
+    return distance.argmin(axis=1)
