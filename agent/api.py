@@ -27,10 +27,11 @@ from tvis.agent.insights import (
 from tvis.agent.insights.common import RUN_VIEW_CACHE
 from tvis.agent.layer_api import LayerViewsAPI
 from tvis.agent.lookups import Lookups
+from tvis.agent.lru import LRU
 from tvis.agent.ranks import RanksAPI
 from tvis.agent.replay import ReplayAPI
 from tvis.agent.runs import RunsAPI
-from tvis.agent.store import _LRU, RunStore
+from tvis.agent.store import RunStore
 from tvis.agent.tensors import TensorsAPI
 from tvis.agent.traffic import Traffic
 from tvis.agent.watch import WatchAPI
@@ -55,7 +56,7 @@ class AgentAPI:
         self.store = RunStore(root)
         self.traffic = Traffic()
         self.lookups = Lookups(self.store)
-        run_views = _LRU(RUN_VIEW_CACHE)
+        run_views = LRU(RUN_VIEW_CACHE)
         ranks = RanksAPI(self.store)
         tensors = TensorsAPI(self.lookups)
         catalog = InsightsAPI(self.lookups, run_views)

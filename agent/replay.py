@@ -30,9 +30,9 @@ from tvis.agent.dispatch import long_rpc
 from tvis.agent.insights.common import stamp
 from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
 from tvis.agent.lookups import Lookups
+from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, AgentError
 from tvis.agent.samples import model_input
-from tvis.agent.store import _LRU
 from tvis.agent.traffic import Traffic
 from tvis.store.format import COMPLETE
 from tvis.store.reader import Chunk
@@ -67,7 +67,7 @@ class ReplayAPI:
         self.lookups = lookups
         self.store = lookups.store
         self.traffic = traffic
-        self._event_lists = _LRU(EVENT_CACHE)
+        self._event_lists = LRU(EVENT_CACHE)
 
     @long_rpc
     def replay(

@@ -11,11 +11,11 @@ import gc
 import os
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.store.format import BATCHES, BLOB, INDEX, META, RUN_INDEX, SOURCES, STEPS, folder_name
 from tvis.store.reader import Chunk, RunReader, StoreError, find_runs, inside, is_run
@@ -29,30 +29,6 @@ CHUNK_CACHE = 12
 FREEZE_CALLS = 5_000
 # Run-level records (meta, run index, sources) are small; one per run a viewer has open.
 RUN_CACHE = 32
-
-
-class _LRU:
-    """A thread-safe least-recently-used map of bounded length."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any, build: Callable[[], T]) -> T:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = build()
-        with self._lock:
-            # Two threads may build the same key at once: both get the first one kept, so
-            # what is derived from it (``RunStore.derived``) is derived once.
-            value = self._items.setdefault(key, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return value
 
 
 def _freeze_if_big(chunk: Chunk) -> None:
@@ -116,8 +92,8 @@ class RunStore:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(os.path.realpath(root))
-        self._runs = _LRU(RUN_CACHE)
-        self._chunks = _LRU(CHUNK_CACHE)
+        self._runs = LRU(RUN_CACHE)
+        self._chunks = LRU(CHUNK_CACHE)
         self._derived: weakref.WeakKeyDictionary[Chunk, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )

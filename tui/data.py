@@ -4,9 +4,10 @@ small cache for answers that cannot change, so moving back to a call costs no ro
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Protocol
+
+from tvis.agent.lru import LRU
 
 
 class Client(Protocol):
@@ -45,7 +46,7 @@ class Data:
     def __init__(self, client: Client) -> None:
         self.client = client
         self.live = False
-        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._cache = LRU(CACHE_ENTRIES)
         self._inflight: dict[tuple, Future] = {}
         self._lock = threading.Lock()
 
@@ -61,9 +62,9 @@ class Data:
             return self.client.call(method, **params)
         key = (method, _freeze(params))
         with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
+            found, value = self._cache.peek(key)
+            if found:
+                return value
             pending = self._inflight.get(key)
             if pending is None:
                 future: Future = Future()
@@ -79,21 +80,14 @@ class Data:
             raise
         with self._lock:
             del self._inflight[key]
-            self._cache[key] = result
-            while len(self._cache) > CACHE_ENTRIES:
-                self._cache.popitem(last=False)
+            self._cache.put(key, result)
         future.set_result(result)
         return result
 
     def peek(self, method: str, **params: Any) -> tuple[bool, Any]:
         """``(True, answer)`` when ``call`` would answer from the cache, else ``(False, None)``:
         a prefetched answer can then be drawn at once, without a worker round trip."""
-        key = (method, _freeze(params))
-        with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return True, self._cache[key]
-        return False, None
+        return self._cache.peek((method, _freeze(params)))
 
     def prefetch(self, method: str, **params: Any) -> Any:
         """``call``, for warming the cache: a failure here is left to the real request."""

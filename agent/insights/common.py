@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tvis.agent.lookups import Lookups
+from tvis.agent.lru import LRU
 from tvis.agent.protocol import NOT_FOUND, AgentError
-from tvis.agent.store import _LRU
 from tvis.store.reader import Chunk
 
 # Run-wide views (confusion, PCA across batches) read every batch once; these many stay cached.
@@ -19,7 +19,7 @@ class InsightBase:
     views it computes over a whole run (confusion, PCA across batches) in ``run_views``,
     an LRU the services share (their keys differ)."""
 
-    def __init__(self, lookups: Lookups, run_views: _LRU) -> None:
+    def __init__(self, lookups: Lookups, run_views: LRU) -> None:
         self.lookups = lookups
         self.store = lookups.store
         self.run_views = run_views

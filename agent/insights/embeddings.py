@@ -22,8 +22,8 @@ from tvis.agent.insights.common import (
 )
 from tvis.agent.insights.loss_arrays import LossArrays
 from tvis.agent.lookups import Lookups
+from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
-from tvis.agent.store import _LRU
 
 # Points in one PCA reply: 4,000 points at 16 bytes each (x, y, label, sample) is 64 KiB,
 # a view's budget; a terminal scatter shows far fewer distinct dots anyway.
@@ -35,7 +35,7 @@ class EmbeddingsAPI(InsightBase):
     run holds."""
 
     def __init__(
-        self, lookups: Lookups, run_views: _LRU, catalog: Callable[[str], dict[str, Any]]
+        self, lookups: Lookups, run_views: LRU, catalog: Callable[[str], dict[str, Any]]
     ) -> None:
         super().__init__(lookups, run_views)
         self.catalog = catalog

@@ -15,7 +15,8 @@ from textual.widgets import DataTable
 from tvis.tui.live_image import fit
 from tvis.tui.pages.live import LivePage
 from tvis.tui.picture import Picture
-from tvis.tui.widgets.live_bars import LiveBars, sparkline
+from tvis.tui.widgets.live_bars import LiveBars
+from tvis.tui.widgets.sparkline import sparkline
 
 SENDER = """
     import torch, tvis
@@ -128,9 +129,10 @@ async def test_a_page_not_told_to_listen_binds_nothing_until_l():
 
 
 def test_sparkline_scales_min_to_max_and_marks_gaps_and_nonfinite():
-    assert sparkline([0.0, 1.0, None, float("nan"), 0.5], 10) == "▁█ !▄"
-    assert sparkline([2.0, 2.0], 10) == "▄▄"
-    assert sparkline(list(range(100)), 4) == "▁▃▅█"
+    assert sparkline([0.0, 1.0, None, float("nan"), 0.5], 10).plain == "▁█ !▅"
+    assert sparkline([2.0, 2.0], 10).plain == "▄▄"
+    assert sparkline(list(range(100)), 4).plain == "▁▃▆█"  # quarters' means
+    assert sparkline([0.0, float("inf"), 1.0, 2.0], 2).plain == "!█"  # never averaged away
 
 
 def test_fit_reduces_large_arrays_by_block_means_and_says_so():

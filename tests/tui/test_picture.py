@@ -62,7 +62,9 @@ def test_label_colours_are_distinct_hues_the_terminal_really_has():
 
 
 def test_nan_and_inf_have_their_own_colours():
-    rgb = colormaps.to_rgb(np.array([[0.0, np.nan, np.inf, 1.0]]), Scale(0.0, 1.0))
+    rgb = colormaps.to_rgb(
+        np.array([[0.0, np.nan, np.inf, 1.0]]), Scale(0.0, 1.0), None, "truecolor"
+    )
     assert tuple(rgb[0, 1]) == colormaps.NAN_RGB
     assert tuple(rgb[0, 2]) == colormaps.INF_RGB
     assert tuple(rgb[0, 0]) != tuple(rgb[0, 3])
@@ -78,7 +80,7 @@ def test_small_array_is_drawn_as_whole_pixel_squares():
     values = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
     h, w = raster.integer_fit(32, 32, 80, 100)
     assert (h, w) == (64, 64)  # two pixels per value both ways: square, crisp
-    pixels = raster.resample(colormaps.to_rgb(values, Scale.of(values)), h, w)
+    pixels = raster.resample(colormaps.to_rgb(values, Scale.of(values), None, "truecolor"), h, w)
     blocks = pixels.reshape(32, 2, 32, 2, 3)
     assert (blocks == blocks[:, :1, :, :1]).all()  # every value one uniform 2×2 block
 

@@ -33,7 +33,8 @@ from tvis.tui import keys
 from tvis.tui.live_image import HeatmapImage, fit
 from tvis.tui.picture import Picture, Scale
 from tvis.tui.widgets.lists import ListTable
-from tvis.tui.widgets.live_bars import LiveBars, sparkline
+from tvis.tui.widgets.live_bars import LiveBars
+from tvis.tui.widgets.sparkline import sparkline
 
 REFRESH_HZ = 4
 """View rebuilds per second: smooth for a job catching every step, cheap when nothing changes."""
@@ -298,8 +299,8 @@ def build_view(server: LiveServer, request: Request, cache: dict[tuple, Detail])
             continue  # forgotten since names() was read (the server's total bound)
         kept = _of_rank(store.entries(name), request.rank)
         # Padded to full width: the table sizes a column by the cells it is first given.
-        trend = sparkline([e.digest().scalar for e in kept], TREND_WIDTH)
-        trend = trend.rjust(TREND_WIDTH)
+        scalars = [e.digest().scalar for e in kept[-TREND_WIDTH:]]
+        trend = sparkline(scalars, TREND_WIDTH).plain.rjust(TREND_WIDTH)
         latest = kept[-1] if kept else info.latest
         cells = (
             printable_line(name),  # names come from any peer: shown, never obeyed

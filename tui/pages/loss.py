@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive, var
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -103,9 +104,8 @@ class LossCurve(AgentPane):
 
     DEFAULT_CSS = "LossCurve { height: 3; padding: 0 1; }"
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.curve: dict[str, Any] | None = None
+    curve: reactive[dict[str, Any] | None] = reactive(None, always_update=True)
+    """The agent's ``loss_curve`` reply drawn (``{"error": …}`` when it failed)."""
 
     def load(self) -> None:
         width = max(8, self.size.width - 2 - 20)
@@ -113,11 +113,9 @@ class LossCurve(AgentPane):
 
     def answered(self, tag: str, result: Any) -> None:
         self.curve = result
-        self.refresh()
 
     def failed(self, tag: str, message: str) -> None:
         self.curve = {"error": message}
-        self.refresh()
 
     def render(self) -> Text:
         curve = self.curve
@@ -280,15 +278,20 @@ class LossView(AgentPane):
     NARROW = 100
     """Below this many columns the per-sample table goes above the kind-specific view."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.detail: dict[str, Any] | None = None
-        self.worst_first = True
-        self.tokens: dict[str, Any] | None = None
-        self.token_cursor = 0
-        self.samples: list[dict[str, Any]] = []
-        self.cell: tuple[int, int] = (0, 0)
-        self.whole_run = True
+    detail: var[dict[str, Any] | None] = var(None, init=False, always_update=True)
+    """The agent's ``loss_detail`` reply shown: the call, its reduction, the worst samples."""
+    tokens: var[dict[str, Any] | None] = var(None, init=False, always_update=True)
+    """The followed sequence's tokens (``sample_table`` of a language model)."""
+    samples: var[list[dict[str, Any]]] = var(list, init=False, always_update=True)
+    """The batch's rows (``sample_table`` of a classifier)."""
+    worst_first: var[bool] = var(True, init=False)
+    """The per-sample table worst first, else in sample order."""
+    token_cursor: var[int] = var(0, init=False)
+    """The token position the note describes."""
+    cell: var[tuple[int, int]] = var((0, 0), init=False)
+    """The confusion cell chosen (target row, predicted column)."""
+    whole_run: var[bool] = var(True, init=False)
+    """The confusion matrix of every training batch, else of this batch."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="loss-call")
@@ -308,9 +311,10 @@ class LossView(AgentPane):
         return (self.app.batch_info or {}).get("index")
 
     def load(self) -> None:
-        self.detail = None
-        self.tokens = None
-        self.samples = []
+        # Forgotten without drawing: the batch's replies draw when they come.
+        self.set_reactive(LossView.detail, None)
+        self.set_reactive(LossView.tokens, None)
+        self.set_reactive(LossView.samples, [])
         self.query_one("#loss-call", Static).update(Text("loss call …", style=colors.MUTED))
         self.ask(
             "loss_detail",
@@ -326,13 +330,37 @@ class LossView(AgentPane):
 
     def answered(self, tag: str, result: Any) -> None:
         if tag == "detail":
-            self._show_detail(result)
+            self.detail = result
         elif result.get("kind") == "tokens":
+            last = max(len(result["rows"]) - 1, 0)
+            self.set_reactive(LossView.token_cursor, min(self.token_cursor, last))
             self.tokens = result
-            self.token_cursor = min(self.token_cursor, max(len(result["rows"]) - 1, 0))
         else:
             self.samples = result.get("rows") or []
+
+    def watch_detail(self, detail: dict[str, Any] | None) -> None:
+        if detail is not None:
+            self._show_detail(detail)
+            self._draw_kind()
+
+    def watch_tokens(self) -> None:
         self._draw_kind()
+
+    def watch_samples(self) -> None:
+        self._draw_kind()
+
+    def watch_worst_first(self) -> None:
+        self.fill_worst()
+
+    def watch_token_cursor(self) -> None:
+        if self.tokens is not None:
+            self._draw_tokens()
+
+    def watch_cell(self) -> None:
+        self.draw_confusion()
+
+    def watch_whole_run(self) -> None:
+        self.draw_confusion()
 
     def failed(self, tag: str, message: str) -> None:
         target = "#loss-call" if tag == "detail" else "#loss-note"
@@ -343,7 +371,6 @@ class LossView(AgentPane):
             self.query_one("#loss-picture", Picture).clear()
 
     def _show_detail(self, detail: dict[str, Any]) -> None:
-        self.detail = detail
         self.query_one("#loss-call", Static).update(call_line(detail))
         self.query_one("#loss-reduction", Static).update(
             reduction_text(detail.get("reduction_check"), detail)
@@ -419,7 +446,6 @@ class LossView(AgentPane):
         rows = (self.tokens or {}).get("rows") or []
         if rows:
             self.token_cursor = (self.token_cursor + delta) % len(rows)
-            self._draw_tokens()
 
     # -- classification ------------------------------------------------------------------
 
@@ -470,7 +496,7 @@ class LossView(AgentPane):
             legend="samples per cell",
         )
         r, c = self.cell
-        self.cell = (min(r, len(classes) - 1), min(c, len(classes) - 1))
+        self.set_reactive(LossView.cell, (min(r, len(classes) - 1), min(c, len(classes) - 1)))
         picture.set_cursor(self.cell)
         self._cell_samples(matrix, classes, names)
 
@@ -494,14 +520,12 @@ class LossView(AgentPane):
             return
         n = len(found[1])
         self.cell = ((self.cell[0] + dr) % n, (self.cell[1] + dc) % n)
-        self.draw_confusion()
 
     @on(Picture.Picked)
     def _picked(self, event: Picture.Picked) -> None:
         event.stop()
         if (self.detail or {}).get("confusion"):
             self.cell = (event.row, event.col)
-            self.draw_confusion()
 
     # -- regression and other losses -------------------------------------------------------
 
@@ -579,7 +603,6 @@ class LossPage(Screen):
 
     def action_sort_worst(self) -> None:
         self.view.worst_first = not self.view.worst_first
-        self.view.fill_worst()
 
     def action_token(self, delta: int) -> None:
         self.view.move_token(delta)
@@ -589,7 +612,6 @@ class LossPage(Screen):
 
     def action_toggle_scope(self) -> None:
         self.view.whole_run = not self.view.whole_run
-        self.view.draw_confusion()
 
     def action_goto_loss_call(self) -> None:
         call = ((self.view.detail or {}).get("call") or {}).get("id")

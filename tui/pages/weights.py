@@ -16,12 +16,14 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
-from tvis.tui.picture import SIGNED, Picture, Scale, to_rgb
+from tvis.tui.picture import SIGNED, Picture, Scale
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import ListTable
@@ -43,9 +45,6 @@ NUMBER_COLUMNS = 44
 """Cells the columns after the name take (a 4-D shape, three numbers, cell padding and the
 scrollbar): the name gets what is left, so ‖Δw‖/‖w‖ stays in view."""
 
-GAP_RGB = (24, 24, 28)
-"""Between kernels of the grid: darker than any colour of the signed map."""
-
 THUMB_PX = (24, 12)
 """Thumbnail values (width × height) asked per parameter: 288 floats, ~1 KiB a reply."""
 
@@ -61,19 +60,6 @@ def param_sort_key(param: dict[str, Any], key: str) -> Any:
         return int(np.prod(param.get("shape") or [0]))
     value = norms.get(key)
     return value if isinstance(value, (int, float)) and np.isfinite(value) else -np.inf
-
-
-def kernel_mosaic(grid: np.ndarray, scale: Scale, depth: str) -> np.ndarray:
-    """Kernels ``[F, C, h, w]`` as one picture: filters down, channels across, one gap
-    pixel between kernels, every kernel on the same signed scale."""
-    f, c, h, w = grid.shape
-    out = np.empty((f * (h + 1) - 1, c * (w + 1) - 1, 3), dtype=np.uint8)
-    out[:] = GAP_RGB
-    for i in range(f):
-        for j in range(c):
-            y, x = i * (h + 1), j * (w + 1)
-            out[y : y + h, x : x + w] = to_rgb(grid[i, j], scale, SIGNED, depth)
-    return out
 
 
 def norms_text(param: dict[str, Any]) -> Text:
@@ -93,15 +79,33 @@ def norms_text(param: dict[str, Any]) -> Text:
 class ParamList(ListTable):
     """Every parameter of the step with headed, sortable norm columns."""
 
+    sort_column: var[int] = var(0, init=False)
+    """The headed column the rows are sorted by (an index of ``COLUMNS``)."""
+    descending: var[bool] = var(False, init=False)
+
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.params: list[dict[str, Any]] = []
-        self.sort_column = 0
-        self.descending = False
 
     def on_mount(self) -> None:
         for label, key in COLUMNS:
             self.add_column(label, key=key)
+
+    def watch_sort_column(self) -> None:
+        self.fill(self.params, self._chosen())
+
+    def watch_descending(self) -> None:
+        self.fill(self.params, self._chosen())
+
+    def sort_next(self) -> None:
+        """Sort by the next column: names and shapes A→Z, norms largest first."""
+        column = (self.sort_column + 1) % len(COLUMNS)
+        self.set_reactive(ParamList.descending, column >= 2)
+        self.sort_column = column
+
+    def _chosen(self) -> str | None:
+        row = self.cursor_row
+        return self.params[row].get("name") if 0 <= row < len(self.params) else None
 
     def fill(self, params: list[dict[str, Any]], chosen: str | None) -> None:
         key = COLUMNS[self.sort_column][1]
@@ -125,12 +129,18 @@ class ParamList(ListTable):
         names = [p.get("name") for p in self.params]
         if chosen in names:
             self.move_cursor(row=names.index(chosen))
+        self.post_message(self.Filled(self))
+
+    class Filled(Message):
+        """The rows were (re)filled: their order or the parameters changed."""
+
+        def __init__(self, table: ParamList) -> None:
+            super().__init__()
+            self.table = table
 
     def on_resize(self) -> None:
         if self.params:  # names are clipped to the width: fill again at the new one
-            row = self.cursor_row
-            chosen = self.params[row].get("name") if 0 <= row < len(self.params) else None
-            self.fill(self.params, chosen)
+            self.fill(self.params, self._chosen())
 
     def header_text(self) -> str:
         label = COLUMNS[self.sort_column][0]
@@ -147,13 +157,18 @@ class LayerView(AgentPane):
     LayerView > Picture { height: auto; }
     """
 
+    first_filter: var[int] = var(0, init=False)
+    """The first filter of a conv kernel grid shown (``<``/``>`` page)."""
+    shown: var[dict[str, Any] | None] = var(None, init=False, always_update=True)
+    """The agent's picture reply on screen: a kernel grid or a matrix."""
+    stats: var[dict[str, Any] | None] = var(None, init=False, always_update=True)
+    """The agent's statistics reply for the tensor shown."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.param: dict[str, Any] | None = None
         self.step: int | None = None
         self.which = "weight"
-        self.first_filter = 0
-        self.shown: dict[str, Any] | None = None
 
     def on_resize(self) -> None:
         # The picture takes what the header, bars, note and statistics leave.
@@ -166,14 +181,32 @@ class LayerView(AgentPane):
         yield Static("", id="layer-stats")
 
     def show(self, param: dict[str, Any], step: int, which: str) -> None:
+        """Ask for ``param``'s ``which`` at ``step``: its picture and its statistics."""
         if self.param is None or param.get("name") != self.param.get("name"):
-            self.first_filter = 0
+            self.set_reactive(LayerView.first_filter, 0)
         self.param, self.step, self.which = param, step, which
         self._header()
-        picture = self.query_one(Picture)
-        picture.placeholder(f"{WHICH_LABEL[which]} …")
-        name = param.get("name")
-        common = {"run": self.app.run_name, "step": step, "name": name, "which": which}
+        self._ask_picture()
+        tensor = param.get(which)
+        if isinstance(tensor, int):
+            self.ask("tensor", tag="stats", run=self.app.run_name, step=step, tensor=tensor)
+        else:
+            self.query_one("#layer-stats", Static).update(
+                Text(f"no {WHICH_LABEL[which]} recorded at this step", style=colors.MUTED)
+            )
+
+    def watch_first_filter(self) -> None:
+        self._ask_picture()
+
+    def _ask_picture(self) -> None:
+        param, picture = self.param or {}, self.query_one(Picture)
+        picture.placeholder(f"{WHICH_LABEL[self.which]} …")
+        common = {
+            "run": self.app.run_name,
+            "step": self.step,
+            "name": param.get("name"),
+            "which": self.which,
+        }
         shape = param.get("shape") or []
         if len(shape) == 4:
             rows, cols = self._fit(shape)
@@ -190,13 +223,6 @@ class LayerView(AgentPane):
             width = max(16, (self.size.width or self.app.size.width) - 12)
             height = 1 if len(shape) <= 1 else max(4, picture.max_rows * 2)
             self.ask("matrix", tag="picture", width=width, height=height, **common)
-        tensor = param.get(which)
-        if isinstance(tensor, int):
-            self.ask("tensor", tag="stats", run=self.app.run_name, step=step, tensor=tensor)
-        else:
-            self.query_one("#layer-stats", Static).update(
-                Text(f"no {WHICH_LABEL[which]} recorded at this step", style=colors.MUTED)
-            )
 
     def _fit(self, shape: list[int]) -> tuple[int, int]:
         """Filters and channels that fit the pane in half-block cells (two pixels a row)."""
@@ -218,11 +244,21 @@ class LayerView(AgentPane):
 
     def answered(self, tag: str, result: Any) -> None:
         if tag == "stats":
-            self._stats(result)
-        elif "kernel" in result:
-            self._kernels(result)
+            self.stats = result
         else:
-            self._matrix(result)
+            self.shown = result
+
+    def watch_shown(self, shown: dict[str, Any] | None) -> None:
+        if shown is None:
+            return
+        if "kernel" in shown:
+            self._kernels(shown)
+        else:
+            self._matrix(shown)
+
+    def watch_stats(self, stats: dict[str, Any] | None) -> None:
+        if stats is not None:
+            self._stats(stats)
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "picture":
@@ -231,10 +267,8 @@ class LayerView(AgentPane):
             self.query_one("#layer-stats", Static).update(Text(message, style=colors.MUTED))
 
     def _kernels(self, grid: dict[str, Any]) -> None:
-        self.shown = grid
         array = np.asarray(grid["array"], dtype=np.float32)
         scale = Scale.of(array, signed=True)
-        depth = depth_of(self.app.console.color_system)
         out, inp = grid["shape"][:2]
         first = grid["first_filter"]
         note = (
@@ -246,10 +280,13 @@ class LayerView(AgentPane):
         )
         if grid.get("kept_note"):
             note = f"{grid['kept_note']} · {note}"
-        self.query_one(Picture).show_rgb(kernel_mosaic(array, scale, depth), note=note)
+        # Filters down, channels across: a row of the mosaic is one filter's kernels.
+        kernels = array.reshape(-1, *array.shape[2:])
+        self.query_one(Picture).show_mosaic(
+            kernels, scale, SIGNED, per_row=array.shape[1], note=note
+        )
 
     def _matrix(self, view: dict[str, Any]) -> None:
-        self.shown = view
         array = np.asarray(view["array"], dtype=np.float32)
         picture = self.query_one(Picture)
         scale = Scale.of(array, signed=True)
@@ -305,7 +342,6 @@ class LayerView(AgentPane):
         out = grid["shape"][0]
         step = grid["filters"]
         self.first_filter = max(0, min(self.first_filter + delta * step, max(out - step, 0)))
-        self.show(self.param, self.step, self.which)
 
 
 class Thumb(AgentPane):
@@ -415,13 +451,18 @@ class WeightsView(AgentPane):
     NARROW = 110
     """Below this many columns the list goes above the picture instead of beside it."""
 
+    params: var[list[dict[str, Any]]] = var(list, init=False, always_update=True)
+    """The step's parameters with their norms: the agent's reply on screen."""
+    which: var[str] = var("weight", init=False)
+    """What the pictures show: the weight, its gradient or the update Δw (``WHICH``)."""
+    chosen: var[str | None] = var(None, init=False)
+    """The parameter the list's cursor is on, drawn in the layer view."""
+    all_layers: var[bool] = var(False, init=False)
+    """A thumbnail of every parameter instead of the chosen one."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.step: int | None = None
-        self.params: list[dict[str, Any]] = []
-        self.which = "weight"
-        self.chosen: str | None = None
-        self.all_layers = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="weights-left"):
@@ -449,50 +490,62 @@ class WeightsView(AgentPane):
 
     def answered(self, tag: str, result: Any) -> None:
         self.params = result.get("params") or []
-        self.fill()
-        if self.all_layers:
-            self.run_worker(
-                self.query_one(AllLayers).show(
-                    self.query_one(ParamList).params, self.step, self.which
-                )
-            )
-        elif self.params:
-            chosen = next((p for p in self.params if p.get("name") == self.chosen), None)
-            self.choose(chosen or self.query_one(ParamList).params[0])
 
     def failed(self, tag: str, message: str) -> None:
         self.query_one("#weights-sort", Static).update(Text(message, style=colors.BAD))
 
-    def fill(self) -> None:
-        table = self.query_one(ParamList)
-        table.fill(self.params, self.chosen)
+    def watch_params(self) -> None:
+        self.query_one(ParamList).fill(self.params, self.chosen)
+        self._draw()
+
+    def watch_which(self) -> None:
+        self._draw()
+
+    def watch_chosen(self) -> None:
+        if not self.all_layers:
+            self._draw()
+
+    async def watch_all_layers(self, all_layers: bool) -> None:
+        self.query_one(LayerView).display = not all_layers
+        self.query_one(AllLayers).display = all_layers
+        if all_layers:
+            await self._draw_all()
+        else:
+            self._draw()
+
+    @on(ParamList.Filled)
+    def _filled(self, event: ParamList.Filled) -> None:
+        event.stop()
         self.query_one("#weights-sort", Static).update(
             Text(
-                f"{len(self.params)} parameters · step {self.step} · {table.header_text()}",
+                f"{len(self.params)} parameters · step {self.step} · {event.table.header_text()}",
                 style=colors.MUTED,
             )
         )
 
-    def choose(self, param: dict[str, Any]) -> None:
-        self.chosen = param.get("name")
-        self.query_one(LayerView).show(param, self.step, self.which)
+    def _draw(self) -> None:
+        """The chosen parameter (the first listed when none is) or every thumbnail."""
+        if self.all_layers:
+            self.run_worker(self._draw_all())
+            return
+        listed = self.query_one(ParamList).params
+        param = next((p for p in listed if p.get("name") == self.chosen), None)
+        if param is None and listed:
+            param = listed[0]
+            self.set_reactive(WeightsView.chosen, param.get("name"))
+        if param is not None and self.step is not None:
+            self.query_one(LayerView).show(param, self.step, self.which)
+
+    async def _draw_all(self) -> None:
+        if self.step is not None:
+            grid = self.query_one(AllLayers)
+            await grid.show(self.query_one(ParamList).params, self.step, self.which)
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        param = next((p for p in self.params if p.get("name") == event.row_key.value), None)
-        if param is not None and param.get("name") != self.chosen and not self.all_layers:
-            self.choose(param)
-
-    async def toggle_all(self) -> None:
-        self.all_layers = not self.all_layers
-        grid = self.query_one(AllLayers)
-        self.query_one(LayerView).display = not self.all_layers
-        grid.display = self.all_layers
-        if self.all_layers and self.step is not None:
-            await grid.show(self.query_one(ParamList).params, self.step, self.which)
-        elif self.chosen:
-            self.answered("main", {"params": self.params})
+        if any(p.get("name") == event.row_key.value for p in self.params):
+            self.chosen = event.row_key.value
 
 
 class WeightsPage(Screen):
@@ -558,21 +611,16 @@ class WeightsPage(Screen):
     def action_cycle_which(self) -> None:
         view = self.view
         view.which = WHICH[(WHICH.index(view.which) + 1) % len(WHICH)]
-        view.answered("main", {"params": view.params})
 
     def action_sort_next(self) -> None:
-        table = self.view.query_one(ParamList)
-        table.sort_column = (table.sort_column + 1) % len(COLUMNS)
-        table.descending = table.sort_column >= 2  # norms: largest first
-        self.view.fill()
+        self.view.query_one(ParamList).sort_next()
 
     def action_sort_reverse(self) -> None:
         table = self.view.query_one(ParamList)
         table.descending = not table.descending
-        self.view.fill()
 
-    async def action_toggle_all(self) -> None:
-        await self.view.toggle_all()
+    def action_toggle_all(self) -> None:
+        self.view.all_layers = not self.view.all_layers
 
     def action_filters(self, delta: int) -> None:
         self.view.query_one(LayerView).page_filters(delta)

@@ -12,11 +12,13 @@ cube, or of the 16 ANSI colours, chosen so the map stays one map (no grey middle
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
 import numpy as np
+from rich.color import EIGHT_BIT_PALETTE, Color, ColorSystem
 
 Depth = Literal["truecolor", "256", "16"]
 
@@ -222,10 +224,9 @@ def levels(unit: np.ndarray, colours: int) -> np.ndarray:
     return np.clip((t * (colours - 1)).round(), 0, colours - 1).astype(np.intp)
 
 
-def to_rgb(
-    array: np.ndarray, scale: Scale, cmap: Colormap | None = None, depth: Depth = "truecolor"
-) -> np.ndarray:
-    """Colour a 2-D array (h×w×3 uint8). NaN is magenta, ±Inf white."""
+def to_rgb(array: np.ndarray, scale: Scale, cmap: Colormap | None, depth: Depth) -> np.ndarray:
+    """Colour a 2-D array (h×w×3 uint8) with the colours ``depth`` has. NaN is magenta, ±Inf
+    white. No default depth: a caller that forgot it would draw truecolor everywhere."""
     cmap = cmap or (SIGNED if scale.signed else VALUES)
     colours = palette(cmap, depth)
     a = np.asarray(array, dtype=np.float64)
@@ -237,10 +238,114 @@ def to_rgb(
 
 
 def overlay(picture: np.ndarray, unit_map: np.ndarray, alpha: float = 0.5) -> np.ndarray:
-    """``HEAT`` colours of a [0, 1] map laid over an RGB or grey uint8 picture of its size."""
+    """``HEAT`` colours of a [0, 1] map laid over an RGB or grey uint8 picture of its size,
+    in full colour: a blend of a photo is a photo, which ``Picture`` fits to the terminal's
+    colours (``fit``) as it draws."""
     rgb = np.asarray(picture)
     if rgb.ndim == 2:
         rgb = np.repeat(rgb[..., None], 3, axis=-1)
-    heat = to_rgb(unit_map, Scale(0.0, 1.0), HEAT).astype(np.float64)
+    heat = to_rgb(unit_map, Scale(0.0, 1.0), HEAT, "truecolor").astype(np.float64)
     mixed = (1 - alpha) * rgb[..., :3].astype(np.float64) + alpha * heat
     return np.clip(mixed, 0, 255).round().astype(np.uint8)
+
+
+def mosaic(
+    tiles: Sequence[np.ndarray],
+    per_row: int,
+    scale: Scale,
+    cmap: Colormap | None,
+    depth: Depth,
+) -> np.ndarray:
+    """2-D arrays as one picture (h×w×3 uint8): ``per_row`` tiles a row, each coloured on the
+    one shared ``scale``, one dark gap pixel between tiles (darker than any map's colour)."""
+    if not len(tiles):
+        return np.zeros((1, 1, 3), np.uint8)
+    h = max(t.shape[0] for t in tiles)
+    w = max(t.shape[1] for t in tiles)
+    per_row = max(1, min(per_row, len(tiles)))
+    rows = -(-len(tiles) // per_row)
+    out = np.zeros((rows * (h + 1) - 1, per_row * (w + 1) - 1, 3), np.uint8)
+    out[...] = gap_rgb(depth)
+    for i, tile in enumerate(tiles):
+        y, x = divmod(i, per_row)
+        y, x = y * (h + 1), x * (w + 1)
+        out[y : y + tile.shape[0], x : x + tile.shape[1]] = to_rgb(tile, scale, cmap, depth)
+    return out
+
+
+def gap_rgb(depth: Depth) -> tuple[int, int, int]:
+    """Between the tiles of a mosaic: black in 16 and 256 colours, else a near-black that
+    still parts two black tiles from the terminal's own background."""
+    return (24, 24, 28) if depth == "truecolor" else (0, 0, 0)
+
+
+def _sent_256() -> np.ndarray:
+    """Per xterm 256-colour number, the entry Rich ends up sending for its RGB: itself,
+    except for the cube's greys, which Rich sends as an entry of the grey ramp (followed
+    until Rich sends the entry's RGB as that very entry)."""
+    sent = np.array([EIGHT_BIT_PALETTE[n] for n in range(256)], dtype=np.uint8)
+    for number in range(16, 256):
+        at = number
+        while (down := Color.from_rgb(*EIGHT_BIT_PALETTE[at]).downgrade(_EIGHT).number) != at:
+            at = down
+        sent[number] = EIGHT_BIT_PALETTE[at]
+    return sent
+
+
+_EIGHT = ColorSystem.EIGHT_BIT
+_SENT_256 = _sent_256()
+_ANSI16_INT = np.array(_ANSI16, dtype=np.int64)
+
+
+def fit(rgb: np.ndarray, depth: Depth) -> np.ndarray:
+    """A picture (h×w×3 uint8) in colours the terminal has at ``depth``, chosen as Rich
+    downgrades (its 256-colour rule; the nearest ANSI colour by its red-mean distance) and
+    then kept as they are when Rich sends them: what is sent is what was chosen. Colours
+    of the maps' palettes are kept as they are.
+    Not dithered: at a few pixels a cell, error diffusion turns a 16-colour photo into
+    noise in which the shape of an overlay is lost; nearest colours keep the shape."""
+    if depth == "truecolor":
+        return rgb
+    flat = rgb.reshape(-1, 3).astype(np.int64)
+    keys, inverse = np.unique(flat @ np.array([1 << 16, 1 << 8, 1]), return_inverse=True)
+    unique = np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=-1)
+    if depth == "256":
+        chosen = _SENT_256[_xterm_number(unique)]
+    else:
+        chosen = _ANSI16_INT[_nearest_ansi(unique)].astype(np.uint8)
+    return chosen[inverse.reshape(-1)].reshape(rgb.shape)
+
+
+def _xterm_number(rgb: np.ndarray) -> np.ndarray:
+    """Rich's 256-colour number for each RGB row (``Color.downgrade``, vectorised): the grey
+    ramp below 15% saturation, else the nearest step of the 6×6×6 cube per channel."""
+    unit = rgb / 255.0
+    high, low = unit.max(axis=1), unit.min(axis=1)
+    light = (high + low) / 2
+    spread = high - low
+    with np.errstate(invalid="ignore", divide="ignore"):
+        saturation = np.where(
+            spread == 0,
+            0.0,
+            np.where(light <= 0.5, spread / (high + low), spread / (2.0 - high - low)),
+        )
+    grey = np.round(light * 25.0).astype(np.int64)
+    grey_number = np.where(grey == 0, 16, np.where(grey == 25, 231, 231 + grey))
+    six = np.where(rgb < 95, rgb / 95, 1 + (rgb - 95) / 40)
+    steps = np.round(six).astype(np.int64)
+    cube_number = 16 + 36 * steps[:, 0] + 6 * steps[:, 1] + steps[:, 2]
+    return np.where(saturation < 0.15, grey_number, cube_number)
+
+
+def _nearest_ansi(rgb: np.ndarray) -> np.ndarray:
+    """The index of the nearest ANSI colour per RGB row, by Rich's red-mean distance."""
+    colours = _ANSI16_INT[None]
+    part = rgb[:, None, :]
+    red_mean = (part[..., 0] + colours[..., 0]) // 2
+    d = part - colours
+    distance = (
+        (((512 + red_mean) * d[..., 0] ** 2) >> 8)
+        + 4 * d[..., 1] ** 2
+        + (((767 - red_mean) * d[..., 2] ** 2) >> 8)
+    )
+    return distance.argmin(axis=1)

@@ -14,6 +14,7 @@ import numpy as np
 from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.strip import Strip
 
 UPPER_HALF = "▀"
@@ -67,6 +68,18 @@ def half_block_strips(rgb: np.ndarray) -> list[Strip]:
         ]
         strips.append(Strip(segments, rgb.shape[1]))
     return strips
+
+
+def half_block_text(rgb: np.ndarray) -> Text:
+    """The cells of ``half_block_cells`` as Rich text (rows on lines), for pictures set in
+    text: a layer's thumbnail in its row."""
+    text = Text()
+    for y, row in enumerate(half_block_cells(rgb)):
+        if y:
+            text.append("\n")
+        for segment in row:
+            text.append(segment.text, segment.style)
+    return text
 
 
 def _pairs(rgb: np.ndarray):

@@ -68,6 +68,8 @@ class _Content:
     y_labels: tuple[str, ...] | None
     legend: str
     masked: np.ndarray | None = None
+    tiles: tuple[np.ndarray, ...] | None = None  # a mosaic: its tiles, coloured as values are
+    per_row: int | None = None  # tiles a row of the mosaic (None: as many as fit the width)
 
 
 class _Cells(Steady, Widget):
@@ -139,6 +141,8 @@ class Picture(Steady, Widget):
         self._drawn_width = -1  # the widget's width when it last drew
         self._cell = (1, 2)  # pixels per cell of the last drawing (half blocks: 1×2)
         self._graphics = None
+        self._fitted: tuple[Depth, np.ndarray] | None = None  # a photo in the terminal's colours
+        self._shape = (0, 0)  # values (or pixels) of what is drawn
 
     # -- public --------------------------------------------------------------------------
 
@@ -182,6 +186,19 @@ class Picture(Steady, Widget):
         if rgb.ndim == 2:
             rgb = np.repeat(rgb[..., None], 3, axis=-1)
         self._set(_Content(None, rgb[..., :3].astype(np.uint8), None, None, None, None, note))
+
+    def show_mosaic(
+        self,
+        tiles: Sequence[np.ndarray],
+        scale: Scale,
+        cmap: Colormap | None = None,
+        per_row: int | None = None,
+        note: str = "",
+    ) -> None:
+        """Draw small 2-D arrays side by side, ``per_row`` a row (default: as many as fit the
+        width at one pixel a value), one dark pixel apart, all coloured on ``scale``."""
+        arrays = tuple(np.asarray(t, dtype=np.float32) for t in tiles)
+        self._set(_Content(None, None, scale, cmap, None, None, note, None, arrays, per_row))
 
     def placeholder(self, text: str) -> None:
         """Say why there is no picture (or that it is on its way), keeping the space."""
@@ -238,6 +255,7 @@ class Picture(Steady, Widget):
     def _set(self, content: _Content) -> None:
         self._content = content
         self._note = content.legend if content.values is None else ""
+        self._fitted = None
         self._draw()
 
     def on_mount(self) -> None:
@@ -266,35 +284,48 @@ class Picture(Steady, Widget):
                 part.update("")
                 part.display = False
             return
-        source = content.values if content.values is not None else content.rgb
-        h, w = source.shape[:2]
         label_w = 0
         if content.y_labels:
             label_w = min(LABEL_CHARS, max(len(s) for s in content.y_labels)) + 1
         self._drawn_width = self.size.width
         width = max(4, (self.size.width or self.app.size.width) - label_w)
         cw, ch = cell_size() if self._graphics is not None else (1, 2)
+        # Pixels go out as they are; cells only in the colours the terminal has.
+        depth = "truecolor" if self._graphics is not None else self._depth()
+        rgb = self._source(content, depth, width)
+        h, w = (content.values if content.values is not None else rgb).shape[:2]
         box_w, box_h = self._pixel_box(width, cw, ch)
         px_h, px_w = raster.integer_fit(h, w, box_h, box_w, MAX_VALUE_CELLS * cw)
         if not px_w:
             return
         self._pixels, self._cell = (px_h, px_w), (cw, ch)
-        depth = "truecolor" if self._graphics is not None else self._depth()
+        self._shape = (h, w)
+        pixels = raster.resample(rgb, px_h, px_w)
+        grid = self.grid or ((h, w) if content.values is not None else None)
+        if self.cursor is not None and grid is not None:
+            # A small cell is outlined by inverting it: back into the terminal's colours.
+            pixels = colormaps.fit(self._outline(pixels, grid), depth)
+        rows = self._paint(pixels, -(-px_w // cw), -(-px_h // ch))
+        self._labels(content, label_w, (h, w), rows, ylabels, xlabels)
+        legend.display = self.show_legend and content.values is not None
+        if legend.display:  # text: in the terminal's colours even beside graphics
+            legend.update(self._legend(content, min(width, 40), self._depth()))
+
+    def _source(self, content: _Content, depth: Depth, width: int) -> np.ndarray:
+        """The picture to scale (h×w×3 uint8) in ``depth``'s colours: values and mosaics
+        coloured through the maps' palettes, a photo fitted to the nearest colours."""
         if content.values is not None:
             rgb = colormaps.to_rgb(content.values, content.scale, content.cmap, depth)
             if content.masked is not None:
                 rgb[content.masked] = colormaps.masked_rgb(depth)
-        else:
-            rgb = content.rgb
-        pixels = raster.resample(rgb, px_h, px_w)
-        grid = self.grid or ((h, w) if content.values is not None else None)
-        if self.cursor is not None and grid is not None:
-            pixels = self._outline(pixels, grid)
-        rows = self._paint(pixels, -(-px_w // cw), -(-px_h // ch))
-        self._labels(content, label_w, (h, w), rows, ylabels, xlabels)
-        legend.display = self.show_legend and content.values is not None
-        if legend.display:
-            legend.update(self._legend(content, min(width, 40), depth))
+            return rgb
+        if content.tiles is not None:
+            tile_w = max((t.shape[-1] for t in content.tiles), default=1) + 1
+            per_row = content.per_row or (width + 1) // tile_w
+            return colormaps.mosaic(content.tiles, per_row, content.scale, content.cmap, depth)
+        if self._fitted is None or self._fitted[0] != depth:  # once per picture and depth
+            self._fitted = (depth, colormaps.fit(content.rgb, depth))
+        return self._fitted[1]
 
     def _pixel_box(self, width: int, cw: int, ch: int) -> tuple[int, int]:
         """The most pixels (width, height) the picture may take: ``width`` columns by
@@ -429,12 +460,11 @@ class Picture(Steady, Widget):
         content = self._content
         if content is None or not self._pixels[0]:
             return None
-        source = content.values if content.values is not None else content.rgb
         (cw, ch), (px_h, px_w) = self._cell, self._pixels
         px, py = x * cw + cw // 2, y * ch + ch // 2
         if not (0 <= px < px_w and 0 <= py < px_h):
             return None
-        return raster.value_at(source.shape[:2], self._pixels, py, px)
+        return raster.value_at(self._shape, self._pixels, py, px)
 
     def on_click(self, event: Click) -> None:
         canvas = self._graphics or self.query_one(_Cells)

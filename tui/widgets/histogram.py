@@ -17,7 +17,8 @@ def histogram(
     width: int,
     diverging: bool,
     rows: int = 2,
-    depth: Depth = "truecolor",
+    *,
+    depth: Depth,
 ) -> Text:
     """``rows`` lines of bars (tallest bin = full height) and a line with lo and hi.
 
@@ -37,7 +38,7 @@ def histogram(
         bars = [bars[i * len(bars) // width] for i in range(width)]
     top = max(bars) or 1.0
     centres = np.linspace(lo, hi, len(bars))
-    rgb = to_rgb(centres[None, :], Scale.of(centres, signed=diverging), depth=depth)[0]
+    rgb = to_rgb(centres[None, :], Scale.of(centres, signed=diverging), None, depth)[0]
     text = Text()
     for row in range(rows - 1, -1, -1):
         for value, c in zip(bars, rgb, strict=True):

@@ -8,14 +8,15 @@ import math
 from typing import Any
 
 import numpy as np
-from rich.style import Style
 from rich.text import Text
 
 from tvis.store.schema import FLAGS
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import HEAT, VALUES, Scale, to_rgb
-from tvis.tui.picture.raster import UPPER_HALF, resample
+from tvis.tui.picture.colormaps import Depth
+from tvis.tui.picture.raster import half_block_text, resample
+from tvis.tui.picture.widget import depth_of
 
 THUMB_W, THUMB_H = 16, 2
 """A thumbnail is 16 × 2 values: one row of 16 half-block cells, enough to see where a map
@@ -39,24 +40,14 @@ def log_fraction(value: float | None, lo: float, hi: float) -> float:
     )
 
 
-def thumb_text(array: np.ndarray | None, grad: bool, cells: int = THUMB_W) -> Text:
-    """A thumbnail as half-block cells through the picture kit's colour maps (activations
-    in VALUES, gradient magnitudes in HEAT); blank dots when there is none yet."""
+def thumb_text(array: np.ndarray | None, grad: bool, cells: int, depth: Depth) -> Text:
+    """A thumbnail as half-block cells through the picture kit's colour maps at ``depth``
+    (activations in VALUES, gradient magnitudes in HEAT); blank dots when there is none yet."""
     if array is None or not np.asarray(array).size:
         return Text("·" * cells, style=colors.MUTED)
     values = np.asarray(array, dtype=np.float32)
-    rgb = to_rgb(values, Scale.of(values), HEAT if grad else VALUES)
-    rgb = resample(rgb, THUMB_H, cells)
-    text = Text()
-    for top, bottom in zip(rgb[0].tolist(), rgb[1].tolist(), strict=True):
-        text.append(
-            UPPER_HALF,
-            style=Style(
-                color=f"rgb({top[0]},{top[1]},{top[2]})",
-                bgcolor=f"rgb({bottom[0]},{bottom[1]},{bottom[2]})",
-            ),
-        )
-    return text
+    rgb = to_rgb(values, Scale.of(values), HEAT if grad else VALUES, depth)
+    return half_block_text(resample(rgb, THUMB_H, cells))
 
 
 class LayerStack(AgentPane):
@@ -71,7 +62,7 @@ class LayerStack(AgentPane):
         self.event: dict[str, Any] | None = None
         self._key: tuple | None = None
         self._thumbs: dict[bool, dict[int, Any]] = {False: {}, True: {}}
-        self._cells: dict[tuple[int, bool, int], Text] = {}
+        self._cells: dict[tuple[int, bool, int, str], Text] = {}
         self._thumb_w = THUMB_W  # thumbnails drawn once per answer
 
     def load(self, run: str, batch: int, sample: int, batch_events: list[dict[str, Any]]) -> None:
@@ -156,12 +147,13 @@ class LayerStack(AgentPane):
         return text
 
     def _thumb(self, call: int, grad: bool) -> Text:
-        key = (call, grad, self._thumb_w)
+        depth = depth_of(self.app.console.color_system)
+        key = (call, grad, self._thumb_w, depth)
         if key not in self._cells:
             array = self._thumbs[grad].get(call)
             if array is None:
-                return thumb_text(None, grad, self._thumb_w)  # not answered yet: not kept
-            self._cells[key] = thumb_text(array, grad, self._thumb_w)
+                return thumb_text(None, grad, self._thumb_w, depth)  # not answered yet: not kept
+            self._cells[key] = thumb_text(array, grad, self._thumb_w, depth)
         return self._cells[key]
 
     def _row(

@@ -423,7 +423,9 @@ class NeuronsView(Steady, AgentPane):
             picture.show_values(strips, Scale.of(strips, signed), y_labels=[f"#{u}" for u in units])
         else:
             bars.update("")
-            picture.show_rgb(self._mosaic(result.get("maps") or [], signed))
+            maps = [np.asarray(m, dtype=np.float32) for m in result.get("maps") or []]
+            every = np.concatenate([m.reshape(-1) for m in maps]) if maps else np.zeros(1)
+            picture.show_mosaic(maps, Scale.of(every, signed))
         first, last = self.page_offset + 1, self.page_offset + len(units)
         text = Text(f"{first}–{last} of {self.total} ", style="bold")
         text.append(
@@ -440,25 +442,6 @@ class NeuronsView(Steady, AgentPane):
         if self.total > len(units):
             text.append("  pgup/pgdn: more", style=colors.MUTED)
         self.query_one(".info", Static).update(text)
-
-    def _mosaic(self, maps: list, signed: bool) -> np.ndarray:
-        """The maps side by side in rows, one colour scale for all, a dark gap between."""
-        if not maps:
-            return np.zeros((1, 1, 3), np.uint8)
-        arrays = [np.asarray(m, dtype=np.float32) for m in maps]
-        scale = Scale.of(np.concatenate([a.reshape(-1) for a in arrays]), signed)
-        h = max(a.shape[0] for a in arrays)
-        w = max(a.shape[1] for a in arrays)
-        width = max(1, (self.size.width or 60) + 1)
-        per_row = max(1, min(len(arrays), width // (w + 1)))
-        rows = -(-len(arrays) // per_row)
-        canvas = np.zeros((rows * (h + 1), per_row * (w + 1), 3), np.uint8)
-        for i, a in enumerate(arrays):
-            r, c = divmod(i, per_row)
-            canvas[
-                r * (h + 1) : r * (h + 1) + a.shape[0], c * (w + 1) : c * (w + 1) + a.shape[1]
-            ] = to_rgb(a, scale)
-        return canvas
 
     def _bars(self, result: dict[str, Any], signed: bool) -> Text:
         """One bar per value on a zero axis: negatives to its left in the negative colour,

@@ -1,4 +1,4 @@
-"""Bars drawn with block glyphs: a one-line sparkline, and a multi-row bar chart widget.
+"""A multi-row bar chart widget drawn with block glyphs.
 
 The bar chart shows a histogram of a tensor or the recent history of a scalar; both are a
 sequence of heights, so one widget serves both, captioned with what it shows.
@@ -6,34 +6,12 @@ sequence of heights, so one widget serves both, captioned with what it shows.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widget import Widget
 
-EIGHTHS = " ▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: Sequence[float | None], width: int) -> str:
-    """The last ``width`` values as one line of eighth-block glyphs, scaled min to max.
-
-    None (no number for that catch) leaves a gap; NaN or infinity shows as "!".
-    """
-    recent = list(values)[-width:]
-    numbers = [v for v in recent if v is not None and math.isfinite(v)]
-    low, high = (min(numbers), max(numbers)) if numbers else (0.0, 0.0)
-    span = high - low
-    return "".join(_glyph(v, low, span) for v in recent)
-
-
-def _glyph(value: float | None, low: float, span: float) -> str:
-    if value is None:
-        return " "
-    if not math.isfinite(value):
-        return "!"
-    return EIGHTHS[1 + int((value - low) / span * 7)] if span > 0 else EIGHTHS[4]
-
+from tvis.tui.widgets.sparkline import BLOCKS
 
 AXIS = 9
 """Columns of the y-axis: a value in 8 (``-1.23e+04``) and the axis line."""
@@ -82,7 +60,7 @@ class LiveBars(Widget):
                 label = {rows - 1: _label(self.axis[1]), 0: _label(self.axis[0])}.get(row)
                 text.append((label or " " * (AXIS - 1)) + ("┤" if label else "│"), style="dim")
             base = row * 8
-            text.append("".join(EIGHTHS[min(8, max(0, e - base))] for e in eighths), style="cyan")
+            text.append("".join(BLOCKS[min(8, max(0, e - base))] for e in eighths), style="cyan")
             text.append("\n")
         text.append(self.caption, style="dim")
         return text

@@ -23,21 +23,30 @@ def resample_series(values: Sequence[float], width: int) -> list[float]:
     return out
 
 
-def sparkline(values: Sequence[float | None], width: int, color: str) -> Text:
-    """A series as block heights between its min and max; missing or NaN points are gaps."""
-    series = resample_series([math.nan if v is None else float(v) for v in values], width)
+def sparkline(values: Sequence[float | None], width: int, color: str = "") -> Text:
+    """A series as block heights between its min and max, squeezed to ``width`` points by
+    bucket means; a missing point (None) is a gap, a NaN or infinite one a "!" (a bucket
+    with one shows it: a blown-up step is never averaged away). A flat series is drawn at
+    half height."""
+    numbers = [math.nan if v is None else float(v) for v in values]
+    series = resample_series(numbers, width)
+    broken = resample_series([1.0 if _broken(v) else 0.0 for v in values], width)
     finite = [v for v in series if math.isfinite(v)]
-    if not finite:
-        return Text("")
-    lo, hi = min(finite), max(finite)
-    span = (hi - lo) or 1.0
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
     chars = []
-    for v in series:
-        if not math.isfinite(v):
+    for v, bad in zip(series, broken, strict=True):
+        if bad > 0:
+            chars.append("!")
+        elif not math.isfinite(v):
             chars.append(" ")
         else:
-            chars.append(BLOCKS[1 + round((v - lo) / span * 7)])
+            chars.append(BLOCKS[1 + round((v - lo) / (hi - lo) * 7)] if hi > lo else BLOCKS[4])
     return Text("".join(chars), style=color)
+
+
+def _broken(value: float | None) -> bool:
+    """A number that is there but not finite (NaN, ±Inf)."""
+    return value is not None and not math.isfinite(value)
 
 
 def signed_sparkline(
