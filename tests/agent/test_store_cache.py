@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tvis.agent.api import AgentAPI
-from tvis.agent.store import FREEZE_CALLS
+from tvis.agent.store import FREEZE_CALLS, collector_paused
 from tvis.store.format import COMPLETE
 from tvis.store.writer import RunWriter
 
@@ -101,3 +101,41 @@ def test_a_failed_derivation_is_tried_again(tmp_path):
     with pytest.raises(ValueError):
         api.store.derived(chunk, "v", fails)
     assert api.store.derived(chunk, "v", lambda: 7) == 7
+
+
+def test_the_collector_is_off_while_a_value_is_derived_and_back_on_after(tmp_path):
+    """A big record decoded with the collector on spent most of its time in collections
+    rescanning the new objects (bench/README.md, the viewer's section)."""
+    api = AgentAPI(tmp_path)
+    chunk = api.store.chunk(_write_run(tmp_path, 3), "batch", 0)
+    assert api.store.derived(chunk, "v", gc.isenabled) is False
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        api.store.derived(chunk, "w", lambda: int("no"))
+    assert gc.isenabled()
+
+
+def test_threads_pausing_the_collector_together_leave_it_as_it_was():
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def paused():
+        with collector_paused():
+            inside.wait()
+            release.wait()
+
+    threads = [threading.Thread(target=paused) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert not gc.isenabled()
+    release.set()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # it was off: a read does not switch it on
+    finally:
+        gc.enable()
