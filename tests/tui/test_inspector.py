@@ -270,3 +270,50 @@ async def test_neurons_bars_of_logits_keep_their_sign_on_a_zero_axis(run_dir: Pa
             left, right = line.split("│", 1)
             assert ("█" in left.split(label, 1)[1]) == (value < 0)
             assert ("█" in right) == (value > 0)
+
+
+async def test_a_tree_move_lays_the_screen_out_once_and_that_layout_is_final(run_dir: Path):
+    """Moving to a call whose pictures have other heights resizes the cards: one layout
+    does it (a widget resized by a layout no longer asks for a second one), and laying the
+    screen out again afterwards changes nothing on it."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("l")
+        inspector = page.inspector
+
+        def drawn() -> bool:
+            return (
+                inspector.settled
+                and inspector.shown is inspector.selection
+                and all(c.query_one(Picture).has_data for c in inspector.cards)
+                and all(w.is_finished for w in app.workers)
+            )
+
+        for name, below in (("features", None), ("dropout", "head")):
+            await _select(pilot, page, name)
+            await wait_for(pilot, drawn, f"{name}'s cards")
+            await pilot.pause(0.2)
+            screen = app.screen
+            layouts: list[int] = []
+            lay_out = screen._refresh_layout
+
+            def counted(*a, layouts=layouts, lay_out=lay_out, **k):
+                layouts.append(1)
+                return lay_out(*a, **k)
+
+            screen._refresh_layout = counted
+            heights = [c.size.height for c in inspector.cards]
+            await pilot.press("j")
+            await wait_for(pilot, lambda n=name: inspector.selection.row.get("name") != n, "j")
+            await wait_for(pilot, drawn, "the next call's cards")
+            await pilot.pause(0.2)
+            del screen._refresh_layout
+            if below is not None:
+                assert inspector.selection.row.get("name") == below
+            moved = [c.size.height for c in inspector.cards]
+            assert len(layouts) == 1, (name, heights, moved)
+            before = screen_text(app)
+            screen.refresh(layout=True)
+            await pilot.pause(0.2)
+            assert screen_text(app) == before
