@@ -81,10 +81,11 @@ def collector_paused() -> Iterator[None]:
     """The cyclic collector off while a batch's record is decoded or rows are built from it.
 
     Decoding 20,000 calls makes a few hundred thousand dicts and lists that all survive;
-    each allocation threshold crossed started a collection that scanned them again: 0.4 s
-    of a 20,000-call record's 0.55 s decode was collections (measured, gc.callbacks). They
-    hold no cycles, so nothing is lost by collecting later. Threads nest: the collector is
-    switched back on (if it was on) when the last one leaves."""
+    each allocation threshold crossed started a collection that scanned them again: the
+    calls of the 20,000-layer run of bench/layers_bench.py decoded in 387 ms with the
+    collector on, 103 ms with it off. They hold no cycles, so nothing is lost by collecting
+    later. Threads nest: the collector is switched back on (if it was on) when the last
+    one leaves."""
     global _paused, _was_enabled
     with _paused_lock:
         if _paused == 0:
