@@ -46,12 +46,16 @@ def _layer_row(tree: CallTree, layer: int, position: int, call: int) -> dict[str
     return {**tree.layer_row(position, call), "layer": layer}
 
 
-def _sorted_rows(rows: list[dict[str, Any]], sort: str, desc: bool) -> list[dict[str, Any]]:
-    """``rows`` in ``sort`` order; rows without a value last either way."""
-    present = [r for r in rows if isinstance(r.get(sort), (int, float, str))]
-    absent = [r for r in rows if not isinstance(r.get(sort), (int, float, str))]
-    present.sort(key=itemgetter(sort), reverse=desc)
-    return present + absent
+def _sorted_calls(
+    tree: CallTree, calls: list[tuple[int, int, int]], sort: str, desc: bool
+) -> list[tuple[int, int, int]]:
+    """``(layer number, position, call id)`` of ``calls`` in ``sort`` order, rows without a
+    value last either way. Only the sorted column is read: its rows are built per page."""
+    keyed = [(tree.layer_value(cid, sort), item) for item in calls for cid in (item[2],)]
+    present = [(v, item) for v, item in keyed if isinstance(v, (int, float, str))]
+    absent = [item for v, item in keyed if not isinstance(v, (int, float, str))]
+    present.sort(key=itemgetter(0), reverse=desc)
+    return [item for _, item in present] + absent
 
 
 class CallsAPI:
@@ -174,25 +178,20 @@ class CallsAPI:
         calls, hidden = self.store.derived(
             chunk, f"layers:{skip_data}", lambda: _layer_calls(tree, skip_data)
         )
+        numbered = [(n, i, cid) for n, (i, cid) in enumerate(calls, 1)]
         if sort == "order":
-            # Call order is the order the calls are in: build only the page's rows.
-            numbered = [(n, i, cid) for n, (i, cid) in enumerate(calls, 1)]
+            # Call order is the order the calls are in.
             ordered = numbered[::-1] if desc else numbered
-            rows = [_layer_row(tree, *item) for item in _page(ordered, offset, limit)]
-            ids = [cid for _, _, cid in ordered]
         else:
-            # Every row is needed to sort: built and sorted once per order, kept with the
-            # batch, so paging a 20,000-row table costs a slice per page, not a sort.
-            every = self.store.derived(
-                chunk,
-                f"layers:{skip_data}:rows",
-                lambda: [_layer_row(tree, n, i, cid) for n, (i, cid) in enumerate(calls, 1)],
-            )
+            # Sorted once per order, kept with the batch, so paging a 20,000-row table
+            # costs a slice per page, not a sort; only the page's rows are built.
             ordered = self.store.derived(
-                chunk, f"layers:{skip_data}:{sort}:{desc}", lambda: _sorted_rows(every, sort, desc)
+                chunk,
+                f"layers:{skip_data}:{sort}:{desc}",
+                lambda: _sorted_calls(tree, numbered, sort, desc),
             )
-            rows = _page(ordered, offset, limit)
-            ids = [r["id"] for r in ordered]
+        rows = [_layer_row(tree, *item) for item in _page(ordered, offset, limit)]
+        ids = [cid for _, _, cid in ordered]
         result: dict[str, Any] = {"total": len(calls), "hidden": hidden, "rows": rows}
         if locate is not None:
             result["located"] = ids.index(locate) if locate in ids else None

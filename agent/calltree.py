@@ -11,6 +11,9 @@ from typing import Any
 
 from tvis.store.schema import LAYER_KINDS
 
+OUTPUT_STATS = {"out_numel": "numel", "std": "std", "absmean": "absmean", "zeros": "zeros"}
+"""Layer-row columns read from the first output's stats, with the stat each holds."""
+
 
 class CallTree:
     """Calls of one batch record with their tensors, looked up by id."""
@@ -84,11 +87,25 @@ class CallTree:
         )
         return row
 
+    def _grad_norm(self, call: dict[str, Any]) -> Any:
+        grad = self.grad_of(self.grad_output(call))
+        return (grad.get("stats") or {}).get("norm") if grad else None
+
+    def layer_value(self, call_id: int, column: str) -> Any:
+        """What ``layer_row`` has under ``column``, reading only the entries that takes: a
+        sort by time or name decodes no tensor entry, by a statistic only the outputs'."""
+        call = self.by_id[call_id]
+        if column in OUTPUT_STATS:
+            out = self.first_output(call)
+            return ((out or {}).get("stats") or {}).get(OUTPUT_STATS[column])
+        if column == "grad_norm":
+            return self._grad_norm(call)
+        return call.get(column)
+
     def layer_row(self, position: int, call_id: int) -> dict[str, Any]:
         call = self.by_id[call_id]
         out = self.first_output(call)
         stats = (out or {}).get("stats") or {}
-        grad = self.grad_of(self.grad_output(call))
         return {
             "id": call_id,
             "order": position,
@@ -104,7 +121,7 @@ class CallTree:
             "zeros": stats.get("zeros"),
             "nan": stats.get("nan"),
             "inf": stats.get("inf"),
-            "grad_norm": (grad.get("stats") or {}).get("norm") if grad else None,
+            "grad_norm": self._grad_norm(call),
             "fwd_ms": call.get("fwd_ms"),
             "bwd_ms": call.get("bwd_ms"),
             "flags": call.get("flags") or [],

@@ -103,7 +103,7 @@ async def _settle(pilot) -> None:
 
 
 async def measure(run: Path) -> tuple[float, list[float], int]:
-    from conftest import make_app, open_explore
+    from viewer_support import make_app, open_explore
 
     from tvis.tui.widgets.layers_table import SORTABLE, LayersTable
 

@@ -143,8 +143,8 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
     """In the app itself (headless, 120×40): from a cursor move to the new call's cards with
     their heatmaps, and from selecting the batch's largest activation to its heatmap; each
     ends with a full repaint of the screen."""
-    from conftest import make_app, open_explore
     from textual import events
+    from viewer_support import make_app, open_explore
 
     from tvis.tui.messages import GotoCall
     from tvis.tui.picture import Picture

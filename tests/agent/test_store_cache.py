@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from tvis.agent.api import AgentAPI
-from tvis.agent.store import FREEZE_CALLS
+from tvis.agent.store import FREEZE_CALLS, collector_paused
 from tvis.store.format import COMPLETE
+from tvis.store.reader import StoreError
 from tvis.store.writer import RunWriter
 
 
-def _write_run(root: Path, n_calls: int) -> str:
+def _write_run(root: Path, n_calls: int, corrupt_tensor: int | None = None) -> str:
     calls = [
         {
             "id": i,
@@ -41,6 +42,8 @@ def _write_run(root: Path, n_calls: int) -> str:
         }
         for i in range(n_calls)
     ]
+    if corrupt_tensor is not None:
+        tensors[corrupt_tensor]["stats"]["std"] = "high"
     batch = {"index": 0, "step": 0, "batch_size": 2, "n_calls": n_calls}
     name = f"20260101-000000_calls{n_calls}_000000"
     writer = RunWriter(root / name, {"script": "train.py"})
@@ -101,3 +104,52 @@ def test_a_failed_derivation_is_tried_again(tmp_path):
     with pytest.raises(ValueError):
         api.store.derived(chunk, "v", fails)
     assert api.store.derived(chunk, "v", lambda: 7) == 7
+
+
+def test_the_collector_is_off_while_a_value_is_derived_and_back_on_after(tmp_path):
+    """A big record decoded with the collector on spent most of its time in collections
+    rescanning the new objects (bench/README.md, the viewer's section)."""
+    api = AgentAPI(tmp_path)
+    chunk = api.store.chunk(_write_run(tmp_path, 3), "batch", 0)
+    assert api.store.derived(chunk, "v", gc.isenabled) is False
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        api.store.derived(chunk, "w", lambda: int("no"))
+    assert gc.isenabled()
+
+
+def test_threads_pausing_the_collector_together_leave_it_as_it_was():
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def paused():
+        with collector_paused():
+            inside.wait()
+            release.wait()
+
+    threads = [threading.Thread(target=paused) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert not gc.isenabled()
+    release.set()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # it was off: a read does not switch it on
+    finally:
+        gc.enable()
+
+
+def test_a_sort_reads_only_the_entries_its_column_needs(tmp_path):
+    """A sort by name builds no row beyond the page shown: a corrupt entry elsewhere is
+    not reached (and costs no decoding); a sort by σ reaches it and names it."""
+    api = AgentAPI(tmp_path)
+    name = _write_run(tmp_path, 3, corrupt_tensor=2)
+    rows = api.layers(name, 0, sort="name", limit=2)["rows"]
+    assert [r["name"] for r in rows] == ["l0", "l1"]
+    with pytest.raises(StoreError, match=r"tensors\[2\]\.stats\.std is 'high'"):
+        api.layers(name, 0, sort="std", limit=2)

@@ -58,6 +58,7 @@ async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: 
         assert app.focused is table
         assert table.row(0)["layer"] == 1  # numbered among the layers, data calls left out
         assert "output" in screen_text(app) and "1 " in screen_text(app)
+        assert f"{table.row_count} layers · call order · o / O sort" in screen_text(app)
         while table.sort_column.sort != "std":
             await pilot.press("o")
         await wait_for(
@@ -66,6 +67,8 @@ async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: 
             "rows sorted by σ, largest first",
         )
         assert "σ ▼" in screen_text(app)
+        caption = f"{table.row_count} layers · σ ▼ · o / O sort"
+        await wait_for(pilot, lambda: caption in screen_text(app), "the caption naming the sort")
         await pilot.press("O")
         await wait_for(
             pilot, lambda: _column(table, "std") == sorted(_column(table, "std")), "σ ascending"

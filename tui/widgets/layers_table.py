@@ -22,9 +22,10 @@ from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.message import Message
+from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Static
+from textual.widget import Widget
 
 from tvis.store import schema
 from tvis.tui import colors, fmt, keys, marks
@@ -419,16 +420,28 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
             self.sort_by(column)
 
 
+class Caption(Widget):
+    """One line of text. A new text repaints the line and lays nothing out (a ``Static``'s
+    update lays out the whole screen: one of three layouts of the table's first paint)."""
+
+    DEFAULT_CSS = "Caption { height: 1; }"
+
+    text: reactive[Text] = reactive(Text, layout=False)
+
+    def render(self) -> Text:
+        return self.text
+
+
 class LayersPane(Vertical):
     """The Layers pane: a caption saying what the table holds, then the table."""
 
     DEFAULT_CSS = """
-    LayersPane #layers-caption { height: 1; color: $text-muted; }
+    LayersPane #layers-caption { color: $text-muted; }
     LayersPane LayersTable { height: 1fr; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="layers-caption")
+        yield Caption(id="layers-caption")
         yield LayersTable()
 
     @on(LayersTable.Filled)
@@ -447,4 +460,4 @@ class LayersPane(Vertical):
         text.overflow = "ellipsis"
         if table.hidden_data_calls:
             text.append(f" · {table.hidden_data_calls} data calls: in the tree", colors.MUTED)
-        self.query_one("#layers-caption", Static).update(text)
+        self.query_one("#layers-caption", Caption).text = text
