@@ -40,7 +40,7 @@ from tvis.agent.store import RunStore
 from tvis.agent.traffic import Traffic
 from tvis.agent.watch import WatchAPI
 from tvis.agent.weights import WeightsAPI
-from tvis.store.chunks import ChunkedArray
+from tvis.store.chunks import LazyArray
 from tvis.store.reader import Chunk, RunReader, StoreError, leads_outside
 from tvis.store.schema import LAYER_KINDS, LAYER_SORTS
 from tvis.store.watch import describe as describe_watch
@@ -460,7 +460,7 @@ class AgentAPI(ReplayAPI, InsightsAPI, RanksAPI, WeightsAPI, WatchAPI):
                 f"offset {offset} is past the {values.nbytes} bytes of tensor {entry['id']}.",
                 BAD_REQUEST,
             )
-        if isinstance(values, ChunkedArray):  # decode only the chunks of this range
+        if isinstance(values, LazyArray):  # make only the elements of this range
             return RawBytes(memoryview(values.byte_range(offset, length)))
         # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
         data = memoryview(values.reshape(-1).view(np.uint8))

@@ -4,7 +4,8 @@
 
 Starts the test suite's sshd lab (tests/sshd.py) in a temporary folder, writes a run with
 a large activation (64×256×56×56 float32, 196 MiB) and a 4096×4096 matrix, twice: values
-compressed in chunks (format 3, what `tvis run` writes) and raw (format 2, older runs), and
+rounded and compressed in chunks (format 4, what `tvis run` writes) and raw (format 2, older
+runs; with ``--against exact``: chunked with every bit, as format 3 wrote them), and
 measures through ``tvis agent --stdio`` over ssh (one shared ControlMaster connection),
 each figure for both formats, calls alternating between them:
 
@@ -43,6 +44,7 @@ from tvis.agent.client import LocalClient, connect  # noqa: E402
 from tvis.agent.protocol import PROTOCOL_VERSION, reply_body  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
 from tvis.store.format import COMPLETE  # noqa: E402
+from tvis.store.rounding import MANTISSA_BITS  # noqa: E402
 from tvis.store.writer import RunWriter  # noqa: E402
 
 RUN = "tvis_runs/20260101-000000_bench_000000"
@@ -52,7 +54,9 @@ SCREEN = {"width": 120, "height": 40}
 MiB = 1 << 20
 
 
-def build_run(root: Path, name: str = RUN, chunked: bool = True) -> Path:
+def build_run(
+    root: Path, name: str = RUN, chunked: bool = True, bits: int | None = MANTISSA_BITS
+) -> Path:
     """A run whose batch 0 holds the large activation and a large matrix."""
     rng = np.random.default_rng(0)
     arrays = {
@@ -88,7 +92,7 @@ def build_run(root: Path, name: str = RUN, chunked: bool = True) -> Path:
         "flags": [],
     }
     batch = {"index": 0, "step": 0, "micro": 0, "batch_size": 64, "n_calls": 1, "phase_ms": {}}
-    writer = RunWriter(root / name, {"script": "bench.py"}, chunked=chunked)
+    writer = RunWriter(root / name, {"script": "bench.py"}, chunked=chunked, mantissa_bits=bits)
     writer.write_batch(0, {"batch": batch, "calls": [call], "tensors": tensors}, arrays)
     writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": [], "data": {}})
     writer.write_meta(status=COMPLETE)
@@ -176,12 +180,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="calls per latency figure")
     parser.add_argument("--rounds", type=int, default=3, help="transfers per throughput figure")
+    parser.add_argument(
+        "--against",
+        choices=("raw", "exact"),
+        default="raw",
+        help="the second run: raw (format 2) or chunked with exact values (format 3, "
+        "what tvis run wrote before values were rounded)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tvis-bench-") as tmp:
         folder = Path(tmp)
         (folder / "lab").mkdir()
         run_path = build_run(folder / "root")
-        raw_path = build_run(folder / "root", RUN_RAW, chunked=False)
+        raw_path = build_run(folder / "root", RUN_RAW, chunked=args.against == "exact", bits=None)
         lab = start_lab(folder / "lab")
         control = lab.control_dir()
         try:
