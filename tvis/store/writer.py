@@ -88,6 +88,10 @@ class RunWriter:
         Activations and gradients are rounded first (``mantissa_bits``), then the values
         that follow exactly from a stored neighbour are written as recipes (derived.py)."""
         if self.chunked:
+            for entry in record.get("tensors", []):
+                value = entry.get("value")
+                if value and ("derive" in value or "bits" in value):  # a run copied
+                    entry["value"] = {k: v for k, v in value.items() if k not in ("derive", "bits")}
             arrays, rounded = self._stored_form(record, arrays)
             recipes = derived.find(record, arrays)
             for entry in record.get("tensors", []):
