@@ -209,7 +209,10 @@ def main() -> int:
             local = LocalClient(folder / "root")
             rows = measure(client, local, lab, control, raw_path, args, cold_ms, warm_ms)
             rows.append(
-                ("run on disk, chunked · raw", f"{_mib(run_path):.1f} · {_mib(raw_path):.1f} MiB")
+                (
+                    f"run on disk, rounded · {_other(args)}",
+                    f"{_mib(run_path):.1f} · {_mib(raw_path):.1f} MiB",
+                )
             )
             client.close()
         finally:
@@ -218,6 +221,11 @@ def main() -> int:
     for name, value in rows:
         print(f"| {name} | {value} |")
     return 0
+
+
+def _other(args: argparse.Namespace) -> str:
+    """What the second run holds."""
+    return "exact (format 3)" if args.against == "exact" else "raw (format 2)"
 
 
 def _mib(run: Path) -> float:
@@ -266,15 +274,15 @@ def measure(client, local, lab, control, run_path, args, cold_ms, warm_ms) -> li
         ("connect, shared ControlMaster connection", f"{warm_ms:.0f} ms"),
         ("`hello` over ssh, median / p90", "{:.2f} / {:.2f} ms".format(*hello_ssh)),
         (
-            "`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90, chunked · raw",
+            f"`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90, rounded · {_other(args)}",
             "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*view_ssh, *view_ssh_raw),
         ),
         (
-            "same `view` in-process (LocalClient), median / p90, chunked · raw",
+            f"same `view` in-process (LocalClient), median / p90, rounded · {_other(args)}",
             "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*view_local, *view_local_raw),
         ),
         (
-            "`view` 120×40 of a 4096×4096 matrix over ssh, median / p90, chunked · raw",
+            f"`view` 120×40 of a 4096×4096 matrix over ssh, median / p90, rounded · {_other(args)}",
             "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*matrix_ssh, *matrix_ssh_raw),
         ),
         ("raw activation 64×256×56×56 float32", f"{activation_bytes / MiB:.1f} MiB"),
@@ -282,14 +290,14 @@ def measure(client, local, lab, control, run_path, args, cold_ms, warm_ms) -> li
         ("raw matrix 4096×4096 float32", f"{4096 * 4096 * 4 / MiB:.1f} MiB"),
         ("reply frame for its 120×40 view", f"{matrix_bytes / 1024:.1f} KiB"),
         ("`read`, 8 MiB chunks, 4 in flight, over ssh", f"{read_best:.0f} MiB/s"),
-        ("the same `read` of the raw run (format 2)", f"{raw_best:.0f} MiB/s"),
+        (f"the same `read` of the {_other(args)} run", f"{raw_best:.0f} MiB/s"),
         ("`ssh tvis-test cat blob.bin`, same connection", f"{cat_best:.0f} MiB/s"),
         ("`read` / ssh cat, best of each", f"**{100 * read_best / cat_best:.0f} %**"),
         ("`read` / ssh cat, median of the rounds' own ratios", f"{100 * paired:.0f} %"),
         ("`array` pages (48 MiB each, one after another) over ssh", f"{array_best:.0f} MiB/s"),
         ("`array` / ssh cat", f"{100 * array_best / cat_best:.0f} %"),
         ("`read` in-process (LocalClient)", f"{local_best:.0f} MiB/s"),
-        ("the same of the raw run (format 2)", f"{local_raw_best:.0f} MiB/s"),
+        (f"the same of the {_other(args)} run", f"{local_raw_best:.0f} MiB/s"),
         ("copy of the memory-mapped blob into a new array", f"{memory_best:.0f} MiB/s"),
         ("`read` in-process / memory copy", f"**{100 * local_best / memory_best:.0f} %**"),
         (
