@@ -12,7 +12,7 @@ from tvis.agent import views
 from tvis.agent.dispatch import rpc
 from tvis.agent.lookups import Lookups
 from tvis.agent.protocol import BAD_REQUEST, MAX_READ, NOT_FOUND, AgentError, RawBytes
-from tvis.store.chunks import ChunkedArray
+from tvis.store.chunks import LazyArray
 
 # A raw array reply stays well under the 64 MiB frame limit with its record around it.
 MAX_ARRAY_BYTES = 48 << 20
@@ -133,7 +133,7 @@ class TensorsAPI:
                 f"offset {offset} is past the {values.nbytes} bytes of tensor {entry['id']}.",
                 BAD_REQUEST,
             )
-        if isinstance(values, ChunkedArray):  # decode only the chunks of this range
+        if isinstance(values, LazyArray):  # make only the elements of this range
             return RawBytes(memoryview(values.byte_range(offset, length)))
         # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
         data = memoryview(values.reshape(-1).view(np.uint8))

@@ -4,7 +4,8 @@
 
 Starts the test suite's sshd lab (tests/sshd.py) in a temporary folder, writes a run with
 a large activation (64×256×56×56 float32, 196 MiB) and a 4096×4096 matrix, twice: values
-compressed in chunks (format 3, what `tvis run` writes) and raw (format 2, older runs), and
+rounded and compressed in chunks (format 4, what `tvis run` writes) and raw (format 2, older
+runs; with ``--against exact``: chunked with every bit, as format 3 wrote them), and
 measures through ``tvis agent --stdio`` over ssh (one shared ControlMaster connection),
 each figure for both formats, calls alternating between them:
 
@@ -43,6 +44,7 @@ from tvis.agent.client import LocalClient, connect  # noqa: E402
 from tvis.agent.protocol import PROTOCOL_VERSION, reply_body  # noqa: E402
 from tvis.agent.target import Target  # noqa: E402
 from tvis.store.format import COMPLETE  # noqa: E402
+from tvis.store.rounding import MANTISSA_BITS  # noqa: E402
 from tvis.store.writer import RunWriter  # noqa: E402
 
 RUN = "tvis_runs/20260101-000000_bench_000000"
@@ -52,7 +54,9 @@ SCREEN = {"width": 120, "height": 40}
 MiB = 1 << 20
 
 
-def build_run(root: Path, name: str = RUN, chunked: bool = True) -> Path:
+def build_run(
+    root: Path, name: str = RUN, chunked: bool = True, bits: int | None = MANTISSA_BITS
+) -> Path:
     """A run whose batch 0 holds the large activation and a large matrix."""
     rng = np.random.default_rng(0)
     arrays = {
@@ -88,7 +92,7 @@ def build_run(root: Path, name: str = RUN, chunked: bool = True) -> Path:
         "flags": [],
     }
     batch = {"index": 0, "step": 0, "micro": 0, "batch_size": 64, "n_calls": 1, "phase_ms": {}}
-    writer = RunWriter(root / name, {"script": "bench.py"}, chunked=chunked)
+    writer = RunWriter(root / name, {"script": "bench.py"}, chunked=chunked, mantissa_bits=bits)
     writer.write_batch(0, {"batch": batch, "calls": [call], "tensors": tensors}, arrays)
     writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": [], "data": {}})
     writer.write_meta(status=COMPLETE)
@@ -176,12 +180,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="calls per latency figure")
     parser.add_argument("--rounds", type=int, default=3, help="transfers per throughput figure")
+    parser.add_argument(
+        "--against",
+        choices=("raw", "exact"),
+        default="raw",
+        help="the second run: raw (format 2) or chunked with exact values (format 3, "
+        "what tvis run wrote before values were rounded)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tvis-bench-") as tmp:
         folder = Path(tmp)
         (folder / "lab").mkdir()
         run_path = build_run(folder / "root")
-        raw_path = build_run(folder / "root", RUN_RAW, chunked=False)
+        raw_path = build_run(folder / "root", RUN_RAW, chunked=args.against == "exact", bits=None)
         lab = start_lab(folder / "lab")
         control = lab.control_dir()
         try:
@@ -198,7 +209,10 @@ def main() -> int:
             local = LocalClient(folder / "root")
             rows = measure(client, local, lab, control, raw_path, args, cold_ms, warm_ms)
             rows.append(
-                ("run on disk, chunked · raw", f"{_mib(run_path):.1f} · {_mib(raw_path):.1f} MiB")
+                (
+                    f"run on disk, rounded · {_other(args)}",
+                    f"{_mib(run_path):.1f} · {_mib(raw_path):.1f} MiB",
+                )
             )
             client.close()
         finally:
@@ -207,6 +221,11 @@ def main() -> int:
     for name, value in rows:
         print(f"| {name} | {value} |")
     return 0
+
+
+def _other(args: argparse.Namespace) -> str:
+    """What the second run holds."""
+    return "exact (format 3)" if args.against == "exact" else "raw (format 2)"
 
 
 def _mib(run: Path) -> float:
@@ -255,15 +274,15 @@ def measure(client, local, lab, control, run_path, args, cold_ms, warm_ms) -> li
         ("connect, shared ControlMaster connection", f"{warm_ms:.0f} ms"),
         ("`hello` over ssh, median / p90", "{:.2f} / {:.2f} ms".format(*hello_ssh)),
         (
-            "`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90, chunked · raw",
+            f"`view` 120×40 of one channel of 64×256×56×56 over ssh, median / p90, rounded · {_other(args)}",
             "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*view_ssh, *view_ssh_raw),
         ),
         (
-            "same `view` in-process (LocalClient), median / p90, chunked · raw",
+            f"same `view` in-process (LocalClient), median / p90, rounded · {_other(args)}",
             "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*view_local, *view_local_raw),
         ),
         (
-            "`view` 120×40 of a 4096×4096 matrix over ssh, median / p90, chunked · raw",
+            f"`view` 120×40 of a 4096×4096 matrix over ssh, median / p90, rounded · {_other(args)}",
             "{:.2f} / {:.2f} · {:.2f} / {:.2f} ms".format(*matrix_ssh, *matrix_ssh_raw),
         ),
         ("raw activation 64×256×56×56 float32", f"{activation_bytes / MiB:.1f} MiB"),
@@ -271,14 +290,14 @@ def measure(client, local, lab, control, run_path, args, cold_ms, warm_ms) -> li
         ("raw matrix 4096×4096 float32", f"{4096 * 4096 * 4 / MiB:.1f} MiB"),
         ("reply frame for its 120×40 view", f"{matrix_bytes / 1024:.1f} KiB"),
         ("`read`, 8 MiB chunks, 4 in flight, over ssh", f"{read_best:.0f} MiB/s"),
-        ("the same `read` of the raw run (format 2)", f"{raw_best:.0f} MiB/s"),
+        (f"the same `read` of the {_other(args)} run", f"{raw_best:.0f} MiB/s"),
         ("`ssh tvis-test cat blob.bin`, same connection", f"{cat_best:.0f} MiB/s"),
         ("`read` / ssh cat, best of each", f"**{100 * read_best / cat_best:.0f} %**"),
         ("`read` / ssh cat, median of the rounds' own ratios", f"{100 * paired:.0f} %"),
         ("`array` pages (48 MiB each, one after another) over ssh", f"{array_best:.0f} MiB/s"),
         ("`array` / ssh cat", f"{100 * array_best / cat_best:.0f} %"),
         ("`read` in-process (LocalClient)", f"{local_best:.0f} MiB/s"),
-        ("the same of the raw run (format 2)", f"{local_raw_best:.0f} MiB/s"),
+        (f"the same of the {_other(args)} run", f"{local_raw_best:.0f} MiB/s"),
         ("copy of the memory-mapped blob into a new array", f"{memory_best:.0f} MiB/s"),
         ("`read` in-process / memory copy", f"**{100 * local_best / memory_best:.0f} %**"),
         (

@@ -47,6 +47,15 @@ MAX_STEM = 200
 every common filesystem, with room for the suffix and the temporary file's decoration."""
 
 
+def rounded_note(value: dict[str, Any] | None) -> str | None:
+    """For a value stored rounded (format 4: an activation or gradient of a run recorded
+    without --exact), the one line that says so; None for exact values."""
+    bits = (value or {}).get("bits")
+    if not isinstance(bits, int):
+        return None
+    return f"values stored to {bits + 1} significant bits; run with --exact to keep them whole"
+
+
 class ExportError(Exception):
     """An export that could not be done; the message is one sentence."""
 
@@ -301,6 +310,9 @@ def start(app: Any, item: ExportItem) -> None:
             return
         cut = f" ({item.cut}: only those were kept)" if item.cut else ""
         saved = f"saved {item.label}{cut} to {', '.join(map(str, paths))}"
+        rounded = rounded_note(item.value)
+        if rounded:
+            saved += f" ({rounded})"
         app.call_from_thread(finish, saved, False)
 
     app.run_worker(run, thread=True, group="export", exit_on_error=False)

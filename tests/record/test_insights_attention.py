@@ -54,7 +54,8 @@ def test_query_key_softmax_is_taken_as_attention(tmp_path):
         mask = torch.ones(7, 7, dtype=torch.bool).tril()
         expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).detach()
         values = torch.from_numpy(np.array(batch.array(recorded["tensor"])))
-        torch.testing.assert_close(values, expected[: values.shape[0]])
+        # stored rounded to 10 mantissa bits (tvis/store/rounding.py): within 2^-11
+        torch.testing.assert_close(values, expected[: values.shape[0]], rtol=2**-11, atol=1e-5)
     assert run.index()["data"]["insights"]["attention"] == ["layers.0", "layers.1"]
 
 

@@ -10,6 +10,7 @@ from torch import nn
 from training import setup, train
 
 from tvis.store.reader import RunReader
+from tvis.store.rounding import MANTISSA_BITS, round_mantissa
 
 
 def _plain(steps: int, workers: int = 0):
@@ -86,15 +87,18 @@ def test_activation_gradients_equal_autograds(tmp_path):
         torch.manual_seed(5)
         torch.nn.functional.cross_entropy(model(x), y).backward()
 
-    outcome = record_here(one_batch, tmp_path, steps=1, samples=16)
-    batch = RunReader(outcome.run_dir).batch(0)
-    calls = {c["name"]: c for c in batch.record["calls"]}
-    for name, module in (("conv", model.conv), ("bn", model.bn), ("head", model.head)):
-        out_id = calls[name]["outputs"][0]["tensor"]
-        grad_id = batch.tensor(out_id)["grad"]
-        assert grad_id is not None, name
-        recorded = torch.from_numpy(np.array(batch.array(grad_id)))
-        torch.testing.assert_close(recorded, reference[module].grad, rtol=0, atol=0)
+    # --exact: every bit; by default: autograd's gradient rounded to 10 mantissa bits.
+    for bits, folder in ((None, "exact"), (MANTISSA_BITS, "rounded")):
+        outcome = record_here(one_batch, tmp_path / folder, steps=1, samples=16, mantissa_bits=bits)
+        batch = RunReader(outcome.run_dir).batch(0)
+        calls = {c["name"]: c for c in batch.record["calls"]}
+        for name, module in (("conv", model.conv), ("bn", model.bn), ("head", model.head)):
+            out_id = calls[name]["outputs"][0]["tensor"]
+            grad_id = batch.tensor(out_id)["grad"]
+            assert grad_id is not None, name
+            recorded = torch.from_numpy(np.array(batch.array(grad_id)))
+            expected = round_mantissa(reference[module].grad.numpy(), bits)
+            torch.testing.assert_close(recorded, torch.from_numpy(expected), rtol=0, atol=0)
 
 
 def test_instrumentation_failure_becomes_notice(tmp_path, monkeypatch):

@@ -182,3 +182,14 @@ def test_an_exports_size_is_its_values_not_their_compressed_bytes(tmp_path: Path
     raw = int(np.prod(entry["shape"])) * np.dtype(entry["value"]["dtype"]).itemsize
     assert entry["value"]["nbytes"] != raw  # stored compressed
     assert item.nbytes == raw
+
+
+def test_a_value_stored_rounded_says_so_once_and_an_exact_one_does_not():
+    from tvis.tui.widgets.inspector import _rounded
+
+    note = "values stored to 11 significant bits; run with --exact to keep them whole"
+    assert export.rounded_note({"kept": "all", "bits": 10}) == note
+    assert export.rounded_note({"kept": "all"}) is None and export.rounded_note(None) is None
+    # a card says so when its values or its gradient's are rounded
+    assert _rounded({"value": {"kept": "all"}, "grad_entry": {"value": {"bits": 10}}}) == note
+    assert _rounded({"value": {"kept": "all"}}) is None

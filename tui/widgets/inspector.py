@@ -373,6 +373,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
                 refs.append((card, ref))
                 if isinstance(arg.get("decoded"), dict) and "text" in arg["decoded"]:
                     widgets.append(SteadyStatic(decoded_text(arg), classes="decoded"))
+        rounded = next(filter(None, (_rounded(ref.entry) for _, ref in refs)), None)
+        if rounded:  # once under the cards: their values (not their statistics) are rounded
+            widgets.append(SteadyStatic(Text(rounded, style=colors.MUTED)))
         for record in call.get("tokens") or []:
             widgets.append(SteadyStatic("tokenizer", classes="section"))
             widgets.append(SteadyStatic(tokenizer_text(record), classes="decoded"))
@@ -531,6 +534,12 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
 
     def action_copy_python(self) -> None:
         self._with_item(export.copy_python)
+
+
+def _rounded(entry: dict[str, Any]) -> str | None:
+    """The note of a tensor entry, or of its gradient, stored rounded."""
+    grad = entry.get("grad_entry") or {}
+    return export.rounded_note(entry.get("value")) or export.rounded_note(grad.get("value"))
 
 
 def _same_kinds(mounted: list, widgets: list) -> bool:

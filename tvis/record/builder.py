@@ -13,6 +13,7 @@ import torch
 
 from tvis.record import anomalies, tensors
 from tvis.store import schema
+from tvis.store.rounding import MANTISSA_BITS
 
 # A call that returns more tensors than this (a list of 500 feature maps, a dict of every
 # hidden state) keeps the first ones: the inspector shows a card per tensor and nobody
@@ -61,6 +62,8 @@ class Settings:
     max_batches: int = 64
     max_bytes: int = 512 * 2**20
     param_elems: int = 2_000_000  # parameter elements kept with exact values, per step
+    # Activations and gradients are stored to this many mantissa bits; None (--exact): whole.
+    mantissa_bits: int | None = MANTISSA_BITS
     functions: bool = True
     ops: bool = True
     gradcam: bool = True

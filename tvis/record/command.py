@@ -11,6 +11,7 @@ from pathlib import Path
 from tvis.record.ranks import detect, parse_ranks, rank_run_dir, records_fully
 from tvis.record.report import report
 from tvis.store.format import FAILED
+from tvis.store.rounding import MANTISSA_BITS
 
 USAGE_ERROR = 2
 
@@ -69,6 +70,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=2_000_000,
         help="parameter elements kept with exact weight, gradient and Δw per step (2000000)",
+    )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="store activations and gradients bit for bit (default: rounded to 10 mantissa "
+        "bits, a relative error of at most 2^-11; NaN, Inf, statistics, inputs, labels, the "
+        "loss and parameters are always exact)",
     )
     parser.add_argument("--max-batches", type=int, default=64, help="stop after this many batches")
     parser.add_argument(
@@ -196,6 +204,7 @@ def main(args: argparse.Namespace) -> int:
         ops=not args.no_ops,
         gradcam=not args.no_gradcam,
         attention=not args.no_attention,
+        mantissa_bits=None if args.exact else MANTISSA_BITS,
     )
     if args.watch is not None:
         from tvis.record.watch_run import watch_script

@@ -133,7 +133,9 @@ def record(
     from tvis.record.writer_thread import BackgroundWriter
 
     writer = RunWriter(
-        run_dir, {"script": None, "argv": [], **process_meta(settings, project), **(meta or {})}
+        run_dir,
+        {"script": None, "argv": [], **process_meta(settings, project), **(meta or {})},
+        mantissa_bits=settings.mantissa_bits,
     )
     background = BackgroundWriter(writer)
     recorder = Recorder(settings, background, Project(project, wide_project), names)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import cuda_timing, tensors
+from tvis.record import cuda_timing, sample_cap, tensors
 from tvis.record import params as param_records
 from tvis.record.builder import (
     ANOMALY_INPUTS,
@@ -180,6 +180,7 @@ class Recorder(ModuleCalls, Steps):
         self.capped: Counter[str] = Counter()
         self.capped_batches = 0
         self._cap_notice: dict | None = None
+        self._noted_sample_cap = False
         self.grad_watched: set[int] = set()  # parameters whose local gradients are noted
         self.local_grads: set[int] = set()  # ... and those that got one since the last step
         # Lines run between batches (a training loop fetching the next batch): the next
@@ -456,6 +457,7 @@ class Recorder(ModuleCalls, Steps):
             )
             batch.finite_checks, batch.line_inputs = [], []
             self.batch_maps.append(record["batch"])
+            self._cap_samples(batch)
             self._account(record, batch.arrays)
             self.writer.put_batch(batch.index, record, batch.arrays, batch.pending)
             if batch.mode == "train":
@@ -463,6 +465,21 @@ class Recorder(ModuleCalls, Steps):
             self.write_index()
         except Exception as e:
             self.guard(f"writing batch {batch.index}", e)
+
+    def _cap_samples(self, batch: BatchBuilder) -> None:
+        """A batch whose kept samples are huge keeps fewer (sample_cap.py); one notice."""
+        keep = sample_cap.samples_that_fit(batch.entries, batch.arrays, batch.samples)
+        if keep >= batch.samples:
+            return
+        batch.kept_bytes -= sample_cap.cut(batch.entries, batch.arrays, keep)
+        if not self._noted_sample_cap:
+            self._noted_sample_cap = True
+            self.notice(
+                f"this model's samples are large: batches keep the values of {keep} sample(s), "
+                f"what fits in {sample_cap.BATCH_VALUES_BYTES >> 20} MB (statistics, "
+                "per-sample losses and Grad-CAM still cover the whole batch).",
+                level="info",
+            )
 
     def _note_capped(self, batch: BatchBuilder) -> None:
         """One notice for the whole run: how many calls the caps left out, of what."""

@@ -44,6 +44,7 @@ _SWITCHES = {
     "no_ops": "--no-ops",
     "no_gradcam": "--no-gradcam",
     "no_attention": "--no-attention",
+    "exact": "--exact",
 }
 
 

@@ -60,9 +60,23 @@ compressed in chunks (tvis/store/chunks.py), and their value map says so::
                                      # a block of rows), about 256 KiB raw; the last may be short
               "sizes": [int, ...]}   # compressed bytes of each chunk, back to back from offset
 
-Each chunk is a Blosc frame (byte shuffle, zstd) of its elements in C order, so a reader
+Each chunk is a Blosc frame (byte shuffle, zstd; bit shuffle for values stored rounded,
+format 4) of its elements in C order, so a reader
 decodes only the chunks holding what it reads. A value without ``codec`` is raw bytes at
 ``offset`` (format 2 and earlier, and non-numeric dtypes); readers read both.
+
+Since format 4 activations and gradients are stored rounded to a number of mantissa bits
+(tvis/store/rounding.py: NaN, Inf and float range kept exactly) unless the run was
+recorded with ``--exact``; ``meta.json`` then says ``"values": {"mantissa_bits": 10}``,
+and each rounded value's map ``"bits": 10``.
+Statistics and histograms are computed before rounding. The data pipeline's tensors, the
+loss call's inputs and outputs, derived arrays and every integer stay exact. A value that
+follows exactly from a stored neighbour in the same batch (a ReLU's output, its input's
+gradient; tvis/store/derived.py) is not in the blob; its value map says how to rebuild it::
+
+    "value": {"kept", "count"?, "dtype", "shape",
+              "derive": {"op": "same" | "relu", "of": id}
+                      | {"op": "relu_grad", "grad": id, "by": id}}
 
 ``value.shape`` is the stored (possibly sliced) shape; ``kept`` says how it was cut:
 ``all`` (whole tensor), ``samples`` (first ``count`` entries along ``batch_dim``) or
@@ -247,7 +261,7 @@ the run index), for finding ranks that trained on the same samples.
 
 from __future__ import annotations
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 META = "meta.json"
 RUN_INDEX = "run.msgpack"

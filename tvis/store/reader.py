@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
-from tvis.store import chunks, codec, schema, validate
+from tvis.store import chunks, codec, derived, schema, validate
 from tvis.store.format import (
     BATCHES,
     BLOB,
@@ -464,6 +464,8 @@ class Chunk:
         value = self.tensor(tensor_id).get("value")
         if not value:
             return None
+        if "derive" in value:
+            return self._derived_array(tensor_id, value)
         if value.get("codec") == chunks.CODEC:
             return self._chunked_array(tensor_id, value)
         if value.get("codec"):
@@ -520,6 +522,22 @@ class Chunk:
         array = chunks.ChunkedArray(buf, offset, sizes, chunk, dtype, shape, corrupt)
         self._chunked[tensor_id] = array
         return array
+
+    def _derived_array(self, tensor_id: int, value: dict[str, Any]) -> derived.DerivedArray:
+        """A value rebuilt from the stored values of earlier entries (derived.py)."""
+        recipe = value["derive"]
+        try:
+            ids = derived.sources(recipe)
+            dtype = np.dtype(value["dtype"])
+            shape = tuple(int(s) for s in value["shape"])
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.") from None
+        if not all(0 <= i < tensor_id for i in ids):  # earlier entries only: chains end
+            raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
+        inputs = [self.array(i) for i in ids]
+        if any(x is None or x.dtype != dtype or tuple(x.shape) != shape for x in inputs):
+            raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
+        return derived.DerivedArray(recipe["op"], inputs)
 
     def _encoded_array(self, tensor_id: int, value: dict[str, Any]) -> np.ndarray:
         """An encoded value: the decoded array, or for a Δw entry after - before."""

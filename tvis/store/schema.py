@@ -201,6 +201,27 @@ class ChunkedValue(StoredValue):
     codec: Literal["blosc-zstd-chunks"]
     chunk: int  # elements per chunk, whole trailing planes
     sizes: list[int]  # compressed bytes of each chunk, one after another from offset
+    bits: int  # format 4: stored rounded to this many mantissa bits (absent: exact)
+
+
+class Derivation(TypedDict, total=False):
+    """How a value follows from earlier entries of its batch (tvis/store/derived.py)."""
+
+    op: Literal["same", "relu", "relu_grad"]
+    of: int
+    grad: int
+    by: int
+
+
+class DerivedValue(TypedDict, total=False):
+    """A value not in the blob: rebuilt on read from stored neighbours (format 4)."""
+
+    dtype: str
+    shape: list[int]
+    kept: Literal["all", "samples", "rows", "prefix"]
+    count: int | None
+    derive: Derivation
+    bits: int
 
 
 class TensorEntry(TypedDict, total=False):
@@ -212,7 +233,7 @@ class TensorEntry(TypedDict, total=False):
     device: str
     stats: Stats
     hist: Hist | None
-    value: StoredValue | EncodedValue | ChunkedValue | None
+    value: StoredValue | EncodedValue | ChunkedValue | DerivedValue | None
     batch_dim: int | None
     batch_dim_inferred: bool
     grad: int | None

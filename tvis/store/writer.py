@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tvis.store import atomic, chunks
+from tvis.store import atomic, chunks, derived, rounding
 from tvis.store.codec import Encoded
 from tvis.store.format import (
     ALIGN,
@@ -36,15 +36,27 @@ FINALIZE_RESERVE = 1 << 20
 class RunWriter:
     """Creates one run folder and writes its records atomically as they become ready."""
 
-    def __init__(self, path: Path, meta: dict[str, Any], *, chunked: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        meta: dict[str, Any],
+        *,
+        chunked: bool = True,
+        mantissa_bits: int | None = None,
+    ) -> None:
         """``chunked=False`` writes batch values raw, as format 2 did (what older runs on
-        disk hold: for reading them in tests and benchmarks side by side)."""
+        disk hold: for reading them in tests and benchmarks side by side).
+        ``mantissa_bits``: activations and gradients are stored rounded to that many
+        mantissa bits (tvis/store/rounding.py); None keeps every value exact."""
         self.path = Path(path)
         (self.path / BATCHES).mkdir(parents=True, exist_ok=False)
         (self.path / STEPS).mkdir()
         self.chunked = chunked
+        self.mantissa_bits = mantissa_bits if chunked else None
         version = FORMAT_VERSION if chunked else 2
         self.meta = {"format": version, "status": RUNNING, "started": time.time(), **meta}
+        if self.mantissa_bits is not None:
+            self.meta["values"] = {"mantissa_bits": self.mantissa_bits}
         self.bytes_written = 0
         self._reserve = self.path / f".finalize-reserve{TMP_SUFFIX}"
         self.write_meta()
@@ -71,8 +83,46 @@ class RunWriter:
 
     def write_batch(self, index: int, record: dict, arrays: dict[int, np.ndarray]) -> int:
         """Write batch ``index``: ``record["tensors"]`` entries get their ``value`` filled
-        from ``arrays`` (tensor id -> array). Returns the bytes written."""
+        from ``arrays`` (tensor id -> array). Returns the bytes written.
+
+        Activations and gradients are rounded first (``mantissa_bits``), then the values
+        that follow exactly from a stored neighbour are written as recipes (derived.py)."""
+        if self.chunked:
+            for entry in record.get("tensors", []):
+                value = entry.get("value")
+                if value and ("derive" in value or "bits" in value):  # a run copied
+                    entry["value"] = {k: v for k, v in value.items() if k not in ("derive", "bits")}
+            arrays, rounded = self._stored_form(record, arrays)
+            recipes = derived.find(record, arrays)
+            for entry in record.get("tensors", []):
+                if entry["id"] in rounded:  # the viewer says where values are not whole
+                    entry["value"] = {**(entry.get("value") or {}), "bits": self.mantissa_bits}
+                recipe = recipes.get(entry["id"])
+                if recipe is not None:
+                    array = arrays.pop(entry["id"])
+                    value = entry.get("value") or {}
+                    value.setdefault("kept", "all")
+                    value.update(dtype=array.dtype.str, shape=list(array.shape), derive=recipe)
+                    entry["value"] = value
         return self._write_chunk(self.path / BATCHES / folder_name(index), record, arrays)
+
+    def _stored_form(
+        self, record: dict, arrays: dict[int, np.ndarray]
+    ) -> tuple[dict[int, np.ndarray], set[int]]:
+        """The arrays as they will lie in the blob: contiguous, little-endian, and the
+        activations and gradients rounded; and the ids of those rounded."""
+        bits = self.mantissa_bits
+        exact = rounding.exact_ids(record) if bits is not None else set()
+        out, rounded = {}, set()
+        for tensor_id, array in arrays.items():
+            array = np.ascontiguousarray(array)
+            if array.dtype.byteorder == ">":
+                array = array.astype(array.dtype.newbyteorder("<"))
+            if tensor_id not in exact and array.size and rounding.rounds(array.dtype, bits):
+                array = rounding.round_mantissa(array, bits)
+                rounded.add(tensor_id)
+            out[tensor_id] = array
+        return out, rounded
 
     def write_batch_record(self, index: int, record: dict) -> None:
         """Write the record of batch ``index`` again (its values stay where they are)."""
@@ -129,7 +179,8 @@ def _write_blob(
             if array.dtype.byteorder == ">":
                 array = array.astype(array.dtype.newbyteorder("<"))
             if chunked and array.size and array.dtype.kind in "biufc":
-                offset = _write_chunked(f, offset, entry, chunks.compress(array))
+                rounded = bool((entry.get("value") or {}).get("bits"))
+                offset = _write_chunked(f, offset, entry, chunks.compress(array, rounded))
                 continue
             pad = -offset % ALIGN
             if pad:

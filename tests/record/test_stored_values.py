@@ -1,0 +1,114 @@
+"""What a recording stores of its values: activations and gradients rounded by default with
+statistics from the exact values, every bit with --exact, the data exact, and fewer kept
+samples when samples are huge."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from helpers import record_here
+from support import run_tvis
+from torch import nn
+from training import setup, train
+
+from tvis.record import sample_cap
+from tvis.store.reader import RunReader
+from tvis.store.rounding import MANTISSA_BITS, round_mantissa
+
+
+def _record(tmp_path, name: str, **settings) -> RunReader:
+    model, opt, loader = setup()
+    outcome = record_here(lambda: train(model, opt, loader, 2, []), tmp_path / name, **settings)
+    assert outcome.status == "complete"
+    return RunReader(outcome.run_dir)
+
+
+def _entries(chunk) -> list[dict]:
+    tensors = chunk.record["tensors"]
+    return [tensors[i] for i in range(len(tensors))]
+
+
+def _bits(a) -> np.ndarray:
+    a = np.ascontiguousarray(np.asarray(a))
+    return a.view(f"<u{a.dtype.itemsize}")
+
+
+def test_rounded_values_keep_exact_statistics_and_exact_data(tmp_path):
+    exact = _record(tmp_path, "exact", mantissa_bits=None)
+    rounded = _record(tmp_path, "rounded")
+    assert rounded.meta["values"] == {"mantissa_bits": MANTISSA_BITS}
+    assert "values" not in exact.meta
+    assert rounded.batch_ids() == exact.batch_ids()
+    n_rounded = 0
+    for b in exact.batch_ids():
+        e_batch, r_batch = exact.batch(b), rounded.batch(b)
+        for e, r in zip(_entries(e_batch), _entries(r_batch), strict=True):
+            assert e["stats"] == r["stats"] and e["hist"] == r["hist"], e["id"]
+            if not e.get("value"):
+                continue
+            assert "bits" not in e["value"]  # --exact: nothing rounded
+            whole, stored = np.asarray(e_batch.array(e["id"])), r_batch.array(e["id"])
+            if r["value"].get("bits"):
+                n_rounded += 1
+                expected = round_mantissa(np.ascontiguousarray(whole), MANTISSA_BITS)
+                assert np.array_equal(_bits(stored), _bits(expected)), e["id"]
+            else:
+                assert np.array_equal(_bits(stored), _bits(whole)), e["id"]
+        # the batch's inputs and labels, and the loss, are stored exactly
+        for arg in r_batch.record["data"]["batch"]:
+            assert "bits" not in (r_batch.tensor(arg["tensor"]).get("value") or {})
+        assert r_batch.record["batch"]["loss"] == e_batch.record["batch"]["loss"]
+    assert n_rounded > 10
+
+
+def test_an_in_place_relu_output_is_stored_once(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(inplace=True), nn.Flatten(), nn.LazyLinear(3)
+    )
+    x, y = torch.randn(8, 3, 10, 10), torch.randint(0, 3, (8,))
+    model(x)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    run = RunReader(record_here(step, tmp_path, steps=1).run_dir)
+    batch = run.batch(0)
+    relu = next(c for c in batch.record["calls"] if c["cls"] == "ReLU")
+    bn_out, relu_out = relu["inputs"][0]["tensor"], relu["outputs"][0]["tensor"]
+    value = batch.tensor(relu_out)["value"]
+    assert value["derive"] == {"op": "relu", "of": bn_out}
+    assert "offset" not in value  # not in the blob
+    grad = batch.tensor(bn_out)["value"] and batch.tensor(batch.tensor(bn_out)["grad"])
+    assert grad["value"]["derive"]["op"] == "relu_grad"
+    bn = np.asarray(batch.array(bn_out))
+    assert np.array_equal(_bits(batch.array(relu_out)), _bits(np.where(bn < 0, np.float32(0), bn)))
+    assert np.array_equal(batch.array(relu_out)[1, 2, 3:5], np.maximum(bn[1, 2, 3:5], 0))
+
+
+def test_huge_samples_keep_one(tmp_path, monkeypatch):
+    exact = _record(tmp_path, "three", mantissa_bits=None, samples=3)
+    monkeypatch.setattr(sample_cap, "BATCH_VALUES_BYTES", 20_000)  # a sample here: ~11 KB
+    one = _record(tmp_path, "one", mantissa_bits=None, samples=3)
+    assert any("keep the values of 1 sample" in n["text"] for n in one.index()["notices"])
+    e_batch, o_batch = exact.batch(0), one.batch(0)
+    cut = 0
+    for e, o in zip(_entries(e_batch), _entries(o_batch), strict=True):
+        assert e["stats"] == o["stats"]
+        if (o.get("value") or {}).get("kept") != "samples" or e.get("batch_dim") is None:
+            continue
+        whole, kept = np.asarray(e_batch.array(e["id"])), np.asarray(o_batch.array(e["id"]))
+        if whole.shape[e["batch_dim"]] > 1:
+            cut += 1
+            assert kept.shape[e["batch_dim"]] == 1 and o["value"]["count"] == 1
+            assert np.array_equal(_bits(kept), _bits(np.take(whole, [0], e["batch_dim"])))
+    assert cut > 5
+
+
+def test_exact_is_in_the_help():
+    result = run_tvis("run", "--help")
+    assert result.returncode == 0 and "--exact" in result.stdout
