@@ -325,9 +325,9 @@ class BatchBuilder:
         part, cut = t, None
         if dim == 0 and span > 1 and span == self.seq_len and t.shape[0] == span * self.batch_size:
             cut = min(self.samples, self.batch_size)
-            rest = t.shape[1:]
-            part = t.detach().view(span, self.batch_size, *rest)[:, :cut].transpose(0, 1)
-            part = part.reshape(cut * span, *rest)
+            # Row t*B + b of sample b, step t: only the kept samples' rows are copied.
+            rows = torch.arange(cut)[:, None] + torch.arange(span)[None, :] * self.batch_size
+            part = t.detach().index_select(0, rows.reshape(-1).to(t.device))
             entry["time_major"] = True  # stored rows: sample by sample, not as recorded
         values, how = tensors.keep(part, dim, self.samples, self.settings.max_elems, span, left)
         if values is not None:
