@@ -121,7 +121,10 @@ class CallsAPI:
         values = chunk.array(entry["id"])
         if values is None or values.size == 0:
             return arg
-        row = np.asarray(values).reshape(-1) if values.ndim < 2 else np.asarray(values[0])
+        values = np.asarray(values)
+        # The first sample: a sequence-first [T, B] batch keeps its samples along dim 1.
+        axis = 1 if entry.get("batch_dim") == 1 else 0
+        row = values.reshape(-1) if values.ndim < 2 else np.take(values, 0, axis=axis)
         ids = [int(i) for i in row[:MAX_DECODED]]
         if min(ids) < 0 or max(ids) >= len(vocab.tokens):
             return arg  # not ids of this vocabulary (class labels, positions, ...)

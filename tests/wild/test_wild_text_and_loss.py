@@ -10,6 +10,7 @@ sentence that is not true of the script.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import subprocess
@@ -170,6 +171,37 @@ def test_every_script_shows_the_loss_backward_ran_on_with_exact_per_sample_value
     assert any(e.get("kind") == "loss" and e.get("batch") == rec.batch for e in replay["events"]), (
         "Replay has no loss step for the first training batch"
     )
+
+
+def test_a_sequence_first_word_lm_shows_each_sample_its_own_column_of_words(recordings):
+    """word_language_model feeds [T, B] columns and flattens its log-probs time-major:
+    the batch is B columns, and each sample's text is its own column, not a time step."""
+    spec = importlib.util.spec_from_file_location(
+        "lstm_lm", SCRIPTS / "lstm_idx2word_dict/train.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    corpus = script.Corpus(script.TEXT)
+    data, targets = script.get_batch(script.batchify(corpus.train, 4), 0)
+    columns = targets.view(-1, 4).t().tolist()  # the first batch's targets, per sample
+    words = corpus.dictionary.idx2word
+    assert len({tuple(c) for c in columns}) == 4  # the columns differ, so the split shows
+    with LocalClient(recordings["lstm_idx2word_dict"]) as client:
+        rec = Run(client)
+        size = next(b for b in rec.info["batches"] if b["index"] == rec.batch)["batch_size"]
+        assert size == 4
+        rows = rec.call("samples", batch=rec.batch)["rows"]
+        texts = [row["target_text"] for row in rows]
+        assert texts == [" ".join(words[i] for i in column) for column in columns]
+        # The model's call shows its input's first sample: column 0 of the [T, B] ids.
+        model = rec.info["model"]["roots"][0]
+        call = next(c for c in rec.call("find", batch=rec.batch, query=model) if c["name"] == model)
+        (tokens, *_) = rec.call("call", batch=rec.batch, call=call["id"])["inputs"]
+        assert tokens["decoded"]["text"] == " ".join(words[i] for i in data[:, 0].tolist())
+        losses = [r["loss"] for r in rec.call("sample_table", batch=rec.batch)["rows"]]
+        detail = rec.call("loss_detail", batch=rec.batch)
+    assert len(losses) == 4
+    assert sum(losses) / 4 == pytest.approx(detail["backward_loss"], rel=1e-5)
 
 
 def test_grad_cam_is_shown_for_the_cnn_classifier_and_said_absent_elsewhere(run):

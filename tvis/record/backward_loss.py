@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from tvis.record import gradcam, vocabulary
+from tvis.record import gradcam, seq_first, vocabulary
 from tvis.record.builder import Call
 
 # Samples a loss call is re-applied to (in one vmapped call, or one call per sample when
@@ -134,6 +134,9 @@ def _from_reduction(rec, batch, loss, op: str, per_element, line) -> dict:
     b = batch.batch_size
     with torch.no_grad():
         elements = per_element.detach().float()
+        elements, reordered = _sample_major(batch, elements)
+        if reordered:
+            section["time_major"] = True  # per_element stored sample by sample
         section["per_element"] = batch.derived(elements.reshape(-1))
         if not b or elements.dim() == 0 or elements.numel() % b or elements.shape[0] != b:
             section["per_sample_why"] = (
@@ -146,6 +149,22 @@ def _from_reduction(rec, batch, loss, op: str, per_element, line) -> dict:
     section["per_sample"] = per_sample.tolist()
     section["merged"] = False
     return section
+
+
+def _sample_major(batch, elements: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """``elements`` of a sequence-first batch with its samples first (``[T, B, ...]``
+    transposed, time-major ``[T*B, ...]`` rows gathered sample by sample), and whether
+    they were reordered so."""
+    steps, b = batch.seq_len, batch.batch_size
+    if steps is None or elements.dim() == 0:
+        return elements, False
+    if elements.dim() >= 2 and elements.shape[:2] == (steps, b):
+        return elements.transpose(0, 1), True
+    order = seq_first.sample_order(batch, elements.shape[0])
+    if order is None:
+        return elements, False
+    rows = elements[order.to(elements.device)]
+    return rows.view(b, steps, *elements.shape[1:]), True
 
 
 def _expression(line) -> str | None:

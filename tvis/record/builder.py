@@ -164,6 +164,10 @@ class BatchBuilder:
         self.started = time.perf_counter()
         self.phase_ms: dict[str, float] = {}
         self.batch_size: int | None = None
+        # A sequence-first batch (tvis/record/seq_first.py): its time steps, and the shape
+        # of the model's input the batch size was first taken from.
+        self.seq_len: int | None = None
+        self.input_shape: tuple[int, ...] | None = None
         self.had_data = False
         self.root_forwards = 0
         self.had_backward = False
@@ -313,13 +317,50 @@ class BatchBuilder:
             entry["batch_span"] = span
         entry["value"] = None
         if keep_values and self.samples:
-            left = self.bytes_left - self.kept_bytes
-            values, how = tensors.keep(t, dim, self.samples, self.settings.max_elems, span, left)
-            if values is not None:
-                self.arrays[entry_id] = values
-                entry["value"] = how
-                self.kept_bytes += values.nbytes
+            self._keep(t, entry, dim, span)
         return entry
+
+    def _keep(self, t: torch.Tensor, entry: dict, dim: int | None, span: int) -> None:
+        """Store the kept samples of ``t``. Time-major rows of a sequence-first batch
+        (row ``t*B + b``) are gathered per sample first, so that each kept sample's ``span``
+        rows lie together as the viewer reads a merged ``[B*T, ...]`` tensor."""
+        left = self.bytes_left - self.kept_bytes
+        part, cut = t, None
+        if dim == 0 and span > 1 and span == self.seq_len and t.shape[0] == span * self.batch_size:
+            cut = min(self.samples, self.batch_size)
+            # Row t*B + b of sample b, step t: only the kept samples' rows are copied.
+            rows = torch.arange(cut)[:, None] + torch.arange(span)[None, :] * self.batch_size
+            part = t.detach().index_select(0, rows.reshape(-1).to(t.device))
+            entry["time_major"] = True  # stored rows: sample by sample, not as recorded
+        values, how = tensors.keep(part, dim, self.samples, self.settings.max_elems, span, left)
+        if values is not None:
+            if cut is not None and cut < self.batch_size:
+                how["count"] = cut
+            self.arrays[entry["id"]] = values
+            entry["value"] = how
+            self.kept_bytes += values.nbytes
+
+    def rebatch(self, size: int) -> None:
+        """The batch holds ``size`` samples, not what dim 0 of the model's input said:
+        name again the batch dim of every tensor captured so far, and keep its samples
+        again (statistics were of the whole tensor and stay)."""
+        self.batch_size = size
+        for entry_id, t in list(self.objects.items()):
+            entry = self.entries[entry_id]
+            if entry.get("derived") or "not_captured" in entry or "stats" not in entry:
+                continue
+            dim, span, inferred = self.batch_dim(t)
+            entry["batch_dim"], entry["batch_dim_inferred"] = dim, inferred
+            entry.pop("batch_span", None)
+            entry.pop("time_major", None)
+            if span > 1:
+                entry["batch_span"] = span
+            old = self.arrays.pop(entry_id, None)
+            if old is None:
+                continue
+            self.kept_bytes -= old.nbytes
+            entry["value"] = None
+            self._keep(t, entry, dim, span)
 
     def _statistics(self, t: torch.Tensor, entry: dict) -> None:
         """Statistics of ``t`` into ``entry`` now, or a private copy queued for the writer
@@ -372,6 +413,9 @@ class BatchBuilder:
         b = self.batch_size
         if not b or t.dim() == 0:
             return None, 1, False
+        steps = self.seq_len
+        if steps is not None and t.dim() >= 2 and t.shape[:2] == (steps, b):
+            return 1, 1, False  # sequence-first [T, B, ...], known from the model
         if t.shape[0] == b:
             return 0, 1, False
         if t.dim() >= 2 and t.shape[1] == b:

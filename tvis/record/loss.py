@@ -15,7 +15,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from tvis.record import backward_loss, gradcam, vocabulary
+from tvis.record import backward_loss, gradcam, seq_first, vocabulary
 from tvis.record.builder import Call
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
@@ -201,6 +201,10 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
         and target.shape == per_element.shape
     ):
         valid = target != ignore_index
+    order = seq_first.sample_order(batch, per_element.numel()) if per_element.dim() else None
+    if order is not None:  # time-major rows of a sequence-first model: sample by sample
+        per_element = per_element.reshape(-1)[order.to(per_element.device)]
+        valid = None if valid is None else valid.reshape(-1)[order.to(valid.device)]
     out = {"per_element": batch.derived(per_element.float(), DERIVED_ELEMS)}
     if valid is not None:
         out["valid"] = batch.derived(valid, DERIVED_ELEMS)
@@ -212,6 +216,8 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
     out["per_sample"] = per_sample.tolist()
     out["tokens_per_sample"] = rows.shape[1] if per_element.shape[0] != b else None
     out["merged"] = per_element.shape[0] != b  # [B*T] flattened: sample split inferred
+    if order is not None:
+        out["time_major"] = True  # the stored per-token arrays are reordered sample by sample
     return out
 
 
@@ -246,12 +252,21 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
                 top_p[start : start + rows] = (values - norm).exp()
         if ignore_index is not None:
             p_target[t == ignore_index] = float("nan")
+    order = seq_first.sample_order(batch, n)
+    shape = list(target.shape)
+    if order is not None:  # time-major rows of a sequence-first model: sample by sample
+        order = order.to(flat.device)
+        t, pred, p_target = t[order], pred[order], p_target[order]
+        if with_top:
+            top_i, top_p = top_i[order], top_p[order]
+        if len(shape) >= 2 and shape[:2] == [batch.seq_len, batch.batch_size]:
+            shape[:2] = shape[1], shape[0]
     out = {
         "classes": int(classes),
         "target": batch.derived(t.to(torch.int32), DERIVED_ELEMS),
         "pred": batch.derived(pred, DERIVED_ELEMS),
         "p_target": batch.derived(p_target, DERIVED_ELEMS),
-        "shape": list(target.shape),
+        "shape": shape,
     }
     if with_top:
         out["top_i"] = batch.derived(top_i, DERIVED_ELEMS)

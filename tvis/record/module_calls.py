@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import backward_loss, cuda_timing, ops
+from tvis.record import backward_loss, cuda_timing, ops, seq_first
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call
 from tvis.record.compiled import compiling
@@ -129,6 +129,9 @@ class ModuleCalls:
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
             if first is not None and first.dim() > 0:
                 batch.batch_size = int(first.shape[0])
+                batch.input_shape = tuple(first.shape)
+        elif batch.batch_size is not None and not is_loss and not self.in_data:
+            seq_first.settle(batch, module, args)
         self.open_modules += 1
         if self._drops_module(batch, self.module_name(module), is_loss):
             self.drop_call(batch, self.module_name(module), type(module).__name__)

@@ -57,6 +57,12 @@ class RNNModel(nn.Module):
         )
 
 
+# 21 repeats: each of the 4 columns batchify makes starts at another word.
+TEXT = "\n".join(
+    ["the cat sat on the mat", "the dog ate my homework", "a bird sang in the tree"] * 21
+)
+
+
 def batchify(data, bsz):
     nbatch = data.size(0) // bsz
     data = data.narrow(0, 0, nbatch * bsz)
@@ -78,10 +84,7 @@ def repackage_hidden(h):
 
 if __name__ == "__main__":
     torch.manual_seed(1111)
-    text = "\n".join(
-        ["the cat sat on the mat", "the dog ate my homework", "a bird sang in the tree"] * 20
-    )
-    corpus = Corpus(text)
+    corpus = Corpus(TEXT)
     train_data = batchify(corpus.train, 4)
     ntokens = len(corpus.dictionary)
     model = RNNModel(ntokens, 16, 16, 1)
