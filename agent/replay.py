@@ -33,13 +33,14 @@ from tvis.agent.dispatch import long_rpc, rpc
 from tvis.agent.insights.common import stamp
 from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.replies import REPLAY_DETAILS
 from tvis.agent.samples import model_input
 from tvis.agent.store import _LRU
 from tvis.store.format import COMPLETE
 from tvis.store.reader import Chunk
 from tvis.store.schema import stat_flags
 
-DETAILS = ("layer", "call")
+DETAILS = REPLAY_DETAILS
 # Characters of the exception's message quoted in the crash note: enough to recognise it;
 # the whole traceback is in the run's meta.
 MAX_ERROR_CHARS = 80

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import BindingType
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widget import Widget
 
 from tvis.agent.protocol import AgentError
+from tvis.agent.replies import CallsAnswer
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
@@ -63,7 +65,7 @@ class TvisApp(Asks, App[None]):
 
     CSS_PATH = "tvis.tcss"
     TITLE = "tvis"
-    BINDINGS = keys.APP
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.APP]
     COMMANDS = App.COMMANDS | {CallCommands, ViewCommands}
 
     run_name: var[str | None] = var(None)
@@ -262,11 +264,9 @@ class TvisApp(Asks, App[None]):
         page = self.data.prefetch(
             "calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE
         )
-        rows = (page or {}).get("calls") or []
+        rows = page.calls if isinstance(page, CallsAnswer) else ()
         if rows:
-            self.data.prefetch(
-                "call", run=run, batch=first, call=rows[first_interesting(rows)]["id"]
-            )
+            self.data.prefetch("call", run=run, batch=first, call=rows[first_interesting(rows)].id)
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
         first = self.run_name is None

@@ -1,5 +1,8 @@
 """The agent client as the viewer uses it: blocking calls made from worker threads, with a
-small cache for answers that cannot change, so moving back to a call costs no round trip."""
+small cache for answers that cannot change, so moving back to a call costs no round trip.
+
+This is where the viewer receives replies: the hottest are decoded here, once, into the
+frozen dataclasses of ``tvis.agent.replies`` (``decode_reply``), before they are cached."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Protocol
+
+from tvis.agent.replies import decode_reply
 
 
 class Client(Protocol):
@@ -58,7 +63,7 @@ class Data:
     def call(self, method: str, **params: Any) -> Any:
         cacheable = method not in NEVER_CACHED and not (self.live and method in LIVE_UNCACHED)
         if not cacheable:
-            return self.client.call(method, **params)
+            return decode_reply(method, self.client.call(method, **params))
         key = (method, _freeze(params))
         with self._lock:
             if key in self._cache:
@@ -71,7 +76,7 @@ class Data:
         if pending is not None:
             return pending.result()
         try:
-            result = self.client.call(method, **params)
+            result = decode_reply(method, self.client.call(method, **params))
         except BaseException as e:
             with self._lock:
                 del self._inflight[key]

@@ -7,6 +7,8 @@ from typing import Any
 
 from textual.message import Message
 
+from tvis.store.schema import ParamRecord
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -16,7 +18,7 @@ class Selection:
     batch: int | None = None
     call: int | None = None
     step: int | None = None
-    param: dict[str, Any] | None = None
+    param: ParamRecord | None = None
     row: dict[str, Any] | None = None
 
     def key(self) -> tuple:

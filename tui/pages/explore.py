@@ -9,12 +9,13 @@ names every pane with its key; a pane fetches its data only while it is visible.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
@@ -75,7 +76,7 @@ class PaneBar(Static):
 class ExplorePage(Asks, Screen):
     """The Explore page."""
 
-    BINDINGS = keys.EXPLORE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.EXPLORE]
 
     DEFAULT_CSS = """
     ExplorePage #panes { height: 1fr; }
@@ -129,8 +130,8 @@ class ExplorePage(Asks, Screen):
         self._batch_changed()
         self.calls.call_tree.focus()
         event = opening_event(self.app.run_info)  # a watched run opens on its anomaly
-        if event and event.get("call") is not None and event["batch"] == self.app.batch:
-            self._reveal(event["batch"], event["call"], None)
+        if event and event.call is not None and event.batch == self.app.batch:
+            self._reveal(event.batch, event.call, None)
 
     # -- panes ---------------------------------------------------------------------------
 

@@ -10,12 +10,13 @@ sized to what one screen shows.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -28,6 +29,11 @@ from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.sparkline import sparkline
 from tvis.tui.widgets.watch_curve import WatchCurve
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 
 WORST_ROWS = 64
 """Samples listed per batch: the worst screenful and then some; the rest are no worse."""
@@ -155,6 +161,9 @@ class LossCurve(AgentPane):
 
 class WorstTable(ListTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
+
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
@@ -531,7 +540,10 @@ class LossView(AgentPane):
 class LossPage(Screen):
     """The Loss page."""
 
-    BINDINGS = keys.LOSS
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.LOSS]
 
     DEFAULT_CSS = """
     LossPage #loss-title { height: 1; padding: 0 1; }

@@ -11,12 +11,13 @@ parameter's gradient norm per rank at the step of the open batch (``rank_params`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
@@ -64,7 +65,7 @@ class RankBar(Static):
 class RanksPage(Asks, Screen):
     """Every rank of the open run's group compared."""
 
-    BINDINGS = keys.RANKS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.RANKS]
 
     def __init__(self) -> None:
         super().__init__()

@@ -9,12 +9,13 @@ is cut down on the agent to what the pane shows (``kernel_grid``, ``matrix``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -37,6 +38,11 @@ COLUMNS = (
     ("‖grad‖", "grad"),
     ("‖Δw‖/‖w‖", "ratio"),
 )
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 """The list's headed columns and the key each sorts by."""
 
 NUMBER_COLUMNS = 44
@@ -498,7 +504,10 @@ class WeightsView(AgentPane):
 class WeightsPage(Screen):
     """The Weights page."""
 
-    BINDINGS = keys.WEIGHTS
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.WEIGHTS]
 
     DEFAULT_CSS = "WeightsPage #weights-title { height: 1; padding: 0 1; }"
 

@@ -7,11 +7,12 @@ moves; the tensor cards follow when the agent answers ``call``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
@@ -167,7 +168,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first), and the layer
     views of a model call's output (with the On image view's place keys)."""
 
-    BINDINGS = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
     Inspector { padding: 0 1; scrollbar-size-vertical: 0; }

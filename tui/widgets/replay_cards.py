@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from tvis.agent.replies import ReplayEvent
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture
@@ -234,7 +235,7 @@ def _result_text(table: dict[str, Any], sample: int) -> Text:
     return text
 
 
-def update_text(updates: list[dict[str, Any]], reached: bool, width: int) -> Text:
+def update_text(updates: list[ReplayEvent], reached: bool, width: int) -> Text:
     """The optimizer's moment: per group, learning rate and the parameters that moved most."""
     text = Text("update", style=f"bold {colors.PHASE['optimizer']}")
     if not updates:
@@ -244,12 +245,10 @@ def update_text(updates: list[dict[str, Any]], reached: bool, width: int) -> Tex
         text.append("\nafter backward", style=colors.MUTED)
         return text
     for u in updates:
-        text.append(f"\n{u.get('name')} · lr {fmt.num(u.get('lr'))}", style=colors.MUTED)
-        for p in u.get("top") or []:
-            ratio = p.get("ratio")
-            text.append(
-                f"\n {fmt.clip(str(p.get('name')), max(8, width - 12)):<{max(8, width - 12)}}"
-            )
+        text.append(f"\n{u.name} · lr {fmt.num(u.lr)}", style=colors.MUTED)
+        for p in u.top:
+            ratio = p["ratio"]
+            text.append(f"\n {fmt.clip(p['name'], max(8, width - 12)):<{max(8, width - 12)}}")
             text.append(f" {fmt.num(ratio, 2)}", style=colors.ratio_color(ratio))
         text.append("\n ‖Δw‖/‖w‖, most moved first", style=colors.MUTED)
     return text

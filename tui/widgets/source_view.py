@@ -4,12 +4,13 @@ call that ran it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -48,7 +49,7 @@ def highlight(text: str) -> list[Text]:
 class SourceView(ScrollView, can_focus=True):
     """Line-API view of one file with a cursor line."""
 
-    BINDINGS = keys.SOURCE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.SOURCE]
 
     DEFAULT_CSS = """
     SourceView { background: $surface; }

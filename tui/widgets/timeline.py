@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
+from textual.binding import BindingType
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -45,7 +46,7 @@ def _dim(hex_color: str, factor: float) -> Color:
 class Timeline(Asks, ScrollView, can_focus=True):
     """Flame chart of one batch (``timeline`` from the agent)."""
 
-    BINDINGS = keys.TIMELINE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.TIMELINE]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -238,7 +239,7 @@ class Timeline(Asks, ScrollView, can_focus=True):
             return
         bar = self.bars[self.cursor]
         mid = ((bar.get("t0") or 0) + (bar.get("t1") or 0)) / 2
-        chart_rows = [r for r in self.rows if r[1] is not None]
+        chart_rows = [(lane, depth) for lane, depth in self.rows if depth is not None]
         pos = chart_rows.index((bar["lane"], bar.get("depth") or 0)) + delta
         while 0 <= pos < len(chart_rows):
             candidates = self.by_row.get(chart_rows[pos], [])

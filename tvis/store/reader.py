@@ -459,7 +459,7 @@ class Chunk:
         except (KeyError, TypeError):
             raise StoreError(f"{self.what} has no tensor {tensor_id!r}.") from None
 
-    def array(self, tensor_id: int) -> np.ndarray | None:
+    def array(self, tensor_id: int) -> np.ndarray | chunks.ChunkedArray | None:
         """The stored values of a tensor (read-only, memory-mapped), or None if not kept."""
         value = self.tensor(tensor_id).get("value")
         if not value:

@@ -74,7 +74,7 @@ def _simple(test: Callable[[Any], bool], expected: str) -> Checker:
     def check(value: Any):
         return None if test(value) else failed
 
-    check.test = test  # lets a list of plain values be checked in one pass
+    setattr(check, "test", test)  # noqa: B010 (lets a list of plain values be checked in one pass)
     return check
 
 
@@ -157,8 +157,8 @@ def _exact(hint: Any) -> frozenset[type] | None:
         return frozenset(plain[hint])
     if typing.get_origin(hint) in (Union, types.UnionType):
         arms = [_exact(a) for a in typing.get_args(hint)]
-        if all(arms):
-            return frozenset().union(*arms)
+        if all(arm is not None for arm in arms):
+            return frozenset(t for arm in arms if arm is not None for t in arm)
     return None
 
 
