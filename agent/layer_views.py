@@ -165,7 +165,7 @@ def neurons(
         units = np.ascontiguousarray(x.T)[:, None, :]  # D strips of 1 × T
         # A strip is one row: give it the cells a square map would have had, in length.
         kind, width, height = "strips", width * height, 1
-    elif x.ndim == 2:
+    elif x.ndim == 2 and grid is not None:
         h, w, first = grid["h"], grid["w"], grid["offset"]
         units = np.ascontiguousarray(x[first : first + h * w].T).reshape(-1, h, w)
         kind = "maps"

@@ -20,7 +20,7 @@ The hottest replies are also decoded into frozen dataclasses where the viewer re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import numpy as np
 
@@ -1003,7 +1003,7 @@ class CallRowView:
             bwd_ms=_float_or_none(r.get("bwd_ms")),
             grad_norm=_float_or_none(r.get("grad_norm")),
             out_shape=_ints(r.get("out_shape")),
-            out_stats=stats if isinstance(stats, dict) else None,
+            out_stats=cast(Stats, stats) if isinstance(stats, dict) else None,
             flags=_strs(r.get("flags")),
             path=_ints(r.get("path")),
             raw=r,

@@ -26,7 +26,7 @@ class CallCommands(Provider):
     async def search(self, query: str) -> Hits:
         app = cast("TvisApp", self.app)
         query = query.strip()
-        if not app.run_name or len(query) < 2:
+        if not app.run_name or app.data is None or len(query) < 2:
             return
         try:
             rows: tuple[CallRowView, ...] = await asyncio.to_thread(

@@ -7,8 +7,6 @@ from typing import Any
 
 from textual.message import Message
 
-from tvis.store.schema import ParamRecord
-
 
 @dataclass(frozen=True)
 class Selection:
@@ -18,7 +16,7 @@ class Selection:
     batch: int | None = None
     call: int | None = None
     step: int | None = None
-    param: ParamRecord | None = None
+    param: dict[str, Any] | None = None
     row: dict[str, Any] | None = None
 
     def key(self) -> tuple:

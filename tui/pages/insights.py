@@ -63,7 +63,9 @@ class ViewBar(AgentPane):
 
     def answered(self, tag: str, result: Any) -> None:
         self.found, self.error = result, None
-        self.app.call_later(self.screen.insights_found, result)
+        page = self.screen
+        if isinstance(page, InsightsPage):
+            self.app.call_later(page.insights_found, result)
 
     def failed(self, tag: str, message: str) -> None:
         self.error = message

@@ -150,7 +150,7 @@ def summary(reply: dict[str, Any]) -> Group:
     lines.append(head)
     failed = reply.get("first_failure")
     if failed is not None:
-        row = next((r for r in rows if r["rank"] == failed), {})
+        row: dict[str, Any] = next((r for r in rows if r["rank"] == failed), {})
         if row.get("status") == "complete":  # it left while its peers still waited on it
             lines.append(
                 Text(

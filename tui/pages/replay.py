@@ -213,7 +213,7 @@ class ReplayPage(PlaceKeys, Screen):
         """Where the first non-finite value arose (``otherwise`` in a run without one);
         the origin is forgotten once its exact event is found or the user moves."""
         origin, rec = self._origin, self.recording
-        if origin is None or rec is None:
+        if origin is None or rec is None or origin.batch is None:
             return otherwise
         seq, exact = rec.find_call(origin.batch, origin.call, origin.phase)
         if exact:
@@ -348,16 +348,16 @@ class ReplayPage(PlaceKeys, Screen):
         target = self.query_one(InputCard).target
         if target:
             text.append(f" · target {fmt.clip(target, 20)}")
-        table = result.table if result.reached else None
-        rows = (table or {}).get("rows") or []
+        table = (result.table if result.reached else None) or {}
+        rows = table.get("rows") or []
         row = next((r for r in rows if r.get("sample") == self.app.sample), None)
         if row is not None and table.get("kind") == "samples":
             text.append(f" → {row.get('pred_name') or row.get('pred')}", style="bold")
             text.append(f" p {fmt.num(row.get('p_target'), 2)} loss {fmt.num(row.get('loss'), 3)}")
-        if event.phase == "optimizer" and updates:
-            top = (updates[0].top or [{}])[0]
+        if event.phase == "optimizer" and updates and updates[0].top:
+            top = updates[0].top[0]
             text.append(
-                f" · moved most {top.get('name')} {fmt.num(top.get('ratio'), 2)}",
+                f" · moved most {top['name']} {fmt.num(top['ratio'], 2)}",
                 style=colors.PHASE["optimizer"],
             )
         return text

@@ -71,6 +71,8 @@ class Node:
 OPENED_WRAPPERS = 3
 """At most this many containers are opened per level on the way to the first layers."""
 
+NOT_CONNECTED = "not connected to an agent yet."
+
 RATIO_HEADER = "‖Δw‖/‖w‖"
 """What the number beside each parameter in step mode is."""
 
@@ -228,8 +230,11 @@ class CallTree(Tree[Node], inherit_bindings=False):
         if node is not self.root and not node.children:
             node.add_leaf(Text("loading…", style="italic " + colors.MUTED), Node("loading"))
         try:
+            source = self.app.data
+            if source is None:
+                raise AgentError(NOT_CONNECTED)
             page: CallsAnswer = await asyncio.to_thread(
-                self.app.data.call,
+                source.call,
                 "calls",
                 run=run,
                 batch=batch,

@@ -66,7 +66,8 @@ class HitList(ListOptions):
             self.highlighted = 0
 
     def action_close(self) -> None:
-        self.parent.close_results()
+        if isinstance(self.parent, CallsPane):
+            self.parent.close_results()
 
 
 class CallsPane(Asks, Vertical):

@@ -43,7 +43,7 @@ def annotation_text(anns: list[dict[str, Any]]) -> str:
 def highlight(text: str) -> list[Text]:
     """The file's lines, syntax-highlighted with the terminal's own palette."""
     syntax = Syntax("", "python", theme="ansi_dark", tab_size=4)
-    return syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True)
+    return list(syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True))
 
 
 class SourceView(ScrollView, can_focus=True):
@@ -156,7 +156,8 @@ class SourceView(ScrollView, can_focus=True):
             self.post_message(GotoCall(ann["call"], batch=batch))
 
     def action_next_file(self) -> None:
-        self.parent.next_file()
+        if isinstance(self.parent, SourcePane):
+            self.parent.next_file()
 
 
 class SourcePane(Asks, Vertical):

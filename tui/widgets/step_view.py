@@ -87,7 +87,7 @@ class ParamTable(ListTable):
             )
 
     def _selection(self, key: str) -> Selection:
-        return Selection("param", step=self.step, param=self.params[int(key)])
+        return Selection("param", step=self.step, param=dict(self.params[int(key)]))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

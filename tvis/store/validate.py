@@ -150,7 +150,13 @@ def _record(kind: type) -> Checker:
 def _exact(hint: Any) -> frozenset[type] | None:
     """The types a value decoded from msgpack may have to fit ``hint``, when its type alone
     decides (numbers, text, flags, null and unions of them); None when it takes more."""
-    plain = {bool: {bool}, int: {int}, float: {int, float}, str: {str}, type(None): {type(None)}}
+    plain: dict[Any, set[type]] = {
+        bool: {bool},
+        int: {int},
+        float: {int, float},
+        str: {str},
+        type(None): {type(None)},
+    }
     if hint is None:
         hint = type(None)
     if hint in plain:
