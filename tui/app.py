@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, ClassVar
 
 from textual import work
@@ -22,6 +23,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.reactive import var
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 
 from tvis.agent.protocol import AgentError
@@ -103,7 +105,7 @@ class TvisApp(Asks, App[None]):
         self.page_screens: dict[str, Screen | None] = {}  # page id -> its screen, once built
         self._refocus: Widget | None = None
         self.internal_errors: list[str] = []
-        self._poll_timer = None
+        self._poll_timer: Timer | None = None
         self._asked_run: str | None = None  # the run the "run" reply in flight is for
         self._polled_run: str | None = None  # and the run the poll in flight is for
 
@@ -176,6 +178,8 @@ class TvisApp(Asks, App[None]):
 
     @work(thread=True, exclusive=True, group="connect", exit_on_error=False)
     def _connect(self) -> None:
+        if self.connector is None:
+            return  # nothing to connect to (on_mount opened the Live page instead)
         try:
             client = self.connector()
             data = Data(client)
@@ -246,11 +250,11 @@ class TvisApp(Asks, App[None]):
         self.ask("run", tag="run", run=run)
 
     def answered(self, tag: str, info: dict[str, Any]) -> None:
-        if tag == "run":
+        if tag == "run" and self._asked_run is not None:
             self._run_loaded(self._asked_run, info)
             if self.batch_count:
                 self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
-        else:
+        elif tag != "run" and self._polled_run is not None:
             self._run_polled(self._polled_run, info)
 
     def failed(self, tag: str, message: str) -> None:
@@ -261,18 +265,20 @@ class TvisApp(Asks, App[None]):
     def _prefetch_first_screen(self, run: str, first: int) -> None:
         """While the page mounts, ask for what its first screen shows: the roots of the first
         batch and the call the cursor starts on. The page's own requests then find them ready."""
-        page = self.data.prefetch(
-            "calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE
-        )
+        data = self.data
+        if data is None:
+            return
+        page = data.prefetch("calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE)
         rows = page.calls if isinstance(page, CallsAnswer) else ()
         if rows:
-            self.data.prefetch("call", run=run, batch=first, call=rows[first_interesting(rows)].id)
+            data.prefetch("call", run=run, batch=first, call=rows[first_interesting(rows)].id)
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
         first = self.run_name is None
         self.run_id = info.get("run_id") or run.rsplit("/", 1)[-1]
         self.run_status = info.get("status") or ""
-        self.data.live = self.run_status == "running"
+        if self.data is not None:
+            self.data.live = self.run_status == "running"
         self.sample = 0
         self.run_info = info
         self.run_name = run
@@ -304,7 +310,8 @@ class TvisApp(Asks, App[None]):
         position = self.batch_position
         following = position is None or position >= before - 1
         self.run_status = info.get("status") or ""
-        self.data.live = self.run_status == "running"
+        if self.data is not None:
+            self.data.live = self.run_status == "running"
         self.run_info = info
         after = self.batch_count
         if after > before:
@@ -332,7 +339,7 @@ class TvisApp(Asks, App[None]):
     def _add_page(self, spec: PageSpec) -> None:
         if spec.id not in self.page_screens:
             self.page_screens[spec.id] = None
-            self.add_mode(spec.id, lambda spec=spec: self._build_page(spec))
+            self.add_mode(spec.id, partial(self._build_page, spec))
 
     def _build_page(self, spec: PageSpec) -> Screen:
         screen = self.page_screens[spec.id] = build(spec, self)
@@ -478,6 +485,8 @@ class TvisApp(Asks, App[None]):
 
     def _dial(self) -> tuple[Data, list[dict[str, Any]], dict | None] | str:
         """A fresh connection and what the open run looks like now, or why it failed."""
+        if self.connector is None:
+            return "there is no agent to connect to."
         try:
             data = Data(self.connector())
             runs = data.call("runs")
@@ -513,14 +522,15 @@ class TvisApp(Asks, App[None]):
         self._refocus = None
         if info is not None:
             self.run_status = info.get("status") or ""
-            self.data.live = self.run_status == "running"
+            if self.data is not None:
+                self.data.live = self.run_status == "running"
             self.run_info = info
             self._start_polling()
             self.batch = self.batch  # always_update: every page reloads this batch
         self.clear_notifications()  # the drop's message is no longer true
         self.notify(f"reconnected to {self.target_label}", timeout=3)
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         if self.offline is not None:
             self.exit(return_code=0, message=f"tvis: {self.offline}")
             return

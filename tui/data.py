@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
@@ -17,7 +18,11 @@ from tvis.agent.replies import decode_reply
 class Client(Protocol):
     """What ``tvis.agent.client.connect`` returns (see agent/PROTOCOL.md)."""
 
+    on_lost: Callable[[str], None] | None  # told (from a client thread) when the link drops
+
     def call(self, method: str, **params: Any) -> Any: ...
+
+    def silence(self) -> float: ...
 
     def describe(self) -> str: ...
 

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Static
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
+from tvis.tui.picture.colormaps import Depth
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import ListTable
@@ -191,7 +192,7 @@ class WorstTable(ListTable):
             self.app.sample = int(event.row_key.value)
 
 
-def token_legend(mean: float, span: float, depth: str) -> Text:
+def token_legend(mean: float, span: float, depth: Depth) -> Text:
     """The diverging scale the tokens are coloured on, around the batch's mean loss."""
     ramp = np.linspace(mean - span, mean + span, 16)[None, :]
     rgb = to_rgb(ramp, Scale(mean - span, mean + span, True), SIGNED, depth)[0]
@@ -206,7 +207,7 @@ def token_legend(mean: float, span: float, depth: str) -> Text:
 
 
 def token_text(
-    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: str
+    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: Depth
 ) -> Text:
     """The target tokens, each on the colour of its loss; padding struck out; the cursor's
     token reversed."""
@@ -453,6 +454,7 @@ class LossView(AgentPane):
         if found is None:
             return
         matrix, classes, names = found
+        assert self.detail is not None  # a matrix is found in the detail on screen
         confusion = self.detail["confusion"]
         scope = (
             f"{len(confusion.get('batches') or [])} training batches, "

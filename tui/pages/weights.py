@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Static
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, Picture, Scale, to_rgb
+from tvis.tui.picture.colormaps import Depth
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import ListTable
@@ -69,7 +70,7 @@ def param_sort_key(param: dict[str, Any], key: str) -> Any:
     return value if isinstance(value, (int, float)) and np.isfinite(value) else -np.inf
 
 
-def kernel_mosaic(grid: np.ndarray, scale: Scale, depth: str) -> np.ndarray:
+def kernel_mosaic(grid: np.ndarray, scale: Scale, depth: Depth) -> np.ndarray:
     """Kernels ``[F, C, h, w]`` as one picture: filters down, channels across, one gap
     pixel between kernels, every kernel on the same signed scale."""
     f, c, h, w = grid.shape
@@ -171,7 +172,7 @@ class LayerView(AgentPane):
         yield Picture(max_rows=14, id="layer-picture")
         yield Static("", id="layer-stats")
 
-    def show(self, param: dict[str, Any], step: int, which: str) -> None:
+    def show(self, param: dict[str, Any], step: int | None, which: str) -> None:
         if self.param is None or param.get("name") != self.param.get("name"):
             self.first_filter = 0
         self.param, self.step, self.which = param, step, which
@@ -368,7 +369,7 @@ class AllLayers(VerticalScroll):
         self.step: int | None = None
         self.which = "weight"
 
-    async def show(self, params: list[dict[str, Any]], step: int, which: str) -> None:
+    async def show(self, params: list[dict[str, Any]], step: int | None, which: str) -> None:
         self.step, self.which = step, which
         await self.remove_children()
         rows = []
