@@ -124,10 +124,14 @@ class CallReply(Call, total=False):
     tokens: list[dict[str, Any]]  # decoded token ids of its integer inputs
 
 
-class LayersReply(TypedDict):
+class _LayersPage(TypedDict):
     rows: list[LayerRow]
     total: int
     hidden: int
+
+
+class LayersReply(_LayersPage, total=False):
+    located: int | None  # with ``locate``: the asked call's position in this order
 
 
 class Grid(TypedDict):
@@ -666,6 +670,14 @@ class EmbeddingsReply(TypedDict, total=False):
     sampling: str
     total: int
     why: str
+    # kind "table": the rows of an embedding table (a token's vector), not activations
+    table: str
+    param: str
+    step: int
+    rows: Array
+    tokens: list[str]
+    vocab: bool  # the rows are labelled by the run's vocabulary
+    stored_rows: int
 
 
 class PipelineValue(TypedDict, total=False):

@@ -109,8 +109,10 @@ def _ask_everything(client: LocalClient, name: str) -> list[tuple[str, dict[str,
     info = ask("run", run=name)
     ask("runs")
     ask("hello", protocol=PROTOCOL_VERSION)
-    ask("insights", run=name)
+    found = ask("insights", run=name)
     ask("embeddings", run=name)
+    for table in (found or {}).get("tables", [])[:1]:  # an embedding table's own rows
+        ask("embeddings", run=name, table=table["param"])
     ask("loss_curve", run=name)
     ask("watch_series", run=name)
     for b in [row["index"] for row in info["batches"]][:2]:
@@ -128,9 +130,11 @@ def _ask_everything(client: LocalClient, name: str) -> list[tuple[str, dict[str,
                     tensor = out["entry"]["id"]
                     ask("tensor", run=name, batch=b, tensor=tensor)
                     ask("view", run=name, batch=b, tensor=tensor, sample=0)
+                    ask("view", run=name, batch=b, tensor=tensor, sample=0, grad=True)
                     ask("array", run=name, batch=b, tensor=tensor)
         ask("thumbs", run=name, batch=b, calls=[r["id"] for r in found[:8]])
         ask("layers", run=name, batch=b)
+        ask("layers", run=name, batch=b, sort="std", desc=True, locate=found[0]["id"])
         ask("timeline", run=name, batch=b)
         for row in ask("samples", run=name, batch=b)["rows"][:1]:
             ask("image", run=name, batch=b, tensor=row["input"]["tensor"])
@@ -139,17 +143,21 @@ def _ask_everything(client: LocalClient, name: str) -> list[tuple[str, dict[str,
         ask("loss_detail", run=name, batch=b)
         ask("pipeline", run=name, batch=b)
         ask("gradcam", run=name, batch=b)
+        ask("gradcam", run=name, batch=b, which="target")
         ask("gradcam_grid", run=name, batch=b, limit=8)
         ask("attention", run=name, batch=b)
         ask("attention", run=name, batch=b, rollout=True)
+        ask("attention", run=name, batch=b, head=0)
         ask("attention_heads", run=name, batch=b)
         ask("attention_overlay", run=name, batch=b)
     for file in ask("sources", run=name):
         ask("source", run=name, file=file)
+        ask("source", run=name, file=file, batch=info["batches"][0]["index"])
     for step in [s["index"] for s in info["steps"]]:
         for record in ask("step", run=name, step=step)["params"][:4]:
             ask("param", run=name, step=step, name=record["name"])
             ask("param", run=name, step=step, name=record["name"], which="update")
+            ask("param", run=name, step=step, name=record["name"], which="grad")
             ask("kernel_grid", run=name, step=step, name=record["name"])
             ask("matrix", run=name, step=step, name=record["name"])
     light = [b["index"] for b in info["batches"] if b.get("light") or b.get("no_grad")]
