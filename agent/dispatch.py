@@ -24,7 +24,7 @@ METHODS: dict[str, Callable[..., Any]] = {}
 
 
 def rpc(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Register ``func`` (a method of the API class) under its own name."""
+    """Register ``func`` (a method of one of the API's services) under its own name."""
     METHODS[func.__name__] = func
     return func
 
@@ -109,7 +109,8 @@ def request_id(request: Any) -> int | None:
 
 
 def handle(api: Any, request: Any) -> dict[str, Any]:
-    """The reply map for one request map; never raises."""
+    """The reply map for one request map; never raises. ``api`` (agent/api.py) says which
+    of its services a method runs on (``receiver``) and counts requests (``traffic``)."""
     rid = request_id(request)
     if rid is None:
         return _error(None, "a request must be a map with an integer 'id'.", BAD_REQUEST)
@@ -125,7 +126,7 @@ def handle(api: Any, request: Any) -> dict[str, Any]:
     try:
         check_params(method, func, params)
         with api.traffic.serving(long=getattr(func, "gives_way", False)):
-            return {"id": rid, "result": func(api, **params)}
+            return {"id": rid, "result": func(api.receiver(func), **params)}
     except AgentError as e:
         return _error(rid, e.message, e.status)
     except StoreError as e:

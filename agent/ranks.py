@@ -12,6 +12,7 @@ from typing import Any
 
 from tvis.agent.dispatch import rpc
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.store import RunStore
 from tvis.store.reader import StoreError, describe_group, is_group, rank_runs
 
 MAX_RANKS = 64
@@ -38,9 +39,10 @@ _PEER_ERRORS = ("closed by peer", "remote worker", "connection reset", "NCCL com
 
 
 class RanksAPI:
-    """Methods over the group a rank's run belongs to (mixed into AgentAPI)."""
+    """Methods over the group a rank's run belongs to, among the runs of ``store``."""
 
-    store: Any
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
 
     def _group(self, run: str) -> tuple[Path, list[tuple[int, str]]]:
         """The group folder of ``run`` and its ranks as (rank, run name), rank 0 first."""

@@ -3,9 +3,11 @@
 ``tvis/store/schema.py`` declares the records of the run directory; this module declares
 what the agent's methods answer (PROTOCOL.md), reusing those records where a reply carries
 one as it was recorded. It lives in ``agent/`` because replies are the agent's protocol:
-the agent builds them and the viewer (``tui/``, which may import ``tvis.agent``) reads
-them, while the store, the lowest floor, knows nothing of the agent (DESIGN.md's rooms).
-It imports only the store's schema and numpy, so either side can import it cheaply.
+the agent builds them and the viewer reads them through the client side of that protocol
+(``client``, ``protocol``, ``target`` and this module are all ``tui/`` may import of the
+agent: tests/test_imports.py), while the store, the lowest floor, knows nothing of the agent
+(DESIGN.md's rooms). It imports only the store's schema and numpy, so either side can
+import it cheaply.
 
 ``REPLIES`` maps each method to its declaration; tests/agent/test_reply_types.py calls every
 method the viewer uses over recorded runs and fails on a key the agent sends that is not

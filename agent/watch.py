@@ -8,6 +8,7 @@ import numpy as np
 
 from tvis.agent.dispatch import rpc
 from tvis.agent.protocol import BAD_REQUEST, AgentError
+from tvis.agent.store import RunStore
 from tvis.store import watch as series_store
 
 # A series spanning more than this factor between its smallest and largest positive value
@@ -16,7 +17,10 @@ LOG_SPAN = 100.0
 
 
 class WatchAPI:
-    """``watch_series``."""
+    """``watch_series`` of the runs of ``store``."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
 
     @rpc
     def watch_series(self, run: str, width: int = 200) -> dict[str, Any] | None:

@@ -16,6 +16,8 @@ from tvis.agent import views
 from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.store import RunStore
+from tvis.agent.tensors import TensorsAPI
 from tvis.store.reader import Chunk
 
 # Filters and input channels shown per grid: 32 × 32 kernels of 8 × 8 float32 values is
@@ -27,7 +29,12 @@ WHICH = ("weight", "grad", "update")
 
 
 class WeightsAPI:
-    """Weights-page methods; expects ``store`` and ``view`` from the class it is mixed into."""
+    """Weights-page methods over the runs of ``store``; a matrix is ``tensors.param``'s
+    view of it, with labels."""
+
+    def __init__(self, store: RunStore, tensors: TensorsAPI) -> None:
+        self.store = store
+        self.tensors = tensors
 
     def _param_record(self, run: str, step: int, name: str, which: str) -> tuple[Chunk, dict]:
         if which not in WHICH:
@@ -110,7 +117,9 @@ class WeightsAPI:
         table) or class (classifier head) of the first row of each shown row block, when
         the parameter has one row per vocabulary entry or class; ``row_starts``: those rows."""
         _, record = self._param_record(run, step, name, which)
-        result = self.param(run, step, name, which=which, window=window, width=width, height=height)
+        result = self.tensors.param(
+            run, step, name, which=which, window=window, width=width, height=height
+        )
         data = self.store.index(run).get("data") or {}
         shape = record.get("shape") or []
         r0, r1 = result["window"][0], result["window"][1]

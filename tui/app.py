@@ -5,15 +5,13 @@ no-grad groups leave gaps), the followed sample and whether heatmaps show values
 gradients — as reactives that pages watch. Pages are app modes (see ``pages``); each gets the
 tab bar and the status line.
 
-When an ssh connection drops the app goes offline: one line says so, the page is greyed and
-takes no input (so nothing on it half-updates), and ``R`` reconnects through the same
-connector (same ControlMaster and jump hosts), then reloads the run on the same batch,
-sample and selection.
+The connection itself — dialling, the waiting cue, going offline when it drops and
+reconnecting — is ``link.Link``'s; the app opens a run once connected and reloads it on the
+same batch, sample and selection once reconnected.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, ClassVar
@@ -24,15 +22,14 @@ from textual.binding import BindingType
 from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widget import Widget
 
-from tvis.agent.protocol import AgentError
 from tvis.agent.replies import CallsAnswer
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
+from tvis.tui.link import Link, grey
 from tvis.tui.messages import GotoCall
 from tvis.tui.notice import Notice
 from tvis.tui.pages import PageSpec, build, pages_for
@@ -43,23 +40,8 @@ from tvis.tui.widgets.call_tree import first_interesting
 from tvis.tui.widgets.page_tabs import PageTabs
 from tvis.tui.widgets.status_line import StatusLine
 
-WAITING_CUE_S = 1.0
-"""Seconds of silence on a pending request before the status line says it waits: a healthy
-agent beats twice a second (protocol.HEARTBEAT_S), so only a stalled link shows it."""
-LINK_CHECK_S = 0.5
 LIVE_POLL_S = 1.5
 """How often a run that is still recording is re-read: a new batch shows within 2 s."""
-
-
-OFFLINE_BLOCKED = frozenset({"toggle_grad", "sample", "batch", "pick_run", "rank"})
-"""App actions that change what pages show, refused while the connection is down."""
-
-
-def sentence(error: BaseException) -> str:
-    """What went wrong, as the one sentence the agent or client gave."""
-    if isinstance(error, AgentError):
-        return error.message
-    return str(error) or type(error).__name__
 
 
 class TvisApp(Asks, App[None]):
@@ -90,26 +72,33 @@ class TvisApp(Asks, App[None]):
         keymap_error: str | None = None,
     ) -> None:
         super().__init__()
-        self.connector = connector
+        self.link = Link(self, connector)
         self.target_label = target_label
         self.image_mode = image_mode
         self.wanted_run = run
         self.live_address = live_address
         self.keymap = keymap or {}
         self.keymap_error = keymap_error
-        self.data: Data | None = None
         self.runs: list[dict[str, Any]] = []
         self.run_id: str | None = None
         self.error: str | None = None
-        self.offline: str | None = None  # why the connection dropped, until reconnected
         self.page_screens: dict[str, Screen | None] = {}  # page id -> its screen, once built
-        self._refocus: Widget | None = None
         self.internal_errors: list[str] = []
         self._poll_timer: Timer | None = None
         self._asked_run: str | None = None  # the run the "run" reply in flight is for
         self._polled_run: str | None = None  # and the run the poll in flight is for
 
     # -- shared state --------------------------------------------------------------------
+
+    @property
+    def data(self) -> Data | None:
+        """The open connection to the agent (None until connected)."""
+        return self.link.data
+
+    @property
+    def offline(self) -> str | None:
+        """Why the connection dropped, until reconnected."""
+        return self.link.offline
 
     @property
     def batch_indices(self) -> list[int]:
@@ -161,62 +150,37 @@ class TvisApp(Asks, App[None]):
         yield StatusLine()
 
     def on_mount(self) -> None:
-        self.set_interval(LINK_CHECK_S, self._check_link)
         self.set_keymap(self.keymap)
         if self.keymap_error:
             self.notify(self.keymap_error, severity="warning", timeout=8)
         self._refresh_tabs()
-        if self.connector is None:
+        if self.link.connector is None:
             self.call_later(self.action_page, 1)
-            return
-        self._say(f"connecting to {self.target_label} …")
-        self._connect()
+        else:
+            self._say(f"connecting to {self.target_label} …")
+        self.link.start()
 
     def _say(self, message: str, hint: str = "", error: bool = False) -> None:
         for notice in self.query(Notice):
             notice.say(message, hint, error)
 
-    @work(thread=True, exclusive=True, group="connect", exit_on_error=False)
-    def _connect(self) -> None:
-        if self.connector is None:
-            return  # nothing to connect to (on_mount opened the Live page instead)
-        try:
-            client = self.connector()
-            data = Data(client)
-            runs = data.call("runs")
-        except Exception as e:
-            self.call_from_thread(self._failed, sentence(e))
-            return
-        self.call_from_thread(self._connected, data, runs)
-
-    def _failed(self, message: str) -> None:
+    def not_connected(self, message: str) -> None:
+        """Say why the viewer could not connect or open the run; `tvis tui` exits with it."""
         self.error = message
         quits = f"{keys.shown(self, 'app.quit')} quits"
         self._say(f"Could not connect to {self.target_label}", f"{message}\n\n{quits}", error=True)
 
-    def _watch_connection(self, data: Data) -> None:
-        """Go offline as soon as the client sees the connection drop, not at the next request."""
-
-        def lost(message: str) -> None:
-            try:
-                self.call_from_thread(self.connection_lost, message)
-            except RuntimeError:
-                pass  # the app has closed
-
-        data.client.on_lost = lost
-
-    def _connected(self, data: Data, runs: list[dict[str, Any]]) -> None:
-        self.data = data
-        self._watch_connection(data)
+    def connected(self, runs: list[dict[str, Any]]) -> None:
+        """The link is up (``data``): open the run asked for, the only one, or a picker."""
         self.runs = runs
-        self.target_label = data.describe()
+        self.target_label = self.data.describe()
         self.status_note = ""
         if self.wanted_run:
             match = next(
                 (r for r in runs if self.wanted_run in (r.get("run"), r.get("run_id"))), None
             )
             if match is None:
-                self._failed(
+                self.not_connected(
                     f"there is no run {self.wanted_run!r} under {self.target_label}; "
                     "leave out --run to pick one."
                 )
@@ -259,7 +223,7 @@ class TvisApp(Asks, App[None]):
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "run":
-            self._failed(message)
+            self.not_connected(message)
 
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
     def _prefetch_first_screen(self, run: str, first: int) -> None:
@@ -292,10 +256,13 @@ class TvisApp(Asks, App[None]):
         if first:
             self.call_later(self.action_page, 1)
 
-    def _start_polling(self) -> None:
+    def stop_polling(self) -> None:
         if self._poll_timer is not None:
             self._poll_timer.stop()
             self._poll_timer = None
+
+    def _start_polling(self) -> None:
+        self.stop_polling()
         if self.run_status == "running":
             self._poll_timer = self.set_interval(LIVE_POLL_S, self._poll_run)
 
@@ -334,7 +301,7 @@ class TvisApp(Asks, App[None]):
         await self._decorate(self.screen)
         self._refresh_tabs()
         if self.offline is not None:
-            self._grey(self.screen, True)
+            grey(self.screen, True)
 
     def _add_page(self, spec: PageSpec) -> None:
         if spec.id not in self.page_screens:
@@ -383,8 +350,7 @@ class TvisApp(Asks, App[None]):
             self.open_run(run)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Offline, nothing that changes what the pages show may run: they would half-update.
-        return not (self.offline and action in OFFLINE_BLOCKED)
+        return not self.link.refuses(action)
 
     def action_toggle_grad(self) -> None:
         self.show_grad = not self.show_grad
@@ -434,92 +400,17 @@ class TvisApp(Asks, App[None]):
 
     # -- connection --------------------------------------------------------------------
 
-    def _check_link(self) -> None:
-        """Say so while a request has waited ``WAITING_CUE_S`` with no word from the agent;
-        the client declares the link dead itself (client.LINK_SILENCE_S) and we go offline."""
-        silent = 0.0
-        if self.data is not None and self.offline is None:
-            silent = self.data.client.silence()
-        self.link_wait = (
-            f"waiting for {self.target_label} · {silent:.0f} s" if silent >= WAITING_CUE_S else ""
-        )
-
     def connection_lost(self, message: str) -> None:
-        """Go offline: say so once, grey the page and stop anything from changing it."""
-        if self.offline is not None or self.data is None:
-            return
-        self.offline = message
-        self.link_wait = ""  # offline says it now
-        if self._poll_timer is not None:
-            self._poll_timer.stop()
-            self._poll_timer = None
-        self.status_note = f"offline · {keys.shown(self, 'app.reconnect')} reconnects"
-        self.notify(message, severity="error", timeout=30)
-        self._refocus = self.screen.focused
-        self._grey(self.screen, True)
-
-    def _grey(self, screen: Screen, offline: bool) -> None:
-        """Disabled widgets draw dimmed and take no keys: the page stays as it was."""
-        for child in screen.children:
-            if not isinstance(child, (PageTabs, StatusLine)):
-                child.disabled = offline
+        """The client or a page saw the connection drop: go offline."""
+        self.link.lost(message)
 
     def action_reconnect(self) -> None:
-        if self.offline is None:
-            self.notify(f"connected to {self.target_label}; nothing to reconnect", timeout=3)
-            return
-        self.status_note = f"reconnecting to {self.target_label} …"
-        if getattr(self.connector, "may_prompt", False) and not self.is_headless:
-            # ssh may ask for a password or a second factor: it gets the terminal meanwhile.
-            with self.suspend():
-                sys.stderr.write(f"tvis: reconnecting to {self.target_label} …\n")
-                outcome = self._dial()
-            self._dialled(outcome)
-        else:
-            self._reconnect()
+        self.link.reconnect()
 
-    @work(thread=True, exclusive=True, group="connect", exit_on_error=False)
-    def _reconnect(self) -> None:
-        outcome = self._dial()
-        self.call_from_thread(self._dialled, outcome)
-
-    def _dial(self) -> tuple[Data, list[dict[str, Any]], dict | None] | str:
-        """A fresh connection and what the open run looks like now, or why it failed."""
-        if self.connector is None:
-            return "there is no agent to connect to."
-        try:
-            data = Data(self.connector())
-            runs = data.call("runs")
-            info = data.call("run", run=self.run_name) if self.run_name else None
-        except Exception as e:
-            return sentence(e)
-        return data, runs, info
-
-    def _dialled(self, outcome: tuple[Data, list[dict[str, Any]], dict | None] | str) -> None:
-        if isinstance(outcome, str):
-            self._reconnect_failed(outcome)
-        else:
-            self._reconnected(*outcome)
-
-    def _reconnect_failed(self, message: str) -> None:
-        self.status_note = f"offline · {keys.shown(self, 'app.reconnect')} reconnects"
-        self.notify(f"could not reconnect: {message}", severity="error", timeout=10)
-
-    def _reconnected(self, data: Data, runs: list[dict[str, Any]], info: dict | None) -> None:
-        """Back online on the same run, batch, sample and selection: every page reloads what
-        it shows from the new connection."""
-        old, self.data, self.runs = self.data, data, runs
-        self._watch_connection(data)
-        self.offline = None
-        self.status_note = ""
-        if old is not None:
-            old.close()
-        for screen in self.page_screens.values():
-            if screen is not None:
-                self._grey(screen, False)
-        if self._refocus is not None and self._refocus.is_attached:
-            self._refocus.focus()
-        self._refocus = None
+    def reconnected(self, runs: list[dict[str, Any]], info: dict | None) -> None:
+        """Back online (``data`` is the new connection) on the same run, batch, sample and
+        selection: every page reloads what it shows from the new connection."""
+        self.runs = runs
         if info is not None:
             self.run_status = info.get("status") or ""
             if self.data is not None:
@@ -527,8 +418,6 @@ class TvisApp(Asks, App[None]):
             self.run_info = info
             self._start_polling()
             self.batch = self.batch  # always_update: every page reloads this batch
-        self.clear_notifications()  # the drop's message is no longer true
-        self.notify(f"reconnected to {self.target_label}", timeout=3)
 
     async def action_quit(self) -> None:
         if self.offline is not None:
@@ -537,5 +426,4 @@ class TvisApp(Asks, App[None]):
         self.exit(return_code=1 if self.error else 0)
 
     def on_unmount(self) -> None:
-        if self.data is not None:
-            self.data.close()
+        self.link.close()

@@ -15,7 +15,7 @@ from tvis import __version__
 
 COMMANDS = {
     "run": ("tvis.record.command", "record the first optimizer steps of a training script"),
-    "ls": ("tvis.store.listing", "list the runs under a directory"),
+    "ls": ("tvis.listing", "list the runs under a directory"),
     "tui": ("tvis.tui.command", "view runs in the terminal (local, ssh target, or --live)"),
     "open": ("tvis.tui.command", "open the viewer (same as tvis tui)"),
     "agent": ("tvis.agent.command", "serve runs over stdin/stdout (what ssh starts remotely)"),

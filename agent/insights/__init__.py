@@ -5,7 +5,8 @@ the loss in detail), ``gradcam``, ``attention`` (with rollout) and ``embeddings`
 Each reads what ``tvis/record`` wrote for a batch (the ``data``, ``tokens``, ``loss``,
 ``gradcam``, ``attention`` and ``repr`` sections, the run's ``data`` info) and replies
 with what one screen shows: pictures shrunk to the size asked for, maps downsampled,
-points capped, tables paged. ``InsightsAPI`` is mixed into ``AgentAPI``.
+points capped, tables paged. Each view is a service of its own, composed by ``AgentAPI``
+(agent/api.py); ``InsightsAPI`` here says which of them a run feeds.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from typing import Any
 
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.attention import AttentionAPI
-from tvis.agent.insights.common import names, section_list, training_batches
+from tvis.agent.insights.common import InsightBase, names, section_list, training_batches
 from tvis.agent.insights.embeddings import EmbeddingsAPI
 from tvis.agent.insights.gradcam import GradcamAPI
 from tvis.agent.insights.loss import LossAPI
 from tvis.agent.insights.pipeline import PipelineAPI
 
+__all__ = ["AttentionAPI", "EmbeddingsAPI", "GradcamAPI", "InsightsAPI", "LossAPI", "PipelineAPI"]
 
-class InsightsAPI(AttentionAPI, GradcamAPI, EmbeddingsAPI, LossAPI, PipelineAPI):
-    """Every insight method, and ``insights``: which of the views a run feeds."""
+
+class InsightsAPI(InsightBase):
+    """``insights``: which of the views a run feeds."""
 
     @rpc
     def insights(self, run: str) -> dict[str, Any]:

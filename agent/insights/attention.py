@@ -116,7 +116,7 @@ class AttentionAPI(InsightBase):
         views.check_size(width, height)
         chunk, found = self._attention_layers(run, batch, layer)
         square = self._square(chunk, found, layer, sample, head, rollout)
-        given = model_input(chunk.record, self._tree(run, batch))
+        given = model_input(chunk.record, self.lookups.tree(run, batch))
         grid = iv.patch_grid(square.shape[-1]) if is_picture_batch(given) else None
         if grid is None:
             raise AgentError(
@@ -129,7 +129,7 @@ class AttentionAPI(InsightBase):
         values = chunk.array(given["id"])
         if values is None or sample >= values.shape[0]:
             raise AgentError(f"the input picture of sample {sample} was not kept.", NOT_FOUND)
-        picture = views.picture(values[sample], self._normalize(run), width, height)
+        picture = views.picture(values[sample], self.lookups.normalize(run), width, height)
         peak = float(row.max()) if row.size else 0.0
         out_h, out_w = picture["array"].shape[:2]
         return {
@@ -176,7 +176,7 @@ class AttentionAPI(InsightBase):
         return iv.rollout(maps)
 
     def _sample_maps(self, chunk: Chunk, found: dict, sample: int) -> np.ndarray:
-        values = self._values(chunk, chunk.tensor(found["tensor"]))
+        values = self.lookups.values(chunk, chunk.tensor(found["tensor"]))
         return views.take_sample(values, 0, sample).astype(np.float64)
 
     def _attention_map(self, chunk: Chunk, found: dict, sample: int, head: int | None):
@@ -192,13 +192,13 @@ class AttentionAPI(InsightBase):
     def _token_labels(self, run: str, chunk: Chunk, batch: int, sample: int, n: int) -> dict:
         """``tokens``: a label per position (decoded tokens, or [CLS] and patch numbers for
         a picture's patches; null beyond ``MAX_LABELS``), and ``grid`` for pictures."""
-        given = model_input(chunk.record, self._tree(run, batch))
+        given = model_input(chunk.record, self.lookups.tree(run, batch))
         if is_picture_batch(given):
             grid = iv.patch_grid(n)
             labels = _patch_labels(n, grid) if grid and n <= MAX_LABELS else None
             return {"grid": grid, "tokens": labels}
         ids = input_ids(chunk, given, sample)
-        vocab = self._data_info(run).get("vocab")
+        vocab = self.lookups.data_info(run).get("vocab")
         if ids is not None and len(ids) == n and n <= MAX_LABELS:
             return {"grid": None, "tokens": [token(vocab, i) for i in ids]}
         return {"grid": None, "tokens": None}

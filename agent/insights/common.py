@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tvis.agent.lookups import Lookups
 from tvis.agent.protocol import NOT_FOUND, AgentError
-from tvis.agent.store import _LRU, RunStore
+from tvis.agent.store import _LRU
 from tvis.store.reader import Chunk
 
 # Run-wide views (confusion, PCA across batches) read every batch once; these many stay cached.
@@ -14,23 +15,14 @@ RUN_VIEW_CACHE = 16
 
 
 class InsightBase:
-    """The base of the insight mixins. They run inside ``AgentAPI`` (agent/api.py) and use
-    its ``store``, ``_tree``, ``_values`` and ``_normalize``."""
+    """The base of the insight services: each reads runs through ``lookups`` and keeps the
+    views it computes over a whole run (confusion, PCA across batches) in ``run_views``,
+    an LRU the services share (their keys differ)."""
 
-    store: RunStore
-
-    @property
-    def _run_views(self) -> _LRU:
-        # Created on first use: the API class it is mixed into owns __init__.
-        cache = self.__dict__.get("_insight_views")
-        if cache is None:
-            cache = self.__dict__.setdefault("_insight_views", _LRU(RUN_VIEW_CACHE))
-        return cache
-
-    def _data_info(self, run: str) -> dict[str, Any]:
-        """The run's ``data`` info: classes, vocab, normalize, tokenizer, insights."""
-        data = self.store.index(run).get("data")
-        return data if isinstance(data, dict) else {}
+    def __init__(self, lookups: Lookups, run_views: _LRU) -> None:
+        self.lookups = lookups
+        self.store = lookups.store
+        self.run_views = run_views
 
 
 def names(value: Any) -> list[str]:

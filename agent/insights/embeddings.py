@@ -5,6 +5,7 @@ reply carries at most ``max_points`` points, chosen by an even stride that it st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,9 @@ from tvis.agent.insights.common import (
     training_batches,
 )
 from tvis.agent.insights.loss_arrays import LossArrays
+from tvis.agent.lookups import Lookups
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.agent.store import _LRU
 
 # Points in one PCA reply: 4,000 points at 16 bytes each (x, y, label, sample) is 64 KiB,
 # a view's budget; a terminal scatter shows far fewer distinct dots anyway.
@@ -28,7 +31,14 @@ MAX_POINTS = 4000
 
 
 class EmbeddingsAPI(InsightBase):
-    """``embeddings``."""
+    """``embeddings``; ``catalog`` is ``InsightsAPI.insights``: the layers and tables a
+    run holds."""
+
+    def __init__(
+        self, lookups: Lookups, run_views: _LRU, catalog: Callable[[str], dict[str, Any]]
+    ) -> None:
+        super().__init__(lookups, run_views)
+        self.catalog = catalog
 
     @rpc
     def embeddings(
@@ -44,7 +54,7 @@ class EmbeddingsAPI(InsightBase):
         step (the last by default), labelled with the vocabulary."""
         if not 1 <= max_points <= MAX_POINTS:
             raise AgentError(f"max_points must be between 1 and {MAX_POINTS}.", BAD_REQUEST)
-        found = self.insights(run)  # type: ignore[attr-defined]  # InsightsAPI's
+        found = self.catalog(run)
         if table is not None:
             return self._table_pca(run, found["tables"], table, step, max_points)
         layers = found["repr_layers"]
@@ -54,12 +64,12 @@ class EmbeddingsAPI(InsightBase):
         index = self.store.index(run)
         batches = tuple(training_batches(index))
         key = (str(self.store.run_path(run)), "repr", layer, batches, stamp(index))
-        gathered = self._run_views.get(key, lambda: self._repr_pca(run, layer, batches))
+        gathered = self.run_views.get(key, lambda: self._repr_pca(run, layer, batches))
         if gathered is None:
             raise AgentError(f"no representation of layer {layer!r} was recorded.", NOT_FOUND)
         keep = _stride(gathered["total"], max_points)
-        classes = self._data_info(run).get("classes")
-        vocab = self._data_info(run).get("vocab")
+        classes = self.lookups.data_info(run).get("classes")
+        vocab = self.lookups.data_info(run).get("vocab")
         labels = gathered["labels"]
         by_token = gathered["label_kind"] == "first target token"
         return {
@@ -122,13 +132,13 @@ class EmbeddingsAPI(InsightBase):
         record = next((p for p in chunk.record.get("params") or [] if p.get("name") == param), None)
         if record is None or not isinstance(record.get("weight"), int):
             raise AgentError(f"step {step} has no weights of {param!r}.", NOT_FOUND)
-        weight = self._values(chunk, chunk.tensor(record["weight"]))
+        weight = self.lookups.values(chunk, chunk.tensor(record["weight"]))
         if weight.ndim != 2:
             raise AgentError(f"{param!r} is not a table of row vectors.", BAD_REQUEST)
         projected, ratio = iv.pca(weight)  # every stored row shapes the axes
         keep = _stride(weight.shape[0], max_points)
         rows = np.arange(weight.shape[0])[keep]
-        vocab = self._data_info(run).get("vocab")
+        vocab = self.lookups.data_info(run).get("vocab")
         full_rows = (info or {}).get("rows") or weight.shape[0]
         labelled = isinstance(vocab, list) and len(vocab) == full_rows
         return {

@@ -112,7 +112,9 @@ class GradcamAPI(InsightBase):
     ) -> dict[str, Any]:
         chunk = self.store.chunk(run, "batch", batch)
         choice = _choice(maps, layer, which)
-        cam = views.take_sample(self._values(chunk, chunk.tensor(choice["tensor"])), 0, sample)
+        cam = views.take_sample(
+            self.lookups.values(chunk, chunk.tensor(choice["tensor"])), 0, sample
+        )
         cam = cam.astype(np.float64)
         picture = self._picture(run, batch, chunk, sample, width, height)
         out_h, out_w = picture.shape[:2] if picture is not None else _fit(cam.shape, height, width)
@@ -124,7 +126,7 @@ class GradcamAPI(InsightBase):
             "which": which,
             "sample": sample,
             "class": cls,
-            "class_name": class_name(self._data_info(run).get("classes"), cls),
+            "class_name": class_name(self.lookups.data_info(run).get("classes"), cls),
             "p": _probability(chunk, loss, which, sample, cls),
             "approximate": bool(choice.get("approximate")),
             "map": iv.resize(cam / peak if peak > 0 else cam, out_h, out_w),
@@ -136,13 +138,13 @@ class GradcamAPI(InsightBase):
     def _picture(
         self, run: str, batch: int, chunk: Chunk, sample: int, width: int, height: int
     ) -> np.ndarray | None:
-        given = model_input(chunk.record, self._tree(run, batch))
+        given = model_input(chunk.record, self.lookups.tree(run, batch))
         if not is_picture_batch(given):
             return None
         values = chunk.array(given["id"])
         if values is None or sample >= values.shape[0]:
             return None
-        return views.picture(values[sample], self._normalize(run), width, height)["array"]
+        return views.picture(values[sample], self.lookups.normalize(run), width, height)["array"]
 
 
 def _maps(chunk: Chunk, batch: int) -> list[dict]:

@@ -53,30 +53,13 @@ class LossAPI(InsightBase):
             if sample is None:
                 rows = table.sequence_rows(Vocabulary(data))
                 return {"kind": "sequences", "total": len(rows), "rows": page(rows, offset, limit)}
-            given = model_input(chunk.record, self._tree(run, batch))
+            given = model_input(chunk.record, self.lookups.tree(run, batch))
             result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
         rows = table.sample_rows(class_names(data, loss))
         picked = {"picked_from": table.picked_from} if table.picked_from else {}
         return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit), **picked}
-
-    def _sequence_columns(self, chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
-        """A language model's ``samples`` rows gain each sequence's mean loss, target and
-        predicted text, token accuracy and worst token; ``vocabulary`` says why not text."""
-        loss = loss_section(chunk, required=False)
-        arrays = LossArrays(chunk, loss, table.get("batch_size"))
-        if not arrays.per_token:
-            return
-        for row, sequence in zip(table["rows"], arrays.sequence_rows(vocab), strict=False):
-            row["target_text"] = sequence.get("text")
-            for key in ("pred_text", "tokens", "accuracy", "worst"):
-                if key in sequence:
-                    row[key] = sequence[key]
-            if sequence.get("loss") is not None:
-                row["loss"] = sequence["loss"]
-        table["per_token"] = True
-        table["vocabulary"] = vocab.note
 
     # -- loss ----------------------------------------------------------------------------
 
@@ -95,7 +78,7 @@ class LossAPI(InsightBase):
         require_non_negative(limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         loss = loss_section(chunk)
-        tree = self._tree(run, batch)
+        tree = self.lookups.tree(run, batch)
         size = (chunk.record.get("batch") or {}).get("batch_size")
         table = LossArrays(chunk, loss, size)
         call = tree.by_id.get(loss.get("call"))
@@ -169,7 +152,7 @@ class LossAPI(InsightBase):
             return confusion_matrix(pairs, classes, names)
 
         key = (str(self.store.run_path(run)), "confusion", batches, stamp(index))
-        result = self._run_views.get(key, build)
+        result = self.run_views.get(key, build)
         return None if result is None else {**result, "batches": list(batches)}
 
 
@@ -206,3 +189,21 @@ def confusion_matrix(pairs: list, classes: Any, names: Any) -> dict[str, Any] | 
         "samples": int(target.size),
         "accuracy": float((target == pred).mean()) if target.size else None,
     }
+
+
+def sequence_columns(chunk: Chunk, vocab: Vocabulary, table: dict[str, Any]) -> None:
+    """A language model's ``samples`` rows gain each sequence's mean loss, target and
+    predicted text, token accuracy and worst token; ``vocabulary`` says why not text."""
+    loss = loss_section(chunk, required=False)
+    arrays = LossArrays(chunk, loss, table.get("batch_size"))
+    if not arrays.per_token:
+        return
+    for row, sequence in zip(table["rows"], arrays.sequence_rows(vocab), strict=False):
+        row["target_text"] = sequence.get("text")
+        for key in ("pred_text", "tokens", "accuracy", "worst"):
+            if key in sequence:
+                row[key] = sequence[key]
+        if sequence.get("loss") is not None:
+            row["loss"] = sequence["loss"]
+    table["per_token"] = True
+    table["vocabulary"] = vocab.note

@@ -34,7 +34,7 @@ class PipelineAPI(InsightBase):
         require_non_negative(sample=sample)
         views.check_size(width, height)
         chunk = self.store.chunk(run, "batch", batch)
-        tree = self._tree(run, batch)
+        tree = self.lookups.tree(run, batch)
         data = self.store.index(run).get("data") or {}
         record = chunk.record
         section = record.get("data") if isinstance(record.get("data"), dict) else {}

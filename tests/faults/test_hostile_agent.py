@@ -18,8 +18,8 @@ from hostile_agent import CLIMB, PARAM
 from tvis.agent import client as client_module
 from tvis.agent.client import ConnectionLost, PipeClient
 from tvis.agent.protocol import AgentError
+from tvis.listing import _show
 from tvis.runs import Connection
-from tvis.store.listing import _show
 from tvis.tui import export
 
 AGENT = str(Path(__file__).with_name("hostile_agent.py"))

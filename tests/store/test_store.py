@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from tvis.listing import summarize
 from tvis.store.format import FORMAT_VERSION
-from tvis.store.listing import summarize
 from tvis.store.reader import RunReader, StoreError, find_runs
 from tvis.store.writer import RunWriter
 

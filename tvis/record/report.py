@@ -6,7 +6,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from tvis.store.listing import human_bytes
+from tvis.store.printable import human_bytes
 
 if TYPE_CHECKING:
     from tvis.record.ranks import RankInfo

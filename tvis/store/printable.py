@@ -1,4 +1,4 @@
-"""Text from a run or an agent made safe for a terminal.
+"""Text from a run or an agent made safe for a terminal, and sizes made readable.
 
 A run's metadata, a call's name or a token is written by whoever controls the training
 script or the cluster account; printed raw, an escape sequence in it sets the viewer's
@@ -25,3 +25,12 @@ def printable(text: str) -> str:
 def printable_line(text: str) -> str:
     """``printable``, and tabs and newlines too: for one row of a table."""
     return printable(text).replace("\t", " ").replace("\n", "\u2424")
+
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes as `tvis ls` and `tvis run` print them: 512 B, 1.5 KB, 2.0 GB."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

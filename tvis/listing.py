@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tvis.store import watch
-from tvis.store.printable import printable_line
+from tvis.store.printable import human_bytes, printable_line
 from tvis.store.reader import (
     RunReader,
     StoreError,
@@ -67,14 +67,6 @@ def _text(value: Any) -> str:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 def main(args: argparse.Namespace) -> int:
