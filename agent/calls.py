@@ -188,11 +188,11 @@ class CallsAPI:
                 f"layers:{skip_data}:rows",
                 lambda: [_layer_row(tree, n, i, cid) for n, (i, cid) in enumerate(calls, 1)],
             )
-            ordered = self.store.derived(
+            by_sort = self.store.derived(
                 chunk, f"layers:{skip_data}:{sort}:{desc}", lambda: _sorted_rows(every, sort, desc)
             )
-            rows = _page(ordered, offset, limit)
-            ids = [r["id"] for r in ordered]
+            rows = _page(by_sort, offset, limit)
+            ids = [r["id"] for r in by_sort]
         result: dict[str, Any] = {"total": len(calls), "hidden": hidden, "rows": rows}
         if locate is not None:
             result["located"] = ids.index(locate) if locate in ids else None

@@ -173,7 +173,8 @@ class TvisApp(Asks, App[None]):
     def connected(self, runs: list[dict[str, Any]]) -> None:
         """The link is up (``data``): open the run asked for, the only one, or a picker."""
         self.runs = runs
-        self.target_label = self.data.describe()
+        if self.data is not None:
+            self.target_label = self.data.describe()
         self.status_note = ""
         if self.wanted_run:
             match = next(

@@ -34,7 +34,7 @@ class LossArrays:
         # graph: F.nll_loss(out[idx_train], y[idx_train])): its rows are not the batch's
         # samples, so they are numbered within the loss and counted as its rows.
         self.picked_from = self.size if shape and self.size and positions != self.size else None
-        if self.picked_from and not self.per_token:
+        if self.picked_from and not self.per_token and shape:
             self.size = int(shape[0])
         else:
             self.picked_from = None

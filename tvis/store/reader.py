@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, cast, overload
 
 import msgpack
 import numpy as np
@@ -465,13 +465,15 @@ class Chunk:
         except (KeyError, TypeError):
             raise StoreError(f"{self.what} has no tensor {tensor_id!r}.") from None
 
-    def array(self, tensor_id: int) -> np.ndarray | chunks.ChunkedArray | None:
+    def array(self, tensor_id: int) -> np.ndarray | None:
         """The stored values of a tensor (read-only, memory-mapped), or None if not kept."""
         value = self.tensor(tensor_id).get("value")
         if not value:
             return None
         if value.get("codec") == chunks.CODEC:
-            return self._chunked_array(tensor_id, value)
+            # A ChunkedArray stands in for the array: indexing it decodes only the chunks
+            # touched, and anything else reads it whole through __array__.
+            return cast(np.ndarray, self._chunked_array(tensor_id, value))
         if value.get("codec"):
             return self._encoded_array(tensor_id, value)
         try:
