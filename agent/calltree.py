@@ -140,7 +140,8 @@ class CallTree:
         Backward bars are laid out from the order gradients flow (last call first) and
         each call's inferred backward time, so they are marked approximate.
         """
-        phases, t = [], 0.0
+        phases: list[dict[str, Any]] = []
+        t = 0.0
         for name in ("data", "forward", "loss", "backward", "optimizer"):
             ms = phase_ms.get(name)
             if isinstance(ms, (int, float)) and ms > 0:

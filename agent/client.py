@@ -263,7 +263,10 @@ class PipeClient(Client):
             )
         except OSError as e:
             raise ConnectionLost(f"cannot run {self.argv[0]} ({e.strerror}).") from None
-        widen_pipe(self._proc.stdout.fileno())  # type: ignore[union-attr]
+        stdin, stdout, stderr = self._proc.stdin, self._proc.stdout, self._proc.stderr
+        assert stdin is not None and stdout is not None and stderr is not None  # all pipes
+        self._stdin, self._stdout, self._stderr = stdin, stdout, stderr
+        widen_pipe(stdout.fileno())
         self._stderr_thread = threading.Thread(target=self._pump_stderr, daemon=True)
         self._stderr_thread.start()
         threading.Thread(target=self._read_replies, daemon=True).start()
@@ -314,7 +317,7 @@ class PipeClient(Client):
             raise AgentError(f"the {method} request is too large to send.", BAD_REQUEST)
         try:
             with self._write_lock:
-                self._proc.stdin.write(frame(body))  # type: ignore[union-attr]
+                self._stdin.write(frame(body))
         except (OSError, ValueError):
             pass  # the reader sees the end of the stream and fails every waiting call
         return future
@@ -326,7 +329,7 @@ class PipeClient(Client):
             if self._lost is None:
                 self._lost = f"the connection to {self.name} was closed."
         try:
-            self._proc.stdin.close()  # type: ignore[union-attr]
+            self._stdin.close()
         except OSError:
             pass
         try:
@@ -352,7 +355,7 @@ class PipeClient(Client):
     def _pump_stderr(self) -> None:
         # The subprocess's messages (ssh's, the remote agent's) still reach the user, as if
         # stderr were inherited; the tail is kept to explain a failure in one sentence.
-        fd = self._proc.stderr.fileno()  # type: ignore[union-attr]
+        fd = self._stderr.fileno()
         while True:
             try:
                 data = os.read(fd, 4096)
@@ -370,18 +373,18 @@ class PipeClient(Client):
                 sys.stderr.flush()
 
     def _read_replies(self) -> None:
-        stream = _Watched(self._proc.stdout, self._heard_now)  # type: ignore[arg-type]
+        stream = _Watched(self._stdout, self._heard_now)
         reason = OUTPUT_ENDED
         while True:
             try:
-                size = read_length(stream)  # type: ignore[arg-type]
+                size = read_length(stream)
                 if size is None:
                     break
                 self._mid_reply = bool(size & DATA_FLAG) or size > len(HEARTBEAT_FRAME)
                 if size & DATA_FLAG:
                     reply = self._data_frame(stream, size & ~DATA_FLAG)
                 else:
-                    body = read_body(stream, size, MAX_REPLY_FRAME)  # type: ignore[arg-type]
+                    body = read_body(stream, size, MAX_REPLY_FRAME)
                     reply = decode(body, clean=True)
                     del body
             except FrameTooLarge as e:
@@ -404,8 +407,9 @@ class PipeClient(Client):
             with self._lock:
                 self._answered = True
                 future = self._pending.pop(rid, None) if isinstance(rid, int) else None
-                self._methods.pop(rid, None)
-                self._sinks.pop(rid, None)
+                if isinstance(rid, int):
+                    self._methods.pop(rid, None)
+                    self._sinks.pop(rid, None)
             if future is None:
                 # Never the reply itself: a hostile one would be copied into the log whole.
                 log.warning("the agent answered request %s, which nobody waits for", _id_of(rid))
@@ -461,7 +465,9 @@ class PipeClient(Client):
                         f"{method} waited; the connection is dead, reconnect to continue."
                     )
                     self._lost = dead
-                    failed = {rid: ConnectionLost(dead) for rid in self._pending}
+                    failed: dict[int, Exception] = {
+                        rid: ConnectionLost(dead) for rid in self._pending
+                    }
                 elif now - self._progress > ANSWER_TIMEOUT_S:
                     self._progress = now
                     failed = {
@@ -497,7 +503,7 @@ class PipeClient(Client):
         # Closing stdin ends an agent that is still running (say, after garbage on stdout).
         with self._write_lock:
             try:
-                self._proc.stdin.close()  # type: ignore[union-attr]
+                self._stdin.close()
             except OSError:
                 pass
         try:

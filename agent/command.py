@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import cast
 
 # The exit status for a root that is not a folder, so the client can name the problem.
 NO_ROOT = 3
@@ -41,6 +42,8 @@ def main(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
 
     from tvis.agent.api import AgentAPI
+    from tvis.agent.protocol import Readable
     from tvis.agent.server import StdioServer
 
-    return StdioServer(AgentAPI(root), sys.stdin.buffer, out_fd).serve()
+    stdin = cast(Readable, sys.stdin.buffer)  # a BufferedReader: it reads into buffers
+    return StdioServer(AgentAPI(root), stdin, out_fd).serve()

@@ -28,7 +28,8 @@ class Vocabulary:
         data = data if isinstance(data, dict) else {}
         vocab = data.get("vocab")
         self.tokens: list[str] = vocab if isinstance(vocab, list) else []
-        tokenizer = data.get("tokenizer") if isinstance(data.get("tokenizer"), dict) else {}
+        given = data.get("tokenizer")
+        tokenizer = given if isinstance(given, dict) else {}
         specials = tokenizer.get("specials")
         self.specials = {i for i in specials if isinstance(i, int)} if specials else set()
         pad = tokenizer.get("pad_id")

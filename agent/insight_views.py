@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tvis.store.schema import LossCurve
+from tvis.store.schema import LossColumn, LossCurve
 
 
 def pca(points: np.ndarray, components: int = 2) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +148,9 @@ def patch_grid(tokens: int) -> dict[str, int] | None:
 
 def loss_curve(batches: list[dict[str, Any]], width: int) -> LossCurve:
     """The ``loss_curve`` reply body from the run index's batch maps (in recorded order)."""
-    steps, light, seen_steps = [], [], set()
+    steps: list[dict] = []
+    light: list[list[int]] = []
+    seen_steps: set[int | None] = set()
     previous = None
     for b in batches:
         if not b.get("light") and b.get("step") not in seen_steps:
@@ -165,7 +167,7 @@ def loss_curve(batches: list[dict[str, Any]], width: int) -> LossCurve:
         for b in batches
         if isinstance(b.get("loss"), (int, float)) and math.isfinite(b["loss"])
     ]
-    columns = []
+    columns: list[LossColumn] = []
     for chunk in np.array_split(np.arange(len(points)), min(width, len(points)) or 1):
         if chunk.size == 0:
             continue

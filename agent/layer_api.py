@@ -221,7 +221,7 @@ class LayerViewsAPI:
             raise AgentError(f"ask for at most {MAX_THUMBS} thumbnails at once.", BAD_REQUEST)
         if not (1 <= width and 1 <= height and width * height <= MAX_THUMB_CELLS):
             raise AgentError(f"a thumbnail is at most {MAX_THUMB_CELLS} cells.", BAD_REQUEST)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for call in calls:
             try:
                 _, _, entry, values = self._layer_values(run, batch, call, sample, grad)

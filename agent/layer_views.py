@@ -102,10 +102,11 @@ def at_location(values: np.ndarray, how: Layout, row: int, col: int) -> dict[str
     x = np.asarray(values)
     if how.kind == "conv":
         h, w = x.shape[-2:]
-        picked = x.reshape(-1, h, w)
+        picked, first = x.reshape(-1, h, w), 0
     elif how.kind == "tokens" and how.grid:
         h, w = how.grid["h"], how.grid["w"]
         picked = None
+        first = how.grid["offset"]
     else:
         raise AgentError("values at a location exist for conv maps and patch tokens.", NOT_FOUND)
     if not (0 <= row < h and 0 <= col < w):
@@ -113,7 +114,7 @@ def at_location(values: np.ndarray, how: Layout, row: int, col: int) -> dict[str
     if picked is not None:
         found = picked[:, row, col]
     else:
-        found = x[how.grid["offset"] + row * w + col]  # type: ignore[index]
+        found = x[first + row * w + col]
     found = np.asarray(found, dtype=np.float32).reshape(-1)
     return {
         "row": row,
@@ -165,7 +166,7 @@ def neurons(
         units = np.ascontiguousarray(x.T)[:, None, :]  # D strips of 1 × T
         # A strip is one row: give it the cells a square map would have had, in length.
         kind, width, height = "strips", width * height, 1
-    elif x.ndim == 2:
+    elif x.ndim == 2 and grid is not None:
         h, w, first = grid["h"], grid["w"], grid["offset"]
         units = np.ascontiguousarray(x[first : first + h * w].T).reshape(-1, h, w)
         kind = "maps"
@@ -206,7 +207,7 @@ def _bars(x: np.ndarray, labels: Sequence[str] | None, offset: int, limit: int) 
         "offset": offset,
         "units": [int(i) for i in page],
         "values": [float(x[i]) for i in page],
-        "labels": [str(labels[i]) for i in page] if labelled else None,  # type: ignore[index]
+        "labels": [str(labels[i]) for i in page] if labels is not None and labelled else None,
         "lo": lo,
         "hi": hi,
     }

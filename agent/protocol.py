@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import msgpack
 import numpy as np
@@ -113,7 +113,7 @@ def _wire_array(array: np.ndarray) -> tuple[dict[str, Any], memoryview | bytes]:
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     fields = {ND_KEY: 1, "dtype": array.dtype.str, "shape": list(array.shape)}
-    return fields, memoryview(array).cast("B") if array.size else b""
+    return fields, array.data.cast("B") if array.size else b""
 
 
 def _default(obj: Any) -> Any:
@@ -190,7 +190,7 @@ def _printable(value: Any) -> Any:
 
 
 def decode(
-    body: bytes,
+    body: bytes | bytearray,
     *,
     arrays: bool = True,
     max_objects: int = MAX_REPLY_OBJECTS,
@@ -207,7 +207,7 @@ def decode(
 
 
 def decode_counted(
-    body: bytes,
+    body: bytes | bytearray,
     *,
     arrays: bool = True,
     max_objects: int = MAX_REPLY_OBJECTS,
@@ -236,13 +236,21 @@ def frame(body: bytes) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def read_exact(stream: BinaryIO, n: int) -> bytes | bytearray:
+class Readable(Protocol):
+    """What frames are read from: a pipe's raw file, a socket's file, a watched stream."""
+
+    def read(self, n: int, /) -> bytes | None: ...
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+
+def read_exact(stream: Readable, n: int) -> bytes | bytearray:
     """Exactly ``n`` bytes, ``b""`` at a clean end of stream, or ``Truncated``."""
     # One buffer filled in place: a 48 MiB reply is copied once here, not chunk by chunk.
     buffer = bytearray(n)
     view, got = memoryview(buffer), 0
     while got < n:
-        count = stream.readinto(view[got:])  # type: ignore[attr-defined]
+        count = stream.readinto(view[got:])
         if not count:
             if got == 0:
                 return b""
@@ -251,11 +259,11 @@ def read_exact(stream: BinaryIO, n: int) -> bytes | bytearray:
     return buffer
 
 
-def read_into(stream: BinaryIO, view: memoryview) -> None:
+def read_into(stream: Readable, view: memoryview) -> None:
     """Fill ``view`` from ``stream`` (no buffer in between), or raise ``Truncated``."""
     got, n = 0, len(view)
     while got < n:
-        count = stream.readinto(view[got:])  # type: ignore[attr-defined]
+        count = stream.readinto(view[got:])
         if not count:
             raise Truncated(f"the stream ended {n - got} bytes short of a data frame")
         got += count
@@ -276,7 +284,7 @@ def data_header(request_id: int, size: int) -> bytes:
     return HEADER.pack(DATA_FLAG | size) + DATA_ID.pack(request_id)
 
 
-def read_length(stream: BinaryIO) -> int | None:
+def read_length(stream: Readable) -> int | None:
     """The next length word (``DATA_FLAG`` included), or None at a clean end of stream."""
     header = read_exact(stream, HEADER.size)
     if not header:
@@ -284,7 +292,7 @@ def read_length(stream: BinaryIO) -> int | None:
     return HEADER.unpack(header)[0]
 
 
-def read_body(stream: BinaryIO, size: int, limit: int) -> bytes | bytearray:
+def read_body(stream: Readable, size: int, limit: int) -> bytes | bytearray:
     """The ``size`` bytes of a msgpack frame; ``FrameTooLarge`` (left unread) or ``Truncated``."""
     if size > limit:
         raise FrameTooLarge(size, limit)
@@ -294,7 +302,7 @@ def read_body(stream: BinaryIO, size: int, limit: int) -> bytes | bytearray:
     return body
 
 
-def read_frame(stream: BinaryIO, limit: int) -> bytes | bytearray | None:
+def read_frame(stream: Readable, limit: int) -> bytes | bytearray | None:
     """The next frame's body, or None at a clean end of stream.
 
     Raises ``FrameTooLarge`` (leaving the oversized body unread) or ``Truncated``.
@@ -303,7 +311,7 @@ def read_frame(stream: BinaryIO, limit: int) -> bytes | bytearray | None:
     return None if size is None else read_body(stream, size, limit)
 
 
-def skip(stream: BinaryIO, size: int, chunk: int = 1 << 20) -> bool:
+def skip(stream: Readable, size: int, chunk: int = 1 << 20) -> bool:
     """Discard ``size`` bytes without holding them; False if the stream ended first."""
     while size > 0:
         data = stream.read(min(chunk, size))

@@ -243,8 +243,8 @@ def _phase_means(index: dict) -> dict[str, Any]:
     train = [b for b in index.get("batches") or [] if not b.get("light")]
     means = {}
     for phase in PHASES:
-        values = [(b.get("phase_ms") or {}).get(phase) for b in train]
-        values = [v for v in values if isinstance(v, (int, float))]
+        found = [(b.get("phase_ms") or {}).get(phase) for b in train]
+        values = [v for v in found if isinstance(v, (int, float))]
         means[phase] = sum(values) / len(values) if values else None
     means["total"] = sum(v for v in means.values() if v is not None) if train else None
     means["batches"] = len(train)

@@ -32,13 +32,14 @@ from tvis.agent.insights.pipeline import item_calls, returned_order, stage_outpu
 from tvis.agent.lookups import Lookups
 from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, AgentError
+from tvis.agent.replies import REPLAY_DETAILS
 from tvis.agent.samples import model_input
 from tvis.agent.traffic import Traffic
 from tvis.store.format import COMPLETE
 from tvis.store.reader import Chunk
 from tvis.store.schema import stat_flags
 
-DETAILS = ("layer", "call")
+DETAILS = REPLAY_DETAILS
 # Characters of the exception's message quoted in the crash note: enough to recognise it;
 # the whole traceback is in the run's meta.
 MAX_ERROR_CHARS = 80
@@ -193,7 +194,11 @@ class ReplayAPI:
         except AgentError as e:
             missing.append(f"batch {b} cannot be read: {e.message}")
             return []
-        owners = {a.get("call") for a in chunk.record.get("attention") or [] if isinstance(a, dict)}
+        owners = {
+            a["call"]
+            for a in chunk.record.get("attention") or []
+            if isinstance(a, dict) and isinstance(a.get("call"), int)
+        }
         events = []
         for cid in _forward_calls(tree, detail, owners):
             event = _layer_event(tree, cid, "forward", info)
@@ -398,7 +403,8 @@ def batch_events(
     """The events of one training batch, data to backward (see the module docstring)."""
     record = chunk.record
     events = [_event("data", "batch", info, name=f"batch {info['index']}", loss=info.get("loss"))]
-    section = record.get("data") if isinstance(record.get("data"), dict) else {}
+    section_given = record.get("data")
+    section: dict[str, Any] = section_given if isinstance(section_given, dict) else {}
     seen: set[int] = set()
     for cid in returned_order(tree, item_calls(tree, section, sample)):
         arg = stage_output(tree.by_id[cid], seen)
@@ -407,10 +413,15 @@ def batch_events(
             events.append(
                 _event("data", "stage", info, call=cid, name=call.get("name"), cls=call.get("cls"))
             )
-    owners = {a.get("call") for a in record.get("attention") or [] if isinstance(a, dict)}
+    owners = {
+        a["call"]
+        for a in record.get("attention") or []
+        if isinstance(a, dict) and isinstance(a.get("call"), int)
+    }
     forward = _forward_calls(tree, detail, owners)
     events.extend(_layer_event(tree, cid, "forward", info) for cid in forward)
-    loss = record.get("loss") if isinstance(record.get("loss"), dict) else {}
+    loss_given = record.get("loss")
+    loss: dict[str, Any] = loss_given if isinstance(loss_given, dict) else {}
     if loss.get("call") in tree.by_id:
         call = tree.by_id[loss["call"]]
         events.append(

@@ -52,8 +52,10 @@ def sample_rows(chunk: Chunk, tree: CallTree, classes: Any) -> dict[str, Any]:
     size = (record.get("batch") or {}).get("batch_size")
     if not isinstance(size, int) or size < 0:
         return {"batch_size": size, "rows": []}
-    loss = record.get("loss") if isinstance(record.get("loss"), dict) else {}
-    per_sample = loss.get("per_sample") if isinstance(loss.get("per_sample"), list) else []
+    found = record.get("loss")
+    loss: dict[str, Any] = found if isinstance(found, dict) else {}
+    listed = loss.get("per_sample")
+    per_sample: list[Any] = listed if isinstance(listed, list) else []
     columns = _per_sample_values(chunk, loss, size)
     names = classes if isinstance(classes, list) else []
     given = model_input(record, tree)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, BinaryIO
+from functools import partial
+from typing import Any
 
 from tvis.agent.dispatch import handle
 from tvis.agent.protocol import (
@@ -28,6 +29,7 @@ from tvis.agent.protocol import (
     MAX_REQUEST_OBJECTS,
     OBJECT_COST,
     FrameTooLarge,
+    Readable,
     TooManyObjects,
     Truncated,
     decode_counted,
@@ -54,7 +56,7 @@ MAX_QUEUED_COST = 16 << 20
 class StdioServer:
     """Serves one client on a pair of byte streams until its input ends."""
 
-    def __init__(self, api: Any, stdin: BinaryIO, out_fd: int) -> None:
+    def __init__(self, api: Any, stdin: Readable, out_fd: int) -> None:
         self.api = api
         self.stdin = stdin
         self.out_fd = out_fd
@@ -83,7 +85,7 @@ class StdioServer:
                 if isinstance(request, dict) and request.get("method") == "hello":
                     params = request.get("params")
                     self._beats = isinstance(params, dict) and params.get("heartbeat") is True
-                workers.submit(lambda request=request, cost=cost: self._answer(request, cost))
+                workers.submit(partial(self._answer, request, cost))
         finally:
             workers.close()
             self._stop.set()

@@ -210,10 +210,11 @@ class RunStore:
         Threads asking for it while it is being computed wait for that computation."""
         with self._derived_lock:
             cached = self._derived.setdefault(chunk, {})
-            once = cached.get(name)
-            builder = once is None
+            found = cached.get(name)
+            builder = found is None
+            once = _Once() if found is None else found
             if builder:
-                once = cached[name] = _Once()
+                cached[name] = once
         if builder:
             with collector_paused():
                 built = once.run(build)

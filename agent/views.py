@@ -57,7 +57,7 @@ def plane(
     by ``index`` (missing entries are 0). 0-D and 1-D tensors become one row."""
     used_sample = sample if batch_dim is not None and 0 <= batch_dim < array.ndim else None
     shape = list(array.shape)
-    if used_sample is not None:
+    if used_sample is not None and batch_dim is not None:
         _check_sample(array, batch_dim, used_sample)
         del shape[batch_dim]
     leading = max(len(shape) - 2, 0)
@@ -75,7 +75,7 @@ def plane(
     # One index for the sample and the leading dims: values stored in chunks then decode
     # only the chunk holding this plane.
     key: list[Any] = [*full, *[slice(None)] * (len(shape) - leading)]
-    if used_sample is not None:
+    if used_sample is not None and batch_dim is not None:
         key.insert(batch_dim, used_sample)
     values = array[tuple(key)] if leading or used_sample is not None else array
     if values.ndim < 2:
@@ -208,11 +208,11 @@ def picture(one_sample: np.ndarray, normalize: Any, width: int, height: int) -> 
     else:
         pixels, normalized = _unnormalize(values.astype(np.float64), normalize)
         lo, hi = finite_range(pixels)
-        if lo is not None and lo >= -0.05 and hi <= 1.05:
+        if lo is not None and hi is not None and lo >= -0.05 and hi <= 1.05:
             scale, pixels = "unit", pixels * 255.0
         else:
             scale = "minmax"
-            lo, hi = (0.0, 1.0) if lo is None else (lo, hi)
+            lo, hi = (0.0, 1.0) if lo is None or hi is None else (lo, hi)
             pixels = (pixels - lo) * (255.0 / (hi - lo if hi > lo else 1.0))
     pixels = pixels[..., :3]
     h, w = pixels.shape[:2]

@@ -31,8 +31,14 @@ STORE, RECORD, AGENT, VIEWER = (
     ROOT / "agent",
     ROOT / "tui",
 )
-# What tvis the viewer may import of the agent: the client side of the protocol.
-AGENT_CLIENT = ("tvis.agent.client", "tvis.agent.protocol", "tvis.agent.target")
+# What tvis the viewer may import of the agent: the client side of the protocol (the
+# replies it reads are declared, and decoded, in tvis.agent.replies).
+AGENT_CLIENT = (
+    "tvis.agent.client",
+    "tvis.agent.protocol",
+    "tvis.agent.replies",
+    "tvis.agent.target",
+)
 # The only files outside the recorder that may import torch, each inside a function.
 TORCH_EDGES = ("tvis/live/tensors.py", "tvis/runs.py")
 UI_LIBRARIES = ("textual", "textual_image", "rich")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tvis.tui.replay_model import Place, Recording
+
 # Anomalies of the run index that name where a batch first went non-finite, best first.
 _ORIGINS = ("nonfinite", "nonfinite_grad")
 
@@ -20,8 +22,8 @@ def watched_anomaly(info: dict[str, Any] | None) -> dict[str, Any] | None:
     return anomaly if isinstance(anomaly, dict) else None
 
 
-def opening_event(info: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``{batch, phase, call}`` to open a watched run on (what Replay's ``find`` takes), or
+def opening_event(info: dict[str, Any] | None) -> Place | None:
+    """The place (batch, phase, call) to open a watched run on (what Replay's ``find`` takes), or
     None for a run that was not watched or stopped at no anomaly."""
     anomaly = watched_anomaly(info)
     if anomaly is None:
@@ -31,37 +33,33 @@ def opening_event(info: dict[str, Any] | None) -> dict[str, Any] | None:
         entry = found.get(kind)
         if entry and isinstance(entry.get("batch"), int):
             origin = entry.get("origin") or {}
-            return {
-                "batch": entry["batch"],
-                "phase": origin.get("phase"),
-                "call": origin.get("call"),
-            }
+            return Place(entry["batch"], origin.get("phase"), origin.get("call"))
     step = anomaly.get("step")
     for b in (info or {}).get("batches") or []:
         if isinstance(b, dict) and b.get("step") == step and not b.get("light"):
-            return {"batch": b.get("index"), "phase": "forward", "call": None}
+            return Place(b.get("index"), "forward")
     return None
 
 
 def opening_batch(info: dict[str, Any] | None) -> int | None:
     event = opening_event(info)
-    return event["batch"] if event and isinstance(event.get("batch"), int) else None
+    return event.batch if event and isinstance(event.batch, int) else None
 
 
-def opening_seq(recording, event: dict[str, Any]) -> int:
+def opening_seq(recording: Recording, event: Place) -> int:
     """Replay's event to open on: the anomaly's own call, else the first event of its batch
     and phase at or after it (at layer detail a project function is not an event; calls are
     numbered in the order they began)."""
     seq = recording.find(event)
-    call = event.get("call")
+    call = event.call
     found = recording.event(seq)
-    if call is None or (found is not None and found.get("call") == call):
+    if call is None or (found is not None and found.call == call):
         return seq
     for run in recording.outline:
-        if run["batch"] != event.get("batch") or run["phase"] != event.get("phase"):
+        if run["batch"] != event.batch or run["phase"] != event.phase:
             continue
         for s in range(run["start"], run["start"] + run["count"]):
             e = recording.event(s)
-            if e is not None and isinstance(e.get("call"), int) and e["call"] >= call:
+            if e is not None and e.call is not None and e.call >= call:
                 return s
     return seq

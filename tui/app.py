@@ -13,13 +13,17 @@ same batch, sample and selection once reconnected.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import BindingType
 from textual.reactive import var
 from textual.screen import Screen
+from textual.timer import Timer
 
+from tvis.agent.replies import CallsAnswer
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
@@ -45,7 +49,7 @@ class TvisApp(Asks, App[None]):
 
     CSS_PATH = "tvis.tcss"
     TITLE = "tvis"
-    BINDINGS = keys.APP
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.APP]
     COMMANDS = App.COMMANDS | {CallCommands, ViewCommands}
 
     run_name: var[str | None] = var(None)
@@ -80,7 +84,7 @@ class TvisApp(Asks, App[None]):
         self.error: str | None = None
         self.page_screens: dict[str, Screen | None] = {}  # page id -> its screen, once built
         self.internal_errors: list[str] = []
-        self._poll_timer = None
+        self._poll_timer: Timer | None = None
         self._asked_run: str | None = None  # the run the "run" reply in flight is for
         self._polled_run: str | None = None  # and the run the poll in flight is for
 
@@ -169,7 +173,8 @@ class TvisApp(Asks, App[None]):
     def connected(self, runs: list[dict[str, Any]]) -> None:
         """The link is up (``data``): open the run asked for, the only one, or a picker."""
         self.runs = runs
-        self.target_label = self.data.describe()
+        if self.data is not None:
+            self.target_label = self.data.describe()
         self.status_note = ""
         if self.wanted_run:
             match = next(
@@ -210,11 +215,11 @@ class TvisApp(Asks, App[None]):
         self.ask("run", tag="run", run=run)
 
     def answered(self, tag: str, info: dict[str, Any]) -> None:
-        if tag == "run":
+        if tag == "run" and self._asked_run is not None:
             self._run_loaded(self._asked_run, info)
             if self.batch_count:
                 self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
-        else:
+        elif tag != "run" and self._polled_run is not None:
             self._run_polled(self._polled_run, info)
 
     def failed(self, tag: str, message: str) -> None:
@@ -225,20 +230,20 @@ class TvisApp(Asks, App[None]):
     def _prefetch_first_screen(self, run: str, first: int) -> None:
         """While the page mounts, ask for what its first screen shows: the roots of the first
         batch and the call the cursor starts on. The page's own requests then find them ready."""
-        page = self.data.prefetch(
-            "calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE
-        )
-        rows = (page or {}).get("calls") or []
+        data = self.data
+        if data is None:
+            return
+        page = data.prefetch("calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE)
+        rows = page.calls if isinstance(page, CallsAnswer) else ()
         if rows:
-            self.data.prefetch(
-                "call", run=run, batch=first, call=rows[first_interesting(rows)]["id"]
-            )
+            data.prefetch("call", run=run, batch=first, call=rows[first_interesting(rows)].id)
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
         first = self.run_name is None
         self.run_id = info.get("run_id") or run.rsplit("/", 1)[-1]
         self.run_status = info.get("status") or ""
-        self.data.live = self.run_status == "running"
+        if self.data is not None:
+            self.data.live = self.run_status == "running"
         self.sample = 0
         self.run_info = info
         self.run_name = run
@@ -273,7 +278,8 @@ class TvisApp(Asks, App[None]):
         position = self.batch_position
         following = position is None or position >= before - 1
         self.run_status = info.get("status") or ""
-        self.data.live = self.run_status == "running"
+        if self.data is not None:
+            self.data.live = self.run_status == "running"
         self.run_info = info
         after = self.batch_count
         if after > before:
@@ -301,7 +307,7 @@ class TvisApp(Asks, App[None]):
     def _add_page(self, spec: PageSpec) -> None:
         if spec.id not in self.page_screens:
             self.page_screens[spec.id] = None
-            self.add_mode(spec.id, lambda spec=spec: self._build_page(spec))
+            self.add_mode(spec.id, partial(self._build_page, spec))
 
     def _build_page(self, spec: PageSpec) -> Screen:
         screen = self.page_screens[spec.id] = build(spec, self)
@@ -408,12 +414,13 @@ class TvisApp(Asks, App[None]):
         self.runs = runs
         if info is not None:
             self.run_status = info.get("status") or ""
-            self.data.live = self.run_status == "running"
+            if self.data is not None:
+                self.data.live = self.run_status == "running"
             self.run_info = info
             self._start_polling()
             self.batch = self.batch  # always_update: every page reloads this batch
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         if self.offline is not None:
             self.exit(return_code=0, message=f"tvis: {self.offline}")
             return

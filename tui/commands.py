@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from tvis.agent.replies import CallRowView
 from tvis.tui import fmt
+
+if TYPE_CHECKING:
+    from tvis.tui.app import TvisApp
 
 FIND_LIMIT = 30
 """Calls offered per query: a palette shows about a dozen, the rest are for scrolling."""
@@ -19,12 +24,12 @@ class CallCommands(Provider):
     """Calls of the current batch whose name or class contains what was typed."""
 
     async def search(self, query: str) -> Hits:
-        app = self.app
+        app = cast("TvisApp", self.app)
         query = query.strip()
-        if not app.run_name or len(query) < 2:
+        if not app.run_name or app.data is None or len(query) < 2:
             return
         try:
-            rows = await asyncio.to_thread(
+            rows: tuple[CallRowView, ...] = await asyncio.to_thread(
                 app.data.call,
                 "find",
                 run=app.run_name,
@@ -36,16 +41,18 @@ class CallCommands(Provider):
             return
         matcher = self.matcher(query)
         for row in rows:
-            name = fmt.call_name(row)
-            label = f"go to {name}" + (
-                f" ({row['cls']})" if row.get("cls") and row.get("name") else ""
-            )
+            label = f"go to {row.label}" + (f" ({row.cls})" if row.cls and row.name else "")
             score = matcher.match(label) or 0.1
             yield Hit(
                 score,
                 matcher.highlight(label),
-                partial(app.goto_call, app.batch, row["id"], row.get("path")),
-                help=f"{row.get('kind', '')} · {fmt.shape(row.get('out_shape'))}",
+                partial(
+                    app.goto_call,
+                    app.batch,
+                    row.id,
+                    list(row.path) if row.path is not None else None,
+                ),
+                help=f"{row.kind} · {fmt.shape(row.out_shape)}",
             )
 
 
@@ -53,7 +60,7 @@ class ViewCommands(Provider):
     """Everything that changes what is shown, as named commands."""
 
     def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
-        app = self.app
+        app = cast("TvisApp", self.app)
         commands: list[tuple[str, Callable[[], object], str]] = []
         if app.offline is not None:
             commands.append(("reconnect", app.action_reconnect, app.offline))

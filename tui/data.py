@@ -1,19 +1,28 @@
 """The agent client as the viewer uses it: blocking calls made from worker threads, with a
-small cache for answers that cannot change, so moving back to a call costs no round trip."""
+small cache for answers that cannot change, so moving back to a call costs no round trip.
+
+This is where the viewer receives replies: the hottest are decoded here, once, into the
+frozen dataclasses of ``tvis.agent.replies`` (``decode_reply``), before they are cached."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
 from tvis.agent.lru import LRU
+from tvis.agent.replies import decode_reply
 
 
 class Client(Protocol):
     """What ``tvis.agent.client.connect`` returns (see agent/PROTOCOL.md)."""
 
+    on_lost: Callable[[str], None] | None  # told (from a client thread) when the link drops
+
     def call(self, method: str, **params: Any) -> Any: ...
+
+    def silence(self) -> float: ...
 
     def describe(self) -> str: ...
 
@@ -59,7 +68,7 @@ class Data:
     def call(self, method: str, **params: Any) -> Any:
         cacheable = method not in NEVER_CACHED and not (self.live and method in LIVE_UNCACHED)
         if not cacheable:
-            return self.client.call(method, **params)
+            return decode_reply(method, self.client.call(method, **params))
         key = (method, _freeze(params))
         with self._lock:
             found, value = self._cache.peek(key)
@@ -72,7 +81,7 @@ class Data:
         if pending is not None:
             return pending.result()
         try:
-            result = self.client.call(method, **params)
+            result = decode_reply(method, self.client.call(method, **params))
         except BaseException as e:
             with self._lock:
                 del self._inflight[key]

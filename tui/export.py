@@ -89,8 +89,8 @@ class ExportItem:
         return f"first {count} of {total} {kept}"
 
     @property
-    def where(self) -> dict[str, int]:
-        return {"batch": self.batch} if self.batch is not None else {"step": self.step}  # type: ignore[dict-item]
+    def where(self) -> dict[str, int | None]:
+        return {"batch": self.batch} if self.batch is not None else {"step": self.step}
 
     @property
     def nbytes(self) -> int:
@@ -167,7 +167,7 @@ def fetch(client: Any, item: ExportItem, progress: Callable[[int, int], None] | 
     """The stored values of ``item``, read straight into a new array."""
     out = empty_for(item.value, item.label)
     if out.nbytes:
-        view = memoryview(out.reshape(-1).view(np.uint8))
+        view = out.reshape(-1).view(np.uint8).data
         client.read_values(view, progress, run=item.run, tensor=item.tensor, **item.where)
     return out
 

@@ -4,16 +4,23 @@ come first — the focused pane's, then the rest of the page's — and every oth
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis.tui import colors, keys
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 
 
 def effective_keys(binding: Binding, keymap: dict[str, str]) -> list[str]:
@@ -40,7 +47,7 @@ def ids_on_screen(screen: Screen) -> list[str]:
     ids: list[str] = []
     focused = screen.focused
     chain = list(focused.ancestors_with_self) if focused is not None else [screen]
-    shown = [w for w in screen.walk_children(with_self=False) if w.region]
+    shown = [w for w in screen.walk_children(Widget, with_self=False) if w.region]
     for widget in [*chain, *shown]:
         if isinstance(widget, Widget):
             ids += [i for i in _binding_ids(widget) if i not in ids]
@@ -108,7 +115,10 @@ def help_table(
 class HelpScreen(ModalScreen[None]):
     """Every key, the ones of what is on screen first."""
 
-    BINDINGS = keys.HELP
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.HELP]
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }

@@ -37,7 +37,8 @@ def requested_mode(flag: str | None, env: Mapping[str, str] = os.environ) -> str
 def graphics_impossible(env: Mapping[str, str] = os.environ, tty: bool | None = None) -> bool:
     """True where pictures cannot work: tmux/screen, no terminal, or a text-only console."""
     if tty is None:
-        tty = bool(sys.__stdout__ and sys.__stdout__.isatty() and sys.__stdin__.isatty())
+        out, inp = sys.__stdout__, sys.__stdin__
+        tty = bool(out and inp and out.isatty() and inp.isatty())
     term = env.get("TERM", "")
     return (
         not tty

@@ -8,8 +8,9 @@ the statistics, so a mark shows even when one side of the pipeline did not name 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from tvis.agent.replies import CallRowView
 from tvis.store import schema
 from tvis.tui import colors
 
@@ -40,7 +41,13 @@ def of_row(row: dict[str, Any]) -> list[Mark]:
     stats = row.get("out_stats")
     if stats is None:  # a layers row carries its statistics flat
         stats = {k: row.get(k) for k in ("nan", "inf", "zeros")} | {"numel": row.get("out_numel")}
-    found.update(schema.stat_flags(stats, row.get("grad_norm")))
+    found.update(schema.stat_flags(cast(schema.Stats, stats), row.get("grad_norm")))
+    return [MARKS[key] for key in schema.WARNING_ORDER if key in found]
+
+
+def of_call(row: CallRowView) -> list[Mark]:
+    """The marks of a decoded call-tree row, most severe first."""
+    found = set(row.flags) | set(schema.stat_flags(row.out_stats, row.grad_norm))
     return [MARKS[key] for key in schema.WARNING_ORDER if key in found]
 
 

@@ -12,12 +12,22 @@ request's parameters.
 from __future__ import annotations
 
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.widget import Widget
 
 from tvis.agent.protocol import AgentError, ConnectionLost
+
+if TYPE_CHECKING:
+    from textual import getters
+    from textual.dom import DOMNode
+
+    from tvis.tui.app import TvisApp
+
+    _Node = DOMNode  # what Asks is always mixed into (a Widget, Screen or App)
+else:
+    _Node = object
 
 
 class Reply(Message):
@@ -31,10 +41,13 @@ class Reply(Message):
         self.error = error
 
 
-class Asks:
+class Asks(_Node):
     """Mixed into a Widget or Screen whose content comes from the agent."""
 
     _generations = count(1)
+
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app: its run, batch, sample and client
 
     @property
     def _wanted_replies(self) -> dict[str, int]:
@@ -72,7 +85,7 @@ class Asks:
 
     def failed(self, tag: str, message: str) -> None:
         """Say what went wrong (runs on the UI thread); the default shows a notification."""
-        self.notify(message, severity="error", timeout=6)
+        self.app.notify(message, severity="error", timeout=6)
 
     def cancel(self, tag: str = "main") -> None:
         """Forget the request in flight for ``tag``: its reply will be dropped."""
@@ -107,7 +120,7 @@ class Asks:
                 self.answered(reply.tag, reply.result)
         except Exception as e:
             self.app.internal_errors.append(f"{type(self).__name__}: {type(e).__name__}: {e}")
-            self.notify(f"internal error: {type(e).__name__}: {e}", severity="error", timeout=8)
+            self.app.notify(f"internal error: {type(e).__name__}: {e}", severity="error", timeout=8)
 
 
 class AgentPane(Asks, Widget):

@@ -8,8 +8,18 @@ start of the next phase run (``phase``), or to the start of the next batch (``ba
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tvis.agent.replies import (
+    REPLAY_PAGE,
+    OutlineRun,
+    ReplayAnswer,
+    ReplayBatch,
+    ReplayDetail,
+    ReplayEvent,
+)
 
 STEP_SIZES = ("layer", "call", "phase", "batch")
 """Step sizes in the order ``z`` cycles them; ``call`` plays every module and function."""
@@ -17,8 +27,17 @@ STEP_SIZES = ("layer", "call", "phase", "batch")
 SPEEDS = (1, 2, 4, 8, 15, 30)
 """Events per second while playing. 4 reads comfortably; 30 skims a large model."""
 
-PAGE = 500
-"""Events asked for at once: a few KiB each page; a small model's recording is one page."""
+PAGE = REPLAY_PAGE
+"""Events asked for at once (tvis.agent.replies declares the replay query)."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """A moment to land on in another event list: a batch, its phase, and a call in it."""
+
+    batch: int | None
+    phase: str | None
+    call: int | None = None
 
 
 @dataclass
@@ -26,33 +45,33 @@ class Recording:
     """One ``replay`` answer's outline and the event pages fetched so far."""
 
     total: int = 0
-    detail: str = "layer"
+    detail: ReplayDetail = "layer"
     sample: int = 0
     status: str = ""
-    outline: list[dict[str, Any]] = field(default_factory=list)
-    batches: list[dict[str, Any]] = field(default_factory=list)
+    outline: list[OutlineRun] = field(default_factory=list)
+    batches: list[ReplayBatch] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    pages: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    pages: dict[int, Sequence[ReplayEvent]] = field(default_factory=dict)
 
     @classmethod
-    def from_reply(cls, reply: dict[str, Any], offset: int = 0) -> Recording:
+    def from_reply(cls, reply: ReplayAnswer, offset: int = 0) -> Recording:
         rec = cls(
-            total=int(reply.get("total") or 0),
-            detail=reply.get("detail") or "layer",
-            sample=int(reply.get("sample") or 0),
-            status=reply.get("status") or "",
-            outline=list(reply.get("outline") or []),
-            batches=list(reply.get("batches") or []),
-            missing=list(reply.get("missing") or []),
+            total=reply.total,
+            detail=reply.detail,
+            sample=reply.sample,
+            status=reply.status,
+            outline=list(reply.outline),
+            batches=list(reply.batches),
+            missing=list(reply.missing),
         )
-        rec.add_page(offset, reply.get("events") or [])
+        rec.add_page(offset, reply.events)
         return rec
 
-    def add_page(self, offset: int, events: list[dict[str, Any]]) -> None:
+    def add_page(self, offset: int, events: Sequence[ReplayEvent]) -> None:
         for i in range(0, len(events), PAGE):
             self.pages[(offset + i) // PAGE] = events[i : i + PAGE]
 
-    def event(self, seq: int) -> dict[str, Any] | None:
+    def event(self, seq: int) -> ReplayEvent | None:
         """Event ``seq`` if its page is here (None: fetch page ``seq // PAGE``)."""
         page = self.pages.get(seq // PAGE)
         if page is None or not 0 <= seq % PAGE < len(page):
@@ -68,8 +87,8 @@ class Recording:
     # -- where steps land ------------------------------------------------------------------
 
     def _starts(self, unit: str) -> list[int]:
-        rows = self.outline if unit == "phase" else self.batches
-        return sorted({int(r["start"]) for r in rows if isinstance(r.get("start"), int)})
+        rows: Sequence[OutlineRun | ReplayBatch] = self.outline if unit == "phase" else self.batches
+        return sorted({r["start"] for r in rows if isinstance(r.get("start"), int)})
 
     def step(self, seq: int, size: str, delta: int) -> int:
         """Where a step of ``size`` (``delta`` = ±1) from ``seq`` lands, within the recording."""
@@ -85,10 +104,10 @@ class Recording:
             target = starts[i - 1] if seq == starts[max(i, 0)] and i > 0 else starts[max(i, 0)]
         return max(0, min(self.total - 1, target))
 
-    def batch_row(self, batch: int | None) -> dict[str, Any] | None:
-        return next((b for b in self.batches if b.get("batch") == batch), None)
+    def batch_row(self, batch: int | None) -> ReplayBatch | None:
+        return next((b for b in self.batches if b["batch"] == batch), None)
 
-    def batch_events(self, batch: int | None) -> list[dict[str, Any]]:
+    def batch_events(self, batch: int | None) -> list[ReplayEvent]:
         """The fetched events of one batch, in order."""
         row = self.batch_row(batch)
         if row is None:
@@ -106,40 +125,32 @@ class Recording:
         for run in runs:
             for seq in range(run["start"], run["start"] + run["count"]):
                 e = self.event(seq)
-                if call is not None and e is not None and e.get("call") == call:
+                if call is not None and e is not None and e.call == call:
                     return seq, True
         if runs and runs[0]["phase"] == phase:
             return int(runs[0]["start"]), False
         row = self.batch_row(batch)
         return (int(row["start"]) if row else 0), False
 
-    def find(self, like: dict[str, Any] | None) -> int:
+    def find(self, like: ReplayEvent | Place | None) -> int:
         """The event of this list closest to ``like`` (an event of another detail or
         sample): the same call in the same batch and phase, else that batch's phase run."""
-        if not like or not self.total:
+        if like is None or not self.total:
             return 0
-        runs = [
-            r
-            for r in self.outline
-            if r["batch"] == like.get("batch") and r["phase"] == like.get("phase")
-        ]
+        runs = [r for r in self.outline if r["batch"] == like.batch and r["phase"] == like.phase]
         for run in runs:
             for seq in range(run["start"], run["start"] + run["count"]):
                 e = self.event(seq)
-                if (
-                    e is not None
-                    and e.get("call") is not None
-                    and e.get("call") == like.get("call")
-                ):
+                if e is not None and e.call is not None and e.call == like.call:
                     return seq
         if runs:
             return int(runs[0]["start"])
-        row = self.batch_row(like.get("batch"))
+        row = self.batch_row(like.batch)
         return int(row["start"]) if row else 0
 
 
-def first_nonfinite(run_info: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``{"batch", "call", "phase"}`` of the run's first non-finite value, from the
+def first_nonfinite(run_info: dict[str, Any] | None) -> Place | None:
+    """The place (batch, call, phase) of the run's first non-finite value, from the
     anomalies its recording closed with: the forward origin before the gradient one in the
     same batch, a non-finite loss (no origin found) at its loss call; None in a healthy run."""
     found = []
@@ -151,7 +162,7 @@ def first_nonfinite(run_info: dict[str, Any] | None) -> dict[str, Any] | None:
             phase = origin.get("phase") or ("backward" if kind == "nonfinite_grad" else "loss")
             if origin.get("kind") == "input":
                 phase = "data"
-            place = {"batch": anomaly["batch"], "call": origin.get("call"), "phase": phase}
+            place = Place(anomaly["batch"], phase, origin.get("call"))
             found.append((anomaly["batch"], rank, place))
     return min(found, key=lambda f: f[:2])[2] if found else None
 

@@ -4,11 +4,12 @@ A run still being recorded shows as live; the list refreshes while it is open.""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
@@ -49,7 +50,7 @@ class RunTable(ListTable):
 class RunPicker(Asks, ModalScreen[str | None]):
     """Pick a run; dismisses with its ``run`` name (None on escape)."""
 
-    BINDINGS = keys.RUNS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.RUNS]
 
     DEFAULT_CSS = """
     RunPicker { align: center middle; }

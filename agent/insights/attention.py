@@ -126,6 +126,7 @@ class AttentionAPI(InsightBase):
         if not 0 <= query < square.shape[0]:
             raise AgentError(f"query must be between 0 and {square.shape[0] - 1}.", BAD_REQUEST)
         row = square[query, grid["offset"] :].reshape(grid["h"], grid["w"])
+        assert given is not None  # a patch grid is found over a batch of pictures only
         values = chunk.array(given["id"])
         if values is None or sample >= values.shape[0]:
             raise AgentError(f"the input picture of sample {sample} was not kept.", NOT_FOUND)

@@ -71,7 +71,11 @@ def class_name(classes: Any, i: Any) -> str | None:
 def input_ids(chunk: Chunk, given: dict | None, sample: int) -> list[int] | None:
     """The token ids a language model received for ``sample``, when they were kept."""
     shape = (given or {}).get("shape") or []
-    if len(shape) != 2 or not str(given.get("dtype", "")).startswith(("int", "uint")):
+    if (
+        given is None
+        or len(shape) != 2
+        or not str(given.get("dtype", "")).startswith(("int", "uint"))
+    ):
         return None
     values = chunk.array(given["id"])
     if values is None or sample >= values.shape[0]:

@@ -47,7 +47,7 @@ class GradcamAPI(InsightBase):
         views.check_size(width, height)
         chunk = self.store.chunk(run, "batch", batch)
         maps = _maps(chunk, batch)
-        layers = list(dict.fromkeys(m.get("layer") for m in maps))
+        layers = list(dict.fromkeys(m["layer"] for m in maps if isinstance(m.get("layer"), str)))
         layer = layer if layer is not None else _first_layer(chunk, maps, layers)
         cell = self._cell(run, batch, maps, layer, which, sample, width, height)
         return {
@@ -82,7 +82,7 @@ class GradcamAPI(InsightBase):
             )
         chunk = self.store.chunk(run, "batch", batch)
         maps = _maps(chunk, batch)
-        layers = list(dict.fromkeys(m.get("layer") for m in maps))
+        layers = list(dict.fromkeys(m["layer"] for m in maps if isinstance(m.get("layer"), str)))
         if sample is None:
             layer = layer if layer is not None else _first_layer(chunk, maps, layers)
             kept = _kept(chunk, maps, layer, which)
@@ -119,7 +119,8 @@ class GradcamAPI(InsightBase):
         picture = self._picture(run, batch, chunk, sample, width, height)
         out_h, out_w = picture.shape[:2] if picture is not None else _fit(cam.shape, height, width)
         peak = float(cam.max()) if cam.size else 0.0
-        loss = chunk.record.get("loss") if isinstance(chunk.record.get("loss"), dict) else {}
+        loss_given = chunk.record.get("loss")
+        loss: dict[str, Any] = loss_given if isinstance(loss_given, dict) else {}
         cls = _class_of(chunk, loss, which, sample)
         return {
             "layer": layer,
@@ -139,7 +140,7 @@ class GradcamAPI(InsightBase):
         self, run: str, batch: int, chunk: Chunk, sample: int, width: int, height: int
     ) -> np.ndarray | None:
         given = model_input(chunk.record, self.lookups.tree(run, batch))
-        if not is_picture_batch(given):
+        if given is None or not is_picture_batch(given):
             return None
         values = chunk.array(given["id"])
         if values is None or sample >= values.shape[0]:
@@ -157,7 +158,7 @@ def _maps(chunk: Chunk, batch: int) -> list[dict]:
 def _choice(maps: list[dict], layer: str, which: str) -> dict:
     choice = next((m for m in maps if m.get("layer") == layer and m.get("which") == which), None)
     if choice is None:
-        layers = list(dict.fromkeys(m.get("layer") for m in maps))
+        layers = list(dict.fromkeys(m["layer"] for m in maps if isinstance(m.get("layer"), str)))
         raise AgentError(
             f"no Grad-CAM for layer {layer!r} and class {which!r}; layers: {layers}.", NOT_FOUND
         )

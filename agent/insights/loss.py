@@ -81,7 +81,8 @@ class LossAPI(InsightBase):
         tree = self.lookups.tree(run, batch)
         size = (chunk.record.get("batch") or {}).get("batch_size")
         table = LossArrays(chunk, loss, size)
-        call = tree.by_id.get(loss.get("call"))
+        call_id = loss.get("call")
+        call = tree.by_id.get(call_id) if isinstance(call_id, int) else None
         result: dict[str, Any] = {
             key: loss.get(key)
             for key in (

@@ -23,7 +23,8 @@ class LossArrays:
     def __init__(self, chunk: Chunk, loss: dict[str, Any], batch_size: Any) -> None:
         self.chunk = chunk
         self.loss = loss
-        shape = loss.get("shape") if isinstance(loss.get("shape"), list) else None
+        given = loss.get("shape")
+        shape: list[Any] | None = given if isinstance(given, list) else None
         self.size = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
         positions = int(np.prod(shape)) if shape else 0
         self.per_token = bool(
@@ -33,7 +34,7 @@ class LossArrays:
         # graph: F.nll_loss(out[idx_train], y[idx_train])): its rows are not the batch's
         # samples, so they are numbered within the loss and counted as its rows.
         self.picked_from = self.size if shape and self.size and positions != self.size else None
-        if self.picked_from and not self.per_token:
+        if self.picked_from and not self.per_token and shape:
             self.size = int(shape[0])
         else:
             self.picked_from = None
@@ -113,6 +114,8 @@ class LossArrays:
         if per_element is None or not isinstance(recorded, (int, float)):
             return None
         values = self.valid_elements()
+        if values is None:
+            return None
         total = float(values.sum())
         weight_sum = self.loss.get("weight_sum")
         if reduction == "sum":
@@ -124,20 +127,20 @@ class LossArrays:
         computed = total / divisor if divisor else float("nan")
         shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
         complete = not shape or int(np.prod(per_element.shape)) == int(np.prod(shape))
-        return {
-            "reduction": reduction,
-            "terms": int(values.size),
-            "sum": total,
-            "divisor": divisor,
-            "weighted": isinstance(weight_sum, (int, float)),
-            "computed": computed,
-            "recorded": float(recorded),
+        return ReductionCheck(
+            reduction=reduction,
+            terms=int(values.size),
+            sum=total,
+            divisor=divisor,
+            weighted=isinstance(weight_sum, (int, float)),
+            computed=computed,
+            recorded=float(recorded),
             # float32 sums in torch against a float64 sum here: agree to a few ulps per term
-            "matches": bool(np.isclose(computed, recorded, rtol=1e-4, atol=1e-6))
+            matches=bool(np.isclose(computed, recorded, rtol=1e-4, atol=1e-6))
             if complete
             else None,
-            "complete": complete,
-        }
+            complete=complete,
+        )
 
     def _per_sample_loss(self) -> list:
         per_sample = self.loss.get("per_sample")

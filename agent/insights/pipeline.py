@@ -37,20 +37,22 @@ class PipelineAPI(InsightBase):
         tree = self.lookups.tree(run, batch)
         data = self.store.index(run).get("data") or {}
         record = chunk.record
-        section = record.get("data") if isinstance(record.get("data"), dict) else {}
+        section_given = record.get("data")
+        section: dict[str, Any] = section_given if isinstance(section_given, dict) else {}
         size = (record.get("batch") or {}).get("batch_size")
         if isinstance(size, int) and sample >= size:
             raise AgentError(f"batch {batch} has no sample {sample}.", NOT_FOUND)
         render = _Renderer(chunk, tree, data, width, height, size)
         calls = item_calls(tree, section, sample)
         raw = next((r for r in (_raw_of(render, tree.by_id[c]) for c in calls) if r), None)
-        stages = []
+        stages: list[dict[str, Any]] = []
         seen: set[int] = set()
         for cid in returned_order(tree, calls):  # a stage's output exists once it returns
             stage = _stage(render, tree.by_id[cid], seen)
             if stage is not None and len(stages) < MAX_STAGES:
                 stages.append(stage)
-        indices = section.get("indices") if isinstance(section.get("indices"), list) else []
+        indices_given = section.get("indices")
+        indices: list[Any] = indices_given if isinstance(indices_given, list) else []
         given = model_input(record, tree)
         return {
             "sample": sample,
@@ -64,7 +66,8 @@ class PipelineAPI(InsightBase):
 
 def item_calls(tree: CallTree, section: dict[str, Any], sample: int) -> list[int]:
     """The calls recorded while the sample's dataset item was fetched, in call order."""
-    items = section.get("items") if isinstance(section.get("items"), list) else []
+    items_given = section.get("items")
+    items: list[Any] = items_given if isinstance(items_given, list) else []
     if sample < len(items) and isinstance(items[sample], dict):
         first, end = (items[sample].get("calls") or [0, 0])[:2]
         return [cid for cid in tree.order if first <= cid < end]

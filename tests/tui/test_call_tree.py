@@ -8,6 +8,7 @@ from fake_client import FakeClient
 from support import record_script
 from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
+from tvis.agent.replies import CallRowView
 from tvis.tui.app import TvisApp
 from tvis.tui.widgets.call_tree import PAGE, group_label, group_runs
 
@@ -15,12 +16,15 @@ from tvis.tui.widgets.call_tree import PAGE, group_label, group_runs
 def test_a_library_datasets_items_fold_into_one_data_pipeline_row():
     # torchvision's FakeData: each item is a ToPILImage call, then the script's Compose.
     items = [
-        {"name": name, "cls": name, "kind": "transform", "phase": "data"}
+        CallRowView.decode({"name": name, "cls": name, "kind": "transform", "phase": "data"})
         for _ in range(32)
         for name in ("ToPILImage", "Compose")
     ]
-    blocks = [{"name": f"blocks.{i}", "cls": "Block", "kind": "module"} for i in range(4)]
-    model = {"name": "Net", "cls": "Net", "kind": "module", "phase": "forward"}
+    blocks = [
+        CallRowView.decode({"name": f"blocks.{i}", "cls": "Block", "kind": "module"})
+        for i in range(4)
+    ]
+    model = CallRowView.decode({"name": "Net", "cls": "Net", "kind": "module", "phase": "forward"})
     pipeline, forward = group_runs([*items, model])
     assert pipeline == items and forward is model
     assert group_label(pipeline) == "data pipeline"
@@ -33,12 +37,15 @@ async def test_roots_show_the_model_and_fold_repeated_siblings(run_dir: Path):
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         tree = page.calls.call_tree
-        kinds = [(n.data.kind, n.data.text or n.data.row.get("name")) for n in tree.root.children]
+        kinds = [
+            (n.data.kind, n.data.text or getattr(n.data.call, "name", None))
+            for n in tree.root.children
+        ]
         assert ("call", "ShapesCNN") in kinds
         group = next(n for n in tree.root.children if n.data.kind == "group")
         assert group.data.text == "ShapesDataset.__getitem__"
         assert len(group.data.rows) == 3  # the kept samples; later items run unobserved
-        assert tree.cursor_node.data.row.get("name") == "ShapesCNN"
+        assert getattr(tree.cursor_node.data.call, "name", None) == "ShapesCNN"
 
 
 async def test_the_model_opens_on_its_layers_and_h_collapses_back(run_dir: Path):
@@ -51,13 +58,15 @@ async def test_the_model_opens_on_its_layers_and_h_collapses_back(run_dir: Path)
         await pilot.press("l")  # onto the first child
         await wait_for(
             pilot,
-            lambda: page.calls.call_tree.cursor_node.data.row.get("name") == "features",
+            lambda: getattr(page.calls.call_tree.cursor_node.data.call, "name", None) == "features",
             "cursor on features",
         )
         await pilot.press("h")  # back to the parent
         await wait_for(
             pilot,
-            lambda: page.calls.call_tree.cursor_node.data.row.get("name") == "ShapesCNN",
+            lambda: (
+                getattr(page.calls.call_tree.cursor_node.data.call, "name", None) == "ShapesCNN"
+            ),
             "cursor back on ShapesCNN",
         )
         await pilot.press("h")  # collapse it
@@ -164,10 +173,10 @@ async def test_search_then_enter_reveals_a_deep_call_in_the_tree(run_dir: Path):
         tree = page.calls.call_tree
         await wait_for(
             pilot,
-            lambda: tree.cursor_node.data.row.get("name") == "features.1.0",
+            lambda: getattr(tree.cursor_node.data.call, "name", None) == "features.1.0",
             "the hit revealed in the tree",
         )
-        assert [n.data.row.get("name") for n in _ancestors(tree.cursor_node)] == [
+        assert [getattr(n.data.call, "name", None) for n in _ancestors(tree.cursor_node)] == [
             "features.1",
             "features",
             "ShapesCNN",
@@ -204,12 +213,12 @@ async def test_a_node_with_thousands_of_children_loads_a_page_at_a_time():
         page = await open_explore(pilot)
         tree = page.calls.call_tree
         blocks = await wait_for(pilot, lambda: node_named(page, "blocks"), "the blocks module")
-        model = tree.cursor_node.data.row["id"]
+        model = tree.cursor_node.data.call.id
         # The roots, then the model's own children (it opens on its layers); nothing deeper.
         assert client.pages == [(-1, 0), (model, 0)]
         tree.move_cursor(blocks)
         await pilot.press("l")
-        await wait_for(pilot, lambda: (blocks.data.row["id"], 0) in client.pages, "the first page")
+        await wait_for(pilot, lambda: (blocks.data.call.id, 0) in client.pages, "the first page")
         group = await wait_for(
             pilot, lambda: blocks.children and blocks.children[0], "the first page rows"
         )
@@ -218,7 +227,7 @@ async def test_a_node_with_thousands_of_children_loads_a_page_at_a_time():
         assert more.data.kind == "more" and "2800 more" in more.data.text
         tree.move_cursor(more)
         await wait_for(
-            pilot, lambda: (blocks.data.row["id"], PAGE) in client.pages, "the second page"
+            pilot, lambda: (blocks.data.call.id, PAGE) in client.pages, "the second page"
         )
         assert app.internal_errors == []
 

@@ -45,7 +45,7 @@ async def test_enter_on_an_annotated_line_selects_its_call(run_dir: Path):
             lambda: page.selection and page.selection.call == call,
             "the line's call selected",
         )
-        assert page.calls.call_tree.cursor_node.data.row.get("id") == call
+        assert getattr(page.calls.call_tree.cursor_node.data.call, "id", None) == call
 
 
 async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: Path):
@@ -80,7 +80,7 @@ async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: 
         await pilot.press("enter")
         await wait_for(
             pilot,
-            lambda: page.calls.call_tree.cursor_node.data.row.get("id") == first["id"],
+            lambda: getattr(page.calls.call_tree.cursor_node.data.call, "id", None) == first["id"],
             "the row's call revealed in the tree",
         )
 

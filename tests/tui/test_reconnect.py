@@ -75,7 +75,7 @@ async def test_a_drop_greys_the_page_and_r_restores_run_batch_sample_and_selecti
             lambda: (
                 tree.batch_index == before[1]
                 and page.selection.call == before[3]
-                and tree.cursor_node.data.row.get("id") == before[3]
+                and getattr(tree.cursor_node.data.call, "id", None) == before[3]
                 and page.inspector.cards
                 and all(c.ref for c in page.inspector.cards)
             ),

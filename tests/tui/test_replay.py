@@ -42,9 +42,7 @@ async def seek_to(pilot, page, name: str, kind: str = "layer"):
     """Seek to the first event of ``kind`` named ``name``; the event."""
     rec = page.recording
     seq = next(
-        s
-        for s in range(rec.total)
-        if (e := rec.event(s)) and e["kind"] == kind and e["name"] == name
+        s for s in range(rec.total) if (e := rec.event(s)) and e.kind == kind and e.name == name
     )
     page.seek(seq)
     await pilot.pause()
@@ -94,9 +92,9 @@ async def test_arrows_step_one_event_and_n_jumps_by_phase(run_dir: Path):
         assert page.cursor == 1
         await pilot.press("n")
         forward = next(r for r in page.recording.outline if r["phase"] == "forward")
-        assert page.cursor == forward["start"] and page.current_event()["phase"] == "forward"
+        assert page.cursor == forward["start"] and page.current_event().phase == "forward"
         await pilot.press("n")
-        assert page.current_event()["phase"] == "loss"
+        assert page.current_event().phase == "loss"
         await pilot.press("N")
         assert page.cursor == forward["start"]
         await pilot.press("end")
@@ -120,8 +118,8 @@ async def test_step_size_cycles_layer_call_phase_and_batch(run_dir: Path):
         assert page.cursor == page.recording.outline[1]["start"]
         await pilot.press("z", "right")
         assert page.size_name == "batch"
-        assert page.current_event()["batch"] == page.recording.batches[1]["batch"]
-        assert page.current_event()["kind"] == "batch"
+        assert page.current_event().batch == page.recording.batches[1]["batch"]
+        assert page.current_event().kind == "batch"
         assert "step batch" in screen_text(app)
 
 
@@ -176,7 +174,7 @@ async def test_enter_opens_the_current_layer_in_explore(run_dir: Path):
         explore = await wait_for(pilot, app.explore_page, "Explore built")
         await wait_for(
             pilot,
-            lambda: explore.selection and explore.selection.call == event["call"],
+            lambda: explore.selection and explore.selection.call == event.call,
             "the layer selected in Explore",
         )
 
@@ -194,7 +192,7 @@ async def test_brackets_follow_another_sample_everywhere(run_dir: Path):
         await wait_for(pilot, lambda: page.recording.sample == 1, "events for sample 1")
         view = page.query_one(OnImageView)
         await wait_for(pilot, lambda: view.shown_layer and view.shown_layer.sample == 1, "the view")
-        assert page.current_event()["name"] == "features.0.0"  # the same moment, another sample
+        assert page.current_event().name == "features.0.0"  # the same moment, another sample
         card = page.query_one(InputCard)
         await wait_for(pilot, lambda: card.pipeline and card.pipeline["sample"] == 1, "its input")
 
@@ -223,12 +221,12 @@ async def test_result_card_appears_at_the_loss_with_prediction_and_losses(run_di
         result = page.query_one(ResultCard)
         assert not result.reached
         await pilot.press("n", "n")
-        assert page.current_event()["phase"] == "loss"
+        assert page.current_event().phase == "loss"
         await wait_for(pilot, lambda: result.table, "the sample's result")
         text = screen_text(app)
         assert "predicted" in text and "p(target)" in text and "batch loss" in text
         await pilot.press("n", "n")
-        assert page.current_event()["kind"] == "update"
+        assert page.current_event().kind == "update"
         text = screen_text(app)
         assert "‖Δw‖/‖w‖" in text and "lr 0.05" in text
         # An update is of a training batch: its input stays, and it opens nothing.
@@ -314,8 +312,8 @@ async def test_a_text_model_paints_its_tokens_with_the_layers_strength_and_label
         await wait_for(pilot, lambda: view.kind == "text" and view.drawn, "the tokens")
         reply = view._last
         assert reply["tokens"][0] == "<bos>" and len(reply["strength"]) == len(reply["tokens"])
-        chunk = RunReader(lm_run).batch(page.current_event()["batch"])
-        out = chunk.array(page.current_event()["tensor"])[0].astype(np.float64)
+        chunk = RunReader(lm_run).batch(page.current_event().batch)
+        out = chunk.array(page.current_event().tensor)[0].astype(np.float64)
         per_position = np.abs(out.reshape(out.shape[0], -1)).mean(axis=1)
         unit = (per_position - per_position.min()) / np.ptp(per_position)
         np.testing.assert_allclose(reply["strength"], unit[: len(reply["tokens"])], atol=1e-5)
@@ -364,28 +362,28 @@ async def test_o_opens_a_light_group_into_its_calls_and_closes_it(gapped_run: Pa
     app = make_app(gapped_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
-        assert page.current_event()["batch"] == app.opening_batch() != app.batch_indices[0]
+        assert page.current_event().batch == app.opening_batch() != app.batch_indices[0]
         await pilot.press("comma")  # the evaluation before training starts is one key back
-        await wait_for(pilot, lambda: page.current_event()["kind"] == "light", "the group")
+        await wait_for(pilot, lambda: page.current_event().kind == "light", "the group")
         closed = page.recording.total
         group = page.current_event()
-        assert group["kind"] == "light" and not group["open"]
+        assert group.kind == "light" and not group.open
         assert "o opens" in screen_text(app)
         await pilot.press("o")
         await wait_for(pilot, lambda: page.recording.total > closed, "the group's calls")
-        assert page.current_event()["kind"] == "light" and page.current_event()["open"]
+        assert page.current_event().kind == "light" and page.current_event().open
         await pilot.press("right")
         event = page.current_event()
-        assert event["kind"] == "layer" and event["group"] == group["group"]
+        assert event.kind == "layer" and event.group == group.group
         text = screen_text(app)
         assert "in a light group, no gradients" in text and "o closes" in text
         await pilot.press("space")  # playback steps through the calls too
         await wait_for(pilot, lambda: page.cursor >= 3, "playback through the group")
         await pilot.press("space")
-        assert page.current_event()["group"] == group["group"]
+        assert page.current_event().group == group.group
         await pilot.press("o")
         await wait_for(pilot, lambda: page.recording.total == closed, "the group closed")
-        assert page.cursor == 0 and page.current_event()["kind"] == "light"
+        assert page.cursor == 0 and page.current_event().kind == "light"
         await pilot.press("enter")  # enter on the group's event opens it too
         await wait_for(pilot, lambda: page.recording.total > closed, "opened by enter")
         assert app.internal_errors == []
@@ -434,7 +432,7 @@ async def test_a_run_still_being_written_plays_what_exists(run_dir: Path, tmp_pa
         await wait_for(pilot, lambda: "the run is running" in screen_text(app), "the missing line")
         assert page.recording.total > 0
         await pilot.press("n")
-        assert page.current_event()["phase"] == "forward"
+        assert page.current_event().phase == "forward"
 
 
 CRASHES_MID_FORWARD = """
@@ -495,7 +493,7 @@ async def test_a_batch_that_crashed_mid_forward_plays_what_exists_and_says_why(
         assert "Traceback" not in screen_text(app) and " more)" not in screen_text(app)
         await pilot.press("end")
         last = page.current_event()
-        assert (last["batch"], last["kind"], last["name"]) == (1, "layer", "conv")
+        assert (last.batch, last.kind, last.name) == (1, "layer", "conv")
         view = page.query_one(OnImageView)
         await picture_drawn(pilot, view)  # the crashed batch's layers still show their values
         assert "mean over channels" in screen_text(app)
@@ -562,8 +560,8 @@ async def test_a_nan_run_opens_on_the_first_non_finite_value(tmp_path: Path):
         assert origin["batch"] == 1 and origin["origin"]["call"] is not None
         event = await wait_for(
             pilot,
-            lambda: (e := page.current_event()) and e.get("call") == origin["origin"]["call"] and e,
+            lambda: (e := page.current_event()) and e.call == origin["origin"]["call"] and e,
             "the Shaky call of batch 1",
         )
-        assert event["batch"] == 1 and app.batch == 1
+        assert event.batch == 1 and app.batch == 1
         assert "Shaky" in screen_text(app)

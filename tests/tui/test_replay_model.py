@@ -3,7 +3,8 @@ on a hand-made outline of two batches."""
 
 from __future__ import annotations
 
-from tvis.tui.replay_model import PAGE, Recording
+from tvis.agent.replies import ReplayAnswer
+from tvis.tui.replay_model import PAGE, Place, Recording
 from tvis.tui.widgets.layer_stack import log_fraction
 
 PHASES = [("data", 2), ("forward", 3), ("loss", 1), ("backward", 3), ("optimizer", 1)]
@@ -20,7 +21,7 @@ def recording() -> Recording:
                 call = 100 + i if phase in ("forward", "backward") else None
                 events.append({"seq": len(events), "phase": phase, "batch": batch, "call": call})
     reply = {"total": len(events), "outline": outline, "batches": batches, "events": events}
-    return Recording.from_reply(reply)
+    return Recording.from_reply(ReplayAnswer.decode(reply))
 
 
 def test_layer_steps_move_one_event_and_stop_at_the_ends():
@@ -46,14 +47,14 @@ def test_batch_steps_land_on_batch_starts():
 
 def test_find_keeps_the_same_call_in_another_event_list():
     rec = recording()
-    assert rec.find({"batch": 1, "phase": "backward", "call": 101}) == 17
-    assert rec.find({"batch": 1, "phase": "loss", "call": 7}) == 15  # no such call: its run
-    assert rec.find({"batch": 5, "phase": "data"}) == 0
+    assert rec.find(Place(1, "backward", 101)) == 17
+    assert rec.find(Place(1, "loss", 7)) == 15  # no such call: its run
+    assert rec.find(Place(5, "data")) == 0
 
 
 def test_pages_not_fetched_are_asked_for_around_the_cursor():
-    rec = Recording.from_reply({"total": PAGE * 3, "events": [{"seq": 0}]})
-    assert rec.event(0) == {"seq": 0} and rec.event(PAGE) is None
+    rec = Recording.from_reply(ReplayAnswer.decode({"total": PAGE * 3, "events": [{"seq": 0}]}))
+    assert rec.event(0).seq == 0 and rec.event(PAGE) is None
     assert rec.missing_pages(0) == [1]
     assert rec.missing_pages(PAGE * 2 + 5) == [2]
 

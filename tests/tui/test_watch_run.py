@@ -71,23 +71,23 @@ async def test_replay_opens_on_the_call_where_the_nan_appeared(watched):
     async with app.run_test(size=(120, 40)) as pilot:
         await goto_page(pilot, "replay")
         target = opening_event(app.run_info)
-        assert target["phase"] == "forward"
-        assert app.batch == target["batch"] == app.run_info["batches"][-1]["index"]
+        assert target.phase == "forward"
+        assert app.batch == target.batch == app.run_info["batches"][-1]["index"]
         page = app.screen
         await wait_for(pilot, lambda: page.recording, "the replay events")
         event = page.current_event()
-        assert event["batch"] == target["batch"] and event["phase"] == "forward"
+        assert event.batch == target.batch and event.phase == "forward"
         assert app.batch_info["step"] == 41
-        assert target["call"] is not None  # the div in unit_rows
+        assert target.call is not None  # the div in unit_rows
         # At layer detail the function is not an event: the first layer after it is.
         forward = [
             page.recording.event(s)
             for r in page.recording.outline
-            if r["batch"] == target["batch"] and r["phase"] == "forward"
+            if r["batch"] == target.batch and r["phase"] == "forward"
             for s in range(r["start"], r["start"] + r["count"])
         ]
-        after = [e["call"] for e in forward if e and (e.get("call") or -1) >= target["call"]]
-        assert event["call"] == after[0]
+        after = [e.call for e in forward if e and (e.call or -1) >= target.call]
+        assert event.call == after[0]
 
 
 async def test_explore_opens_on_the_call_where_the_nan_appeared(watched):
@@ -99,10 +99,12 @@ async def test_explore_opens_on_the_call_where_the_nan_appeared(watched):
         tree = page.calls.call_tree
         await wait_for(
             pilot,
-            lambda: tree.cursor_node and tree.cursor_node.data.row.get("id") == target["call"],
+            lambda: (
+                tree.cursor_node and getattr(tree.cursor_node.data.call, "id", None) == target.call
+            ),
             "the cursor on the NaN's call",
         )
-        assert tree.cursor_node.data.row.get("name") == "unit_rows"
+        assert getattr(tree.cursor_node.data.call, "name", None) == "unit_rows"
 
 
 def test_ls_shows_watch_runs_with_steps_and_anomaly(watched):

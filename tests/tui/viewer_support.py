@@ -106,6 +106,6 @@ async def goto_page(pilot, page_id: str) -> None:
 def node_named(page, name: str):
     """The loaded tree row of the call named ``name``."""
     for node in page.calls.call_tree.call_nodes():
-        if node.data.row.get("name") == name:
+        if getattr(node.data.call, "name", None) == name:
             return node
     return None

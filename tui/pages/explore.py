@@ -9,12 +9,13 @@ names every pane with its key; a pane fetches its data only while it is visible.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
@@ -75,7 +76,7 @@ class PaneBar(Static):
 class ExplorePage(Asks, Screen):
     """The Explore page."""
 
-    BINDINGS = keys.EXPLORE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.EXPLORE]
 
     DEFAULT_CSS = """
     ExplorePage #panes { height: 1fr; }
@@ -107,7 +108,7 @@ class ExplorePage(Asks, Screen):
             yield self._kept(Inspector(id="inspector"))
 
     def _kept(self, pane: Widget) -> Widget:
-        self._panes[pane.id] = pane
+        self._panes[pane.id or ""] = pane
         return pane
 
     def _build_pane(self, name: str) -> Widget:
@@ -129,18 +130,22 @@ class ExplorePage(Asks, Screen):
         self._batch_changed()
         self.calls.call_tree.focus()
         event = opening_event(self.app.run_info)  # a watched run opens on its anomaly
-        if event and event.get("call") is not None and event["batch"] == self.app.batch:
-            self._reveal(event["batch"], event["call"], None)
+        if event and event.call is not None and event.batch == self.app.batch:
+            self._reveal(event.batch, event.call, None)
 
     # -- panes ---------------------------------------------------------------------------
 
     @property
     def calls(self) -> CallsPane:
-        return self._panes["calls"]
+        pane = self._panes["calls"]
+        assert isinstance(pane, CallsPane)
+        return pane
 
     @property
     def inspector(self) -> Inspector:
-        return self._panes["inspector"]
+        pane = self._panes["inspector"]
+        assert isinstance(pane, Inspector)
+        return pane
 
     def visible_panes(self) -> list[str]:
         if self.layout_name == "wide":
@@ -165,7 +170,7 @@ class ExplorePage(Asks, Screen):
         }
         if name in targets:
             return self.query_one(targets[name])
-        return self._pane(name)
+        return self._pane(name) or self.calls.call_tree
 
     async def _apply_layout(self) -> None:
         visible = self.visible_panes()
@@ -318,7 +323,8 @@ class ExplorePage(Asks, Screen):
         if step is None:
             self.notify("this batch belongs to no recorded optimizer step", timeout=4)
             self.mode = "batch"
-            self.calls.call_tree.show_batch(self.app.run_name, self.app.batch)
+            if self.app.run_name is not None:
+                self.calls.call_tree.show_batch(self.app.run_name, self.app.batch)
             return
         self._load_step_tree(step)
 
@@ -327,6 +333,8 @@ class ExplorePage(Asks, Screen):
         self.ask("step", tag="step-tree", run=self.app.run_name, step=step)
 
     def _step_arrived(self, record: dict[str, Any]) -> None:
+        if self.app.run_name is None:
+            return
         info = record.get("step") or {}
         wanted = set(info.get("batches") or [])
         batches = [
@@ -391,9 +399,12 @@ class ExplorePage(Asks, Screen):
     @work(exclusive=True, group="reveal", exit_on_error=False)
     async def _reveal(self, batch: int, call: int, path: list[int] | None) -> None:
         if path is None:
+            source = self.app.data
+            if source is None:
+                return  # not connected yet: nothing to find it in
             try:
                 record = await asyncio.to_thread(
-                    self.app.data.call, "call", run=self.app.run_name, batch=batch, call=call
+                    source.call, "call", run=self.app.run_name, batch=batch, call=call
                 )
             except Exception as e:
                 self.notify(

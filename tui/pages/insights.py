@@ -4,10 +4,11 @@ what it needs; otherwise its key shows one sentence saying why."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
@@ -62,7 +63,9 @@ class ViewBar(AgentPane):
 
     def answered(self, tag: str, result: Any) -> None:
         self.found, self.error = result, None
-        self.app.call_later(self.screen.insights_found, result)
+        page = self.screen
+        if isinstance(page, InsightsPage):
+            self.app.call_later(page.insights_found, result)
 
     def failed(self, tag: str, message: str) -> None:
         self.error = message
@@ -72,7 +75,7 @@ class ViewBar(AgentPane):
 class InsightsPage(Screen):
     """Attention · Grad-CAM · Embeddings for the open run."""
 
-    BINDINGS = keys.INSIGHTS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.INSIGHTS]
 
     DEFAULT_CSS = """
     InsightsPage #insights-body { height: 1fr; }

@@ -14,11 +14,13 @@ from __future__ import annotations
 import errno
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -93,7 +95,7 @@ class Request:
 class LivePage(Screen):
     """The Live page, receiving on ``address`` (``HOST:PORT``; port 0 picks a free one)."""
 
-    BINDINGS = keys.LIVE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.LIVE]
 
     DEFAULT_CSS = """
     LivePage #live-status { height: 1; background: $boost; }
@@ -240,6 +242,8 @@ class LivePage(Screen):
 
     @work(thread=True, group="live-view")
     def _build(self, request: Request) -> None:
+        if self.server is None:
+            return
         try:
             view = build_view(self.server, request, self._details)
         except Exception as exc:
@@ -370,7 +374,12 @@ def _detail(entry: Entry, entries: list[Entry], index: int, request: Request, no
         f"{_shape(entry)} {entry.dtype} · from {origin} · {now - entry.sent:.1f}s ago"
     )
     digest = entry.digest()
-    if isinstance(entry.value, Array) and entry.value.data.size > 1 and digest.min is not None:
+    if (
+        isinstance(entry.value, Array)
+        and entry.value.data.size > 1
+        and digest.min is not None
+        and digest.max is not None
+    ):
         stats = (
             f"min {digest.min:.4g}  max {digest.max:.4g}  mean {digest.mean:.4g}  "
             f"std {digest.std:.4g}  norm {digest.scalar:.4g}  non-finite {digest.nonfinite}"

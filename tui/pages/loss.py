@@ -10,12 +10,13 @@ sized to what one screen shows.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive, var
 from textual.screen import Screen
@@ -24,11 +25,17 @@ from textual.widgets import DataTable, Static
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
+from tvis.tui.picture.colormaps import Depth
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.sparkline import sparkline
 from tvis.tui.widgets.watch_curve import WatchCurve
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 
 WORST_ROWS = 64
 """Samples listed per batch: the worst screenful and then some; the rest are no worse."""
@@ -154,6 +161,9 @@ class LossCurve(AgentPane):
 class WorstTable(ListTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
 
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
 
@@ -180,7 +190,7 @@ class WorstTable(ListTable):
             self.app.sample = int(event.row_key.value)
 
 
-def token_legend(mean: float, span: float, depth: str) -> Text:
+def token_legend(mean: float, span: float, depth: Depth) -> Text:
     """The diverging scale the tokens are coloured on, around the batch's mean loss."""
     ramp = np.linspace(mean - span, mean + span, 16)[None, :]
     rgb = to_rgb(ramp, Scale(mean - span, mean + span, True), SIGNED, depth)[0]
@@ -195,7 +205,7 @@ def token_legend(mean: float, span: float, depth: str) -> Text:
 
 
 def token_text(
-    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: str
+    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: Depth
 ) -> Text:
     """The target tokens, each on the colour of its loss; padding struck out; the cursor's
     token reversed."""
@@ -470,6 +480,7 @@ class LossView(AgentPane):
         if found is None:
             return
         matrix, classes, names = found
+        assert self.detail is not None  # a matrix is found in the detail on screen
         confusion = self.detail["confusion"]
         scope = (
             f"{len(confusion.get('batches') or [])} training batches, "
@@ -555,7 +566,10 @@ class LossView(AgentPane):
 class LossPage(Screen):
     """The Loss page."""
 
-    BINDINGS = keys.LOSS
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.LOSS]
 
     DEFAULT_CSS = """
     LossPage #loss-title { height: 1; padding: 0 1; }

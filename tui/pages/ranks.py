@@ -11,16 +11,18 @@ parameter's gradient norm per rank at the step of the open batch (``rank_params`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
+from tvis.agent.replies import RankParamsReply, RankRow, RanksReply
 from tvis.tui import colors, keys
 from tvis.tui.pane import Asks
 
@@ -64,11 +66,11 @@ class RankBar(Static):
 class RanksPage(Asks, Screen):
     """Every rank of the open run's group compared."""
 
-    BINDINGS = keys.RANKS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.RANKS]
 
     def __init__(self) -> None:
         super().__init__()
-        self.reply: dict[str, Any] | None = None
+        self.reply: RanksReply | None = None
 
     def compose(self) -> ComposeResult:
         yield RankBar(id="rank-bar")
@@ -100,7 +102,7 @@ class RanksPage(Asks, Screen):
     def _load_params(self, run: str, step: int | None) -> None:
         self.ask("rank_params", tag="params", run=run, step=step or 0, limit=PARAM_ROWS)
 
-    def answered(self, tag: str, result: dict[str, Any]) -> None:
+    def answered(self, tag: str, result: Any) -> None:  # RanksReply or RankParamsReply
         if tag == "ranks":
             self._show(result)
         else:
@@ -116,30 +118,30 @@ class RanksPage(Asks, Screen):
 
     def _draw_bar(self) -> None:
         info = self.app.run_info or {}
-        rows = {r["rank"]: r for r in (self.reply or {}).get("ranks") or []}
+        rows = {r["rank"]: dict(r) for r in self.reply["ranks"]} if self.reply else {}
         self.query_one(RankBar).show(info.get("ranks") or [], self.app.run_name, rows)
 
-    def _show(self, reply: dict[str, Any]) -> None:
+    def _show(self, reply: RanksReply) -> None:
         self.reply = reply
         self._draw_bar()
         self.query_one("#ranks-summary", Static).update(summary(reply))
         self.query_one("#ranks-table", Static).update(rank_table(reply))
         self.query_one("#ranks-loss", Static).update(loss_table(reply))
 
-    def _show_params(self, reply: dict[str, Any]) -> None:
+    def _show_params(self, reply: RankParamsReply) -> None:
         self.query_one("#ranks-params", Static).update(param_table(reply))
 
     # -- actions ---------------------------------------------------------------------------
 
     def action_first_failure(self) -> None:
         """Show the rank that failed first on its own."""
-        failed = (self.reply or {}).get("first_failure")
+        failed = self.reply["first_failure"] if self.reply else None
         for entry in (self.app.run_info or {}).get("ranks") or []:
             if entry["rank"] == failed and entry["run"] != self.app.run_name:
                 self.app.open_run(entry["run"])
 
 
-def summary(reply: dict[str, Any]) -> Group:
+def summary(reply: RanksReply) -> Group:
     """The findings, one line each, worst first."""
     lines: list[Text] = []
     rows = reply.get("ranks") or []
@@ -149,7 +151,7 @@ def summary(reply: dict[str, Any]) -> Group:
     lines.append(head)
     failed = reply.get("first_failure")
     if failed is not None:
-        row = next((r for r in rows if r["rank"] == failed), {})
+        row: RankRow = next((r for r in rows if r["rank"] == failed), RankRow())
         if row.get("status") == "complete":  # it left while its peers still waited on it
             lines.append(
                 Text(
@@ -221,7 +223,7 @@ def summary(reply: dict[str, Any]) -> Group:
     return Group(*lines)
 
 
-def rank_table(reply: dict[str, Any]) -> Table:
+def rank_table(reply: RanksReply) -> Table:
     """Per rank: status, what it recorded, and mean ms per batch in each phase."""
     table = Table(title="time per phase (ms per batch)", title_justify="left", expand=False)
     table.add_column("rank", justify="right")
@@ -233,8 +235,8 @@ def rank_table(reply: dict[str, Any]) -> Table:
             colors.phase_label(phase), justify="right", style=colors.phase_color(phase)
         )
     table.add_column("total", justify="right")
-    slow = (reply.get("straggler") or {}).get("rank")
-    for row, phases in zip(reply.get("ranks") or [], reply.get("phases") or [], strict=False):
+    slow = (reply["straggler"] or {}).get("rank")
+    for row, phases in zip(reply["ranks"], reply["phases"], strict=False):
         status = row.get("status", "")
         table.add_row(
             str(row["rank"]),
@@ -247,29 +249,27 @@ def rank_table(reply: dict[str, Any]) -> Table:
     return table
 
 
-def loss_table(reply: dict[str, Any]) -> Table:
+def loss_table(reply: RanksReply) -> Table:
     """Loss per step, one column per rank."""
-    ranks = [r["rank"] for r in reply.get("ranks") or []]
+    ranks = [r["rank"] for r in reply["ranks"]]
     table = Table(title="loss per step", title_justify="left", expand=False)
     table.add_column("step", justify="right")
     for rank in ranks:
         table.add_column(f"rank {rank}", justify="right", style=colors.PHASE["loss"])
     table.add_column("spread", justify="right")
-    for row in reply.get("loss") or []:
+    for row in reply["loss"]:
         values = [v for v in row["losses"] if isinstance(v, (int, float))]
         spread = max(values) - min(values) if len(values) > 1 else None
         table.add_row(str(row["step"]), *(_num(v) for v in row["losses"]), _num(spread))
     return table
 
 
-def param_table(reply: dict[str, Any]) -> Table:
+def param_table(reply: RankParamsReply) -> Table:
     """Every parameter's gradient norm per rank at one step; differing rows marked."""
-    ranks = reply.get("ranks") or []
-    total = reply.get("total", 0)
-    rows = reply.get("rows") or []
+    ranks, total, rows = reply["ranks"], reply["total"], reply["rows"]
     more = f" (first {len(rows)} of {total})" if total > len(rows) else ""
     table = Table(
-        title=f"gradients after the all-reduce, step {reply.get('step')}{more}",
+        title=f"gradients after the all-reduce, step {reply['step']}{more}",
         title_justify="left",
         expand=False,
     )
@@ -278,7 +278,7 @@ def param_table(reply: dict[str, Any]) -> Table:
         table.add_column(f"‖grad‖ r{rank}", justify="right")
     table.add_column("same")
     for row in rows:
-        same = row.get("same")
+        same = row["same"]
         mark = Text("=", style=colors.GOOD) if same else Text("≠", style=colors.BAD)
         if same is None:
             mark = Text("no grad" if not any(row["has_grad"]) else "—", style=colors.MUTED)

@@ -14,17 +14,19 @@ columns); one line saying what the recording lacks.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from tvis.agent.replies import ReplayAnswer, ReplayDetail, ReplayEvent, replay_query
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
 from tvis.tui.anomaly_start import opening_event, opening_seq
@@ -34,6 +36,7 @@ from tvis.tui.replay_model import (
     SPEEDS,
     STEP_SIZES,
     Pace,
+    Place,
     Recording,
     first_nonfinite,
 )
@@ -41,6 +44,11 @@ from tvis.tui.widgets.layer_stack import LayerStack
 from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
 from tvis.tui.widgets.replay_cards import InputCard, ResultCard, update_text
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 
 COMPACT_BELOW = 100
 """Columns below which the cards fold into one summary line (80×24 stays readable)."""
@@ -65,19 +73,13 @@ class EventFeed(AgentPane):
     def render(self) -> Text:
         return self.line
 
-    def load(self, run: str, sample: int, detail: str, expand: list[int], offset: int = 0) -> None:
-        self.ask(
-            "replay",
-            tag=f"page:{offset // PAGE}" if offset else "first",
-            run=run,
-            sample=sample,
-            detail=detail,
-            offset=offset,
-            limit=PAGE,
-            expand=expand,
-        )
+    def load(
+        self, run: str, sample: int, detail: ReplayDetail, expand: list[int], offset: int = 0
+    ) -> None:
+        query = replay_query(run, sample, detail, expand, offset)
+        self.ask("replay", tag=f"page:{offset // PAGE}" if offset else "first", **query)
 
-    def answered(self, tag: str, result: dict[str, Any]) -> None:
+    def answered(self, tag: str, result: ReplayAnswer) -> None:
         page = self.screen
         if isinstance(page, ReplayPage):
             page.events_arrived(tag, result)
@@ -91,7 +93,10 @@ class EventFeed(AgentPane):
 class ReplayPage(PlaceKeys, Screen):
     """The Replay page."""
 
-    BINDINGS = [*keys.REPLAY, *keys.LAYER_VIEWS]
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.REPLAY, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
     ReplayPage #body { height: 1fr; }
@@ -121,11 +126,11 @@ class ReplayPage(PlaceKeys, Screen):
         self.ended = False
         self._timer: Timer | None = None
         self._asked_pages: set[int] = set()
-        self._keep: dict[str, Any] | None = None  # the event to land on after a reload
-        self._opening: dict[str, Any] | None = None  # a watched run's anomaly, at first load
+        self._keep: ReplayEvent | Place | None = None  # the event to land on after a reload
+        self._opening: Place | None = None  # a watched run's anomaly, at first load
         self._note = ""
         self._texts: dict[str, Text] = {}
-        self._origin: dict[str, Any] | None = None  # the NaN origin to open on, until found
+        self._origin: Place | None = None  # the NaN origin to open on, until found
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -158,7 +163,7 @@ class ReplayPage(PlaceKeys, Screen):
 
     # -- the recording -----------------------------------------------------------------------
 
-    def _detail(self) -> str:
+    def _detail(self) -> ReplayDetail:
         return "call" if self.size_name == "call" else "layer"
 
     def _reload(self, *_: Any) -> None:
@@ -181,8 +186,8 @@ class ReplayPage(PlaceKeys, Screen):
         if self.recording is not None and self.app.run_status == "running":
             self._reload()
 
-    def events_arrived(self, tag: str, result: dict[str, Any]) -> None:
-        offset = int((result.get("events") or [{}])[0].get("seq", 0)) if result.get("events") else 0
+    def events_arrived(self, tag: str, result: ReplayAnswer) -> None:
+        offset = result.events[0].seq if result.events else 0
         if tag == "first":
             first = self.recording is None
             # Where the cursor is now, not where it was when asked: a poll of a run being
@@ -199,7 +204,7 @@ class ReplayPage(PlaceKeys, Screen):
             self.cursor = max(0, min(target, self.recording.total - 1))
             self._show_missing()
         elif self.recording is not None:
-            self.recording.add_page(offset, result.get("events") or [])
+            self.recording.add_page(offset, result.events)
             if self._origin is not None:  # its page came: from its phase to its call
                 self.cursor = self._seek_origin(self.cursor)
         self.frame()
@@ -208,9 +213,9 @@ class ReplayPage(PlaceKeys, Screen):
         """Where the first non-finite value arose (``otherwise`` in a run without one);
         the origin is forgotten once its exact event is found or the user moves."""
         origin, rec = self._origin, self.recording
-        if origin is None or rec is None:
+        if origin is None or rec is None or origin.batch is None:
             return otherwise
-        seq, exact = rec.find_call(origin["batch"], origin.get("call"), origin.get("phase"))
+        seq, exact = rec.find_call(origin.batch, origin.call, origin.phase)
         if exact:
             self._origin = None
         return seq
@@ -225,7 +230,7 @@ class ReplayPage(PlaceKeys, Screen):
                 feed = self.query_one(EventFeed)
                 feed.load(run, rec.sample, rec.detail, sorted(self.expanded), page * PAGE)
 
-    def current_event(self) -> dict[str, Any] | None:
+    def current_event(self) -> ReplayEvent | None:
         return self.recording.event(self.cursor) if self.recording else None
 
     # -- one frame -----------------------------------------------------------------------------
@@ -239,23 +244,23 @@ class ReplayPage(PlaceKeys, Screen):
         event = self.current_event()
         if rec is None or run is None or event is None:
             return
-        batch, sample = event.get("batch"), self.app.sample
+        batch, sample = event.batch, self.app.sample
         events = rec.batch_events(batch)
         stack = self.query_one(LayerStack)
         stack.load(run, batch, sample, events)
         stack.show(event)
-        phase, kind = event.get("phase"), event.get("kind")
-        if event.get("group") is not None:  # a light group has no input or loss of its own
+        phase, kind = event.phase, event.kind
+        if event.group is not None:  # a light group has no input or loss of its own
             self.query_one(InputCard).light(batch)
             self.query_one(ResultCard).reach(False)
         else:
             self.query_one(InputCard).load(run, batch, sample)
-            self.query_one(InputCard).show_stage(event.get("call") if kind == "stage" else None)
-            row = rec.batch_row(batch) or {}
+            self.query_one(InputCard).show_stage(event.call if kind == "stage" else None)
+            row = rec.batch_row(batch)
             result = self.query_one(ResultCard)
-            result.load(run, batch, sample, row.get("loss"))
+            result.load(run, batch, sample, row["loss"] if row else None)
             result.reach(phase in ("loss", "backward", "optimizer"))
-        updates = [e for e in events if e.get("kind") == "update"]
+        updates = [e for e in events if e.kind == "update"]
         self._put("#update", update_text(updates, phase == "optimizer", 32))
         self._put("#event-title", self._event_title(event), layout=False)
         self._put("#summary", self._summary(event, updates), layout=False)
@@ -266,7 +271,7 @@ class ReplayPage(PlaceKeys, Screen):
             views.show(self._layer(event))
         elif kind == "loss":
             # The loss is computed from the model's output: show the last layer's.
-            last = [e for e in events if e.get("kind") == "layer"]
+            last = [e for e in events if e.kind == "layer"]
             if last:
                 views.show(self._layer(last[-1]))
         self._sync_batch(batch)
@@ -279,21 +284,21 @@ class ReplayPage(PlaceKeys, Screen):
             self._texts[selector] = text
             self.query_one(selector, Static).update(text, layout=layout)
 
-    def _layer(self, event: dict[str, Any]) -> Layer:
+    def _layer(self, event: ReplayEvent) -> Layer:
         return Layer(
             run=self.app.run_name or "",
-            batch=event["batch"],
-            call=event["call"],
+            batch=event.batch,
+            call=event.call if event.call is not None else -1,
             sample=self.app.sample,
-            grad=event.get("kind") == "grad",
-            tensor=event.get("tensor"),
-            name=str(event.get("name") or ""),
+            grad=event.kind == "grad",
+            tensor=event.tensor,
+            name=event.name,
         )
 
-    def _event_title(self, event: dict[str, Any]) -> Text:
-        kind, phase = event.get("kind"), event.get("phase")
+    def _event_title(self, event: ReplayEvent) -> Text:
+        kind, phase = event.kind, event.phase
         text = Text(f"{colors.phase_label(phase)} ", style=f"bold {colors.phase_color(phase)}")
-        name = str(event.get("name") or "")
+        name = event.name
         if kind == "batch":
             text.append(f"{name} loads", style="bold")
             text.append(" · the followed sample goes through its transforms", style=colors.MUTED)
@@ -302,59 +307,57 @@ class ReplayPage(PlaceKeys, Screen):
             text.append(" · its output is in the input card", style=colors.MUTED)
         elif kind == "layer":
             text.append(f"{name}", style="bold")
-            text.append(
-                f" {event.get('cls') or ''} → {fmt.shape(event.get('shape'))}", style=colors.MUTED
-            )
-            text.append(f" · mean|x| {fmt.num(event.get('absmean'))}", style=colors.MUTED)
-            if event.get("group") is not None:
+            text.append(f" {event.cls or ''} → {fmt.shape(event.shape)}", style=colors.MUTED)
+            text.append(f" · mean|x| {fmt.num(event.absmean)}", style=colors.MUTED)
+            if event.group is not None:
                 key = keys.shown(self.app, "replay.light")
                 text.append(f" · in a light group, no gradients · {key} closes", colors.MUTED)
         elif kind == "grad":
             text.append(f"dL/d {name}", style="bold")
-            text.append(f" · ‖dL/d(output)‖ {fmt.num(event.get('grad_norm'))}", style=colors.MUTED)
+            text.append(f" · ‖dL/d(output)‖ {fmt.num(event.grad_norm)}", style=colors.MUTED)
         elif kind == "loss":
-            text.append(f"{event.get('fn') or name} = {fmt.num(event.get('value'))}", style="bold")
-            text.append(f" ({event.get('reduction') or '?'} over the batch)", style=colors.MUTED)
+            text.append(f"{event.fn or name} = {fmt.num(event.value)}", style="bold")
+            text.append(f" ({event.reduction or '?'} over the batch)", style=colors.MUTED)
         elif kind == "update":
             text.append(f"{name} steps", style="bold")
             text.append(
-                f" · lr {fmt.num(event.get('lr'))} · {event.get('n_params')} parameters",
+                f" · lr {fmt.num(event.lr)} · {event.n_params} parameters",
                 style=colors.MUTED,
             )
         elif kind == "light":
             text.append(name, style="bold")
             key = keys.shown(self.app, "replay.light")
-            calls = f"{event.get('n_calls') or 0} calls"
-            if event.get("open"):
+            calls = f"{event.n_calls} calls"
+            if event.open:
                 text.append(f" · its {calls} follow, statistics only", style=colors.MUTED)
                 text.append(f" · {key} closes", style=colors.MUTED)
             else:
                 text.append(f" · {calls} in one event (statistics only)", style=colors.MUTED)
                 text.append(f" · {key} opens them", style=colors.MUTED)
-        for key in event.get("flags") or []:
+        for key in event.flags:
             flag = FLAGS.get(key)
             if flag is not None and (flag.warning or key == MIXES_SAMPLES):
                 style = colors.BAD if flag.severity == "bad" else colors.WARN
                 text.append(f"  {flag.symbol} {flag.label}".replace("   ", "  "), style=style)
         return text
 
-    def _summary(self, event: dict[str, Any], updates: list[dict[str, Any]]) -> Text:
+    def _summary(self, event: ReplayEvent, updates: list[ReplayEvent]) -> Text:
         """The cards in one line, for compact terminals."""
         result = self.query_one(ResultCard)
         text = Text(f"sample {self.app.sample}", style=colors.PHASE["data"])
         target = self.query_one(InputCard).target
         if target:
             text.append(f" · target {fmt.clip(target, 20)}")
-        table = result.table if result.reached else None
-        rows = (table or {}).get("rows") or []
+        table = (result.table if result.reached else None) or {}
+        rows = table.get("rows") or []
         row = next((r for r in rows if r.get("sample") == self.app.sample), None)
         if row is not None and table.get("kind") == "samples":
             text.append(f" → {row.get('pred_name') or row.get('pred')}", style="bold")
             text.append(f" p {fmt.num(row.get('p_target'), 2)} loss {fmt.num(row.get('loss'), 3)}")
-        if event.get("phase") == "optimizer" and updates:
-            top = (updates[0].get("top") or [{}])[0]
+        if event.phase == "optimizer" and updates and updates[0].top:
+            top = updates[0].top[0]
             text.append(
-                f" · moved most {top.get('name')} {fmt.num(top.get('ratio'), 2)}",
+                f" · moved most {top['name']} {fmt.num(top['ratio'], 2)}",
                 style=colors.PHASE["optimizer"],
             )
         return text
@@ -376,10 +379,10 @@ class ReplayPage(PlaceKeys, Screen):
 
     def _light_hint(self) -> str:
         """``o opens`` / ``o closes`` on a light group's events, for the transport line."""
-        event = self.current_event() or {}
-        if event.get("group") is None:
+        event = self.current_event()
+        if event is None or event.group is None:
             return ""
-        opened = event.get("group") in self.expanded
+        opened = event.group in self.expanded
         return f"{keys.shown(self.app, 'replay.light')} {'closes' if opened else 'opens'}"
 
     def _show_missing(self) -> None:
@@ -422,7 +425,7 @@ class ReplayPage(PlaceKeys, Screen):
         event, rec = self.current_event(), self.recording
         if rec is None or index not in self.app.batch_indices:
             return
-        if event is not None and event.get("batch") == index:
+        if event is not None and event.batch == index:
             return
         row = rec.batch_row(index)
         if row is not None:
@@ -437,7 +440,7 @@ class ReplayPage(PlaceKeys, Screen):
         requests = []
         for seq in range(self.cursor + 1, min(rec.total, self.cursor + 1 + PREFETCH * 2)):
             event = rec.event(seq)
-            if event is None or event.get("kind") not in ("layer", "grad"):
+            if event is None or event.kind not in ("layer", "grad"):
                 continue
             request = views.request(self._layer(event))
             if request is not None:
@@ -538,7 +541,7 @@ class ReplayPage(PlaceKeys, Screen):
     def action_toggle_light(self) -> None:
         """Open the light group under the cursor into its calls, or close it again."""
         event = self.current_event()
-        group = (event or {}).get("group")
+        group = event.group if event else None
         if group is None:
             return
         self.expanded ^= {group}
@@ -547,12 +550,12 @@ class ReplayPage(PlaceKeys, Screen):
     async def action_explore(self) -> None:
         event = self.current_event()
         kinds = ("layer", "grad", "loss", "stage")
-        if event and event.get("kind") == "light":
+        if event and event.kind == "light":
             self.action_toggle_light()
             return
-        if not event or event.get("call") is None or event.get("kind") not in kinds:
+        if not event or event.call is None or event.kind not in kinds:
             return
         pages = [p.id for p in self.app.pages()]
         if "explore" in pages:
             await self.app.action_page(pages.index("explore") + 1)  # builds it on first use
-            self.app.goto_call(event["batch"], event["call"])
+            self.app.goto_call(event.batch, event.call)

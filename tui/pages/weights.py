@@ -9,12 +9,13 @@ is cut down on the agent to what the pane shows (``kernel_grid``, ``matrix``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
@@ -39,6 +40,11 @@ COLUMNS = (
     ("‖grad‖", "grad"),
     ("‖Δw‖/‖w‖", "ratio"),
 )
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 """The list's headed columns and the key each sorts by."""
 
 NUMBER_COLUMNS = 44
@@ -180,7 +186,7 @@ class LayerView(AgentPane):
         yield Picture(max_rows=14, id="layer-picture")
         yield Static("", id="layer-stats")
 
-    def show(self, param: dict[str, Any], step: int, which: str) -> None:
+    def show(self, param: dict[str, Any], step: int | None, which: str) -> None:
         """Ask for ``param``'s ``which`` at ``step``: its picture and its statistics."""
         if self.param is None or param.get("name") != self.param.get("name"):
             self.set_reactive(LayerView.first_filter, 0)
@@ -398,7 +404,7 @@ class AllLayers(VerticalScroll):
         self.step: int | None = None
         self.which = "weight"
 
-    async def show(self, params: list[dict[str, Any]], step: int, which: str) -> None:
+    async def show(self, params: list[dict[str, Any]], step: int | None, which: str) -> None:
         self.step, self.which = step, which
         await self.remove_children()
         rows = []
@@ -551,7 +557,10 @@ class WeightsView(AgentPane):
 class WeightsPage(Screen):
     """The Weights page."""
 
-    BINDINGS = keys.WEIGHTS
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.WEIGHTS]
 
     DEFAULT_CSS = "WeightsPage #weights-title { height: 1; padding: 0 1; }"
 

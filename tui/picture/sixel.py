@@ -105,6 +105,8 @@ class SixelCanvas(Widget):
 
     def _sixels(self, crop: Region) -> str:
         key = (crop.x, crop.y, crop.width, crop.height)
+        if self.pixels is None:
+            return ""
         if self._encoded is None or self._encoded[0] != key:
             cw, ch = self.cell
             part = self.pixels[crop.y * ch : crop.bottom * ch, crop.x * cw : crop.right * cw]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.style import Style
@@ -30,6 +31,9 @@ from tvis.tui.picture.colormaps import Colormap, Depth, Scale
 from tvis.tui.picture.sixel import MAX_REGISTERS, SixelCanvas, colour_count
 from tvis.tui.picture.text_lines import TextLines
 from tvis.tui.steady import Steady, SteadyStatic
+
+if TYPE_CHECKING:
+    from textual_image.widget import TGPImage
 
 LABEL_CHARS = 8
 """Longest tick label drawn; tokens and class names longer than this are cut."""
@@ -140,7 +144,7 @@ class Picture(Steady, Widget):
         self._pixels = (0, 0)  # size of the last drawing, in pixels
         self._drawn_width = -1  # the widget's width when it last drew
         self._cell = (1, 2)  # pixels per cell of the last drawing (half blocks: 1×2)
-        self._graphics = None
+        self._graphics: SixelCanvas | TGPImage | None = None
         self._fitted: tuple[Depth, np.ndarray] | None = None  # a photo in the terminal's colours
         self._shape = (0, 0)  # values (or pixels) of what is drawn
 
@@ -315,6 +319,7 @@ class Picture(Steady, Widget):
         """The picture to scale (h×w×3 uint8) in ``depth``'s colours: values and mosaics
         coloured through the maps' palettes, a photo fitted to the nearest colours."""
         if content.values is not None:
+            assert content.scale is not None  # values always come with their scale
             rgb = colormaps.to_rgb(content.values, content.scale, content.cmap, depth)
             if content.masked is not None:
                 rgb[content.masked] = colormaps.masked_rgb(depth)
@@ -338,18 +343,19 @@ class Picture(Steady, Widget):
         return box_w, box_h
 
     def _paint(self, pixels: np.ndarray | None, cols: int, rows: int) -> int:
-        if self._graphics is None:
+        graphics = self._graphics
+        if graphics is None:
             strips = raster.half_block_strips(pixels) if pixels is not None else []
             self.query_one(_Cells).set_strips(strips)
             return len(strips)
         from PIL import Image
 
         if pixels is None:
-            if isinstance(self._graphics, SixelCanvas):
-                self._graphics.show(None, self._cell)
+            if isinstance(graphics, SixelCanvas):
+                graphics.show(None, self._cell)
             else:
-                self._graphics.image = None
-                self._graphics.display = False
+                graphics.image = None
+                graphics.display = False
             self.screen.refresh()
             return 0
         # Pad to the cells' exact pixel size: the picture is drawn as it is (nothing
@@ -358,7 +364,7 @@ class Picture(Steady, Widget):
         canvas = np.empty((rows * ch, cols * cw, 3), dtype=np.uint8)
         canvas[...] = self.background_colors[1].rgb
         canvas[: pixels.shape[0], : pixels.shape[1]] = pixels
-        if self._mode() == "sixel":
+        if isinstance(graphics, SixelCanvas):  # made in sixel mode (_canvas)
             if colour_count(canvas) > MAX_REGISTERS:
                 # A photo: choose its registers and dither, so it shows no bands.
                 quantized = Image.fromarray(canvas).quantize(
@@ -367,18 +373,19 @@ class Picture(Steady, Widget):
                     dither=Image.Dither.FLOYDSTEINBERG,
                 )
                 canvas = np.asarray(quantized.convert("RGB"))
-            self._graphics.show(canvas, self._cell)
+            graphics.show(canvas, self._cell)
         else:
-            self._graphics.styles.width = cols
-            self._graphics.styles.height = rows
-            self._graphics.display = True
-            self._graphics.image = Image.fromarray(canvas)
+            graphics.styles.width = cols
+            graphics.styles.height = rows
+            graphics.display = True
+            graphics.image = Image.fromarray(canvas)
         # Graphics stay on the terminal until their cells are written again, and Textual
         # writes only cells whose text changed: repaint everything so no stale pixels stay.
         self.screen.refresh()
         return rows
 
     def _outline(self, pixels: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+        assert self.cursor is not None  # drawn only under a cursor
         row, col = self.cursor
         px_h, px_w = pixels.shape[:2]
         y0, y1 = (
@@ -429,7 +436,8 @@ class Picture(Steady, Widget):
             xlabels.update("".join(line).rstrip())
 
     def _legend(self, content: _Content, width: int, depth: Depth) -> Text:
-        scale = content.scale
+        scale, values = content.scale, content.values
+        assert scale is not None and values is not None  # a legend is drawn for values
         cmap = content.cmap or (colormaps.SIGNED if scale.signed else colormaps.VALUES)
         colours = colormaps.palette(cmap, depth)
         lo, hi = fmt.num(scale.lo), fmt.num(scale.hi)
@@ -439,7 +447,6 @@ class Picture(Steady, Widget):
         for r, g, b in ramp.tolist():
             text.append(raster.LOWER_HALF, style=Style(color=f"rgb({r},{g},{b})"))
         text.append(" " + hi, style="dim")
-        values = content.values
         nan, inf = colormaps.nonfinite_rgb(depth)
         if np.isnan(values).any():
             text.append("  ■", style=Style(color="rgb({},{},{})".format(*nan)))

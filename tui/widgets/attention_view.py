@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from tvis.agent.replies import AttentionReply
 from tvis.tui import fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture, Scale, overlay
@@ -53,7 +54,7 @@ class AttentionView(AgentPane):
         self.rollout = False
         self.show_heads = False
         self.cursor = (0, 0)
-        self.reply: dict[str, Any] | None = None
+        self.reply: AttentionReply | None = None  # the ``attention`` map on screen
         self.cursor_value: float | None = None
 
     def compose(self) -> ComposeResult:
@@ -217,6 +218,8 @@ class AttentionView(AgentPane):
 
     def _draw_map(self) -> None:
         reply = self.reply
+        if reply is None:
+            return
         values = np.asarray(reply["map"], dtype=np.float32)
         shape = reply.get("shape") or list(values.shape)
         layers = reply.get("layers") or []

@@ -10,18 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual.binding import BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from tvis.agent.protocol import AgentError, ConnectionLost
+from tvis.agent.replies import CallRowView, CallsAnswer
 from tvis.tui import colors, fmt, keys, marks
 from tvis.tui.messages import Selected, Selection
 from tvis.tui.widgets.sparkline import EIGHTHS
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 
 PAGE = 200
 """Children fetched per request: several screens of rows, one small reply (~60 KB)."""
@@ -49,11 +57,12 @@ class Node:
 
     kind: str  # call | group | more | dropped | loading | batch | params | param | message
     batch: int | None = None
-    row: dict[str, Any] = field(default_factory=dict)
+    call: CallRowView | None = None  # a call row (kind call)
+    row: dict[str, Any] = field(default_factory=dict)  # a batch's BatchInfo, a ParamRecord
     parent_call: int = -1  # whose children a "more" row (or a batch row) pages through
     offset: int = 0  # for "more": where the next page starts
     loaded: bool = False
-    rows: list[dict[str, Any]] = field(default_factory=list)  # a group's members
+    rows: Sequence[CallRowView] = ()  # a group's members
     step: int | None = None
     text: str = ""
     opening: bool = False  # opened by the tree itself, on the way to the model's layers
@@ -61,6 +70,8 @@ class Node:
 
 OPENED_WRAPPERS = 3
 """At most this many containers are opened per level on the way to the first layers."""
+
+NOT_CONNECTED = "not connected to an agent yet."
 
 RATIO_HEADER = "‖Δw‖/‖w‖"
 """What the number beside each parameter in step mode is."""
@@ -73,18 +84,18 @@ def dropped_label(site: dict[str, Any]) -> str:
     return f"×{count} more {site.get('name')} (past the call cap: counted, not recorded)"
 
 
-def first_interesting(rows: list[dict[str, Any]]) -> int:
+def first_interesting(rows: Sequence[CallRowView | None]) -> int:
     """Where the cursor starts: the model's forward call if it is a root (what a user opens
     a run to see), else the first row."""
-    return next((i for i, r in enumerate(rows) if r.get("kind") == "module"), 0)
+    return next((i for i, r in enumerate(rows) if r is not None and r.kind == "module"), 0)
 
 
-def group_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any] | list[dict[str, Any]]]:
+def group_runs(rows: Sequence[CallRowView]) -> list[CallRowView | Sequence[CallRowView]]:
     """Rows with runs of repeated siblings gathered into lists: same class and either
     consecutive numbered names (``blocks.3``, ``blocks.4``) or the very same name; or
     consecutive calls of the data pipeline, whatever they are (a library dataset's items
     are each a few transform calls, not one ``__getitem__`` of the project's)."""
-    out: list[dict[str, Any] | list[dict[str, Any]]] = []
+    out: list[CallRowView | Sequence[CallRowView]] = []
     i = 0
     while i < len(rows):
         j = i + 1
@@ -98,37 +109,40 @@ def group_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any] | list[dict[st
     return out
 
 
-def _continues(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    if a.get("phase") == b.get("phase") == "data":
+def _continues(a: CallRowView, b: CallRowView) -> bool:
+    if a.phase == b.phase == "data":
         return True
-    if a.get("cls") != b.get("cls") or a.get("kind") != b.get("kind"):
+    if a.cls != b.cls or a.kind != b.kind:
         return False
-    name_a, name_b = a.get("name") or "", b.get("name") or ""
+    name_a, name_b = a.name, b.name
     if name_a == name_b:
         return True
     ma, mb = _INDEXED.match(name_a), _INDEXED.match(name_b)
     return bool(ma and mb and ma[1] == mb[1] and int(mb[2]) == int(ma[2]) + 1)
 
 
-def _mixes_classes(rows: list[dict[str, Any]]) -> bool:
+def _mixes_classes(rows: Sequence[CallRowView]) -> bool:
     """Only the data pipeline's runs mix classes (``_continues``)."""
-    return len({r.get("cls") for r in rows}) > 1
+    return len({r.cls for r in rows}) > 1
 
 
-def group_label(rows: list[dict[str, Any]]) -> str:
+def group_label(rows: Sequence[CallRowView]) -> str:
     if _mixes_classes(rows):
         return "data pipeline"
-    first, last = rows[0].get("name") or "", rows[-1].get("name") or ""
+    first, last = rows[0].name, rows[-1].name
     ma, mb = _INDEXED.match(first), _INDEXED.match(last)
     if ma and mb and first != last:
         return f"{ma[1]}.{ma[2]}…{mb[2]}"
-    return fmt.call_name(rows[0])
+    return rows[0].label
 
 
 class CallTree(Tree[Node], inherit_bindings=False):
     """The calls of one batch, or of one step's micro-batches plus its parameters."""
 
-    BINDINGS = keys.TREE
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.TREE]
 
     DEFAULT_CSS = """
     CallTree { scrollbar-size-vertical: 1; }
@@ -163,12 +177,11 @@ class CallTree(Tree[Node], inherit_bindings=False):
         self._reset(run, None)
         index = step.get("index")
         for info in batches:
-            node = self.root.add(
+            self.root.add(
                 "",
-                Node("batch", batch=info.get("index"), row=info, step=index),
+                Node("batch", batch=info.get("index"), row=info, step=index, parent_call=-1),
                 allow_expand=True,
             )
-            node.data.parent_call = -1
         params_node = self.root.add(
             "",
             Node("params", step=index, loaded=True, text=f"parameters ({len(params)})"),
@@ -211,13 +224,17 @@ class CallTree(Tree[Node], inherit_bindings=False):
         """Fetch one page of ``node``'s children and put it where ``anchor`` stands
         (a loading placeholder, a "more" row, or ``node`` itself for the first page)."""
         data = node.data
+        assert data is not None
         run, batch, generation = self.run_name, data.batch, self._generation
-        parent = data.row.get("id", -1) if data.kind == "call" else -1
+        parent = data.call.id if data.call is not None else -1
         if node is not self.root and not node.children:
             node.add_leaf(Text("loading…", style="italic " + colors.MUTED), Node("loading"))
         try:
-            page = await asyncio.to_thread(
-                self.app.data.call,
+            source = self.app.data
+            if source is None:
+                raise AgentError(NOT_CONNECTED)
+            page: CallsAnswer = await asyncio.to_thread(
+                source.call,
                 "calls",
                 run=run,
                 batch=batch,
@@ -235,17 +252,17 @@ class CallTree(Tree[Node], inherit_bindings=False):
             self._loads.pop(id(node), None)
         if generation != self._generation:
             return  # the tree was reset while the page was on its way
-        rows = page.get("calls") or []
+        rows = page.calls
         self._note_times(rows, top=node is self.root or data.kind == "batch")
         items: list[Node] = []
         for item in group_runs(rows):
-            if isinstance(item, list):
+            if isinstance(item, CallRowView):
+                items.append(Node("call", batch=batch, call=item))
+            else:
                 items.append(
                     Node("group", batch=batch, rows=item, text=group_label(item), loaded=True)
                 )
-            else:
-                items.append(Node("call", batch=batch, row=item))
-        total, end = page.get("total", len(rows)), offset + len(rows)
+        total, end = page.total, offset + len(rows)
         if end < total:
             items.append(
                 Node(
@@ -257,7 +274,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
                 )
             )
         else:
-            items += [Node("dropped", text=dropped_label(s)) for s in page.get("dropped") or []]
+            items += [Node("dropped", text=dropped_label(s)) for s in page.dropped]
         data.loaded = True
         self._replace_placeholder(node, anchor, items)
 
@@ -276,7 +293,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
             if item.kind == "group":
                 group = node.add("", item, allow_expand=True)
                 for row in item.rows:
-                    self._add_call(group, Node("call", batch=item.batch, row=row))
+                    self._add_call(group, Node("call", batch=item.batch, call=row))
             elif item.kind == "call":
                 self._add_call(node, item)
             else:
@@ -285,7 +302,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
             self._lay_out()
             first = self._first_interesting(node)
             self.move_cursor(first)
-            if first.allow_expand and first.data.kind == "call":
+            if first.allow_expand and first.data is not None and first.data.kind == "call":
                 self._open_towards_layers(first)  # what a user came to see
         elif cursor is not None and cursor.tree is self and cursor.line >= 0:
             self.move_cursor(cursor)
@@ -310,18 +327,15 @@ class CallTree(Tree[Node], inherit_bindings=False):
 
     @staticmethod
     def _first_interesting(node: TreeNode[Node]) -> TreeNode[Node]:
-        rows = [
-            c.data.row if c.data is not None and c.data.kind == "call" else {}
-            for c in node.children
-        ]
+        rows = [c.data.call if c.data is not None else None for c in node.children]
         return node.children[first_interesting(rows)]
 
     def _add_call(self, parent: TreeNode[Node], item: Node) -> TreeNode[Node]:
-        has_children = (item.row.get("n_children") or 0) > 0
+        has_children = item.call is not None and item.call.n_children > 0
         return parent.add("", item, allow_expand=has_children)
 
-    def _note_times(self, rows: list[dict[str, Any]], top: bool) -> None:
-        longest = max(((r.get("fwd_ms") or 0) + (r.get("bwd_ms") or 0) for r in rows), default=0.0)
+    def _note_times(self, rows: Sequence[CallRowView], top: bool) -> None:
+        longest = max(((r.fwd_ms or 0) + (r.bwd_ms or 0) for r in rows), default=0.0)
         if top and longest > self.time_scale:
             self.time_scale = longest
             # The root is on every line's path: refreshing it re-renders every time bar.
@@ -373,14 +387,14 @@ class CallTree(Tree[Node], inherit_bindings=False):
         data = node.data
         if data is None:
             return None
-        if data.kind == "call":
-            return Selection("call", batch=data.batch, call=data.row.get("id"), row=data.row)
+        if data.kind == "call" and data.call is not None:
+            return Selection("call", batch=data.batch, call=data.call.id, row=dict(data.call.raw))
         if data.kind == "group":
             return Selection(
                 "group",
                 batch=data.batch,
-                call=data.rows[0].get("id"),
-                row={"label": data.text, "rows": data.rows},
+                call=data.rows[0].id,
+                row={"label": data.text, "rows": [r.raw for r in data.rows]},
             )
         if data.kind == "batch":
             return Selection("batch", batch=data.batch, step=data.step, row=data.row)
@@ -395,7 +409,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
         generation = self._generation
         parent = self.root
         if self.batch_index is None:  # step mode: the call lives under its micro-batch row
-            parent = next(
+            found = next(
                 (
                     n
                     for n in self.root.children
@@ -403,8 +417,9 @@ class CallTree(Tree[Node], inherit_bindings=False):
                 ),
                 None,
             )
-            if parent is None:
+            if found is None:
                 return False
+            parent = found
         elif batch != self.batch_index:
             return False
         node = None
@@ -431,17 +446,21 @@ class CallTree(Tree[Node], inherit_bindings=False):
                 data = child.data
                 if data is None:
                     continue
-                if data.kind == "call" and data.row.get("id") == cid:
+                if data.call is not None and data.call.id == cid:
                     return child
-                if data.kind == "group" and any(r.get("id") == cid for r in data.rows):
+                if data.kind == "group" and any(r.id == cid for r in data.rows):
                     child.expand()
-                    return next(c for c in child.children if c.data.row.get("id") == cid)
+                    return next(
+                        c
+                        for c in child.children
+                        if c.data and c.data.call and c.data.call.id == cid
+                    )
                 if data.kind == "more":
                     more = child
             if more is None:
                 return None
             generation = self._generation
-            await self._load_page(parent, more, more.data.offset)
+            await self._load_page(parent, more, more.data.offset if more.data else 0)
             if generation != self._generation:
                 return None
 
@@ -499,8 +518,8 @@ class CallTree(Tree[Node], inherit_bindings=False):
     def _row_text(self, data: Node | None, width: int) -> Text:
         if data is None:
             return Text("")
-        if data.kind == "call":
-            return self._call_text(data.row, width)
+        if data.kind == "call" and data.call is not None:
+            return self._call_text(data.call, width)
         if data.kind == "group":
             return self._group_text(data, width)
         if data.kind == "batch":
@@ -531,25 +550,24 @@ class CallTree(Tree[Node], inherit_bindings=False):
         left.truncate(room, overflow="ellipsis", pad=True)
         return Text.assemble(left, " ", right)
 
-    def _call_text(self, row: dict[str, Any], width: int) -> Text:
-        phase = row.get("phase")
-        left = Text(KIND_GLYPH.get(row.get("kind", ""), "·") + " ", style=colors.phase_color(phase))
-        left.append(fmt.call_name(row))
-        if row.get("cls") and row.get("name") and row["cls"] != row["name"]:
-            left.append(f" {row['cls']}", style=colors.MUTED)
+    def _call_text(self, row: CallRowView, width: int) -> Text:
+        left = Text(KIND_GLYPH.get(row.kind, "·") + " ", style=colors.phase_color(row.phase))
+        left.append(row.label)
+        if row.cls and row.name and row.cls != row.name:
+            left.append(f" {row.cls}", style=colors.MUTED)
         return self._columns(left, self._right(row, width), width)
 
-    def _right(self, row: dict[str, Any], width: int) -> Text:
+    def _right(self, row: CallRowView, width: int) -> Text:
         """Output shape, time bar and marks; the bar, then the shape, give way when narrow."""
         right = Text()
         if width >= SHAPE_MIN_WIDTH:
-            shape = fmt.clip(fmt.shape(row.get("out_shape")), SHAPE_CELLS)
+            shape = fmt.clip(fmt.shape(row.out_shape), SHAPE_CELLS)
             right.append(shape.rjust(SHAPE_CELLS), style=colors.MUTED)
             right.append(" ")
         if width >= BAR_MIN_WIDTH:
-            right.append_text(self._time_bar(row.get("fwd_ms"), row.get("bwd_ms")))
+            right.append_text(self._time_bar(row.fwd_ms, row.bwd_ms))
             right.append(" ")
-        found = marks.of_row(row)
+        found = marks.of_call(row)
         for m in found[:2]:
             right.append(m.symbol, style=m.color)
         right.append(" " * (2 - min(2, len(found))))
@@ -575,23 +593,24 @@ class CallTree(Tree[Node], inherit_bindings=False):
     def _group_text(self, data: Node, width: int) -> Text:
         rows = data.rows
         first = rows[0]
-        left = Text(
-            KIND_GLYPH.get(first.get("kind", ""), "·") + " ",
-            style=colors.phase_color(first.get("phase")),
-        )
+        left = Text(KIND_GLYPH.get(first.kind, "·") + " ", style=colors.phase_color(first.phase))
         left.append(data.text)
         left.append(f" ×{len(rows)}", style="bold")
-        if not _mixes_classes(rows) and first.get("cls") and first["cls"] not in data.text:
-            left.append(f" {first['cls']}", style=colors.MUTED)
-        summary = dict(first)
-        summary["fwd_ms"] = sum(r.get("fwd_ms") or 0 for r in rows)
-        summary["bwd_ms"] = sum(r.get("bwd_ms") or 0 for r in rows) or None
-        summary["flags"] = sorted(
-            {f for r in rows for f in (r.get("flags") or [])}
-            | {m.key for r in rows for m in marks.of_row(r)}
+        if not _mixes_classes(rows) and first.cls and first.cls not in data.text:
+            left.append(f" {first.cls}", style=colors.MUTED)
+        summary = replace(
+            first,
+            fwd_ms=sum(r.fwd_ms or 0 for r in rows),
+            bwd_ms=sum(r.bwd_ms or 0 for r in rows) or None,
+            flags=tuple(
+                sorted(
+                    {f for r in rows for f in r.flags}
+                    | {m.key for r in rows for m in marks.of_call(r)}
+                )
+            ),
+            out_stats=None,
+            grad_norm=None,
         )
-        summary["out_stats"] = None
-        summary["grad_norm"] = None
         return self._columns(left, self._right(summary, width), width)
 
     def _param_text(self, param: dict[str, Any], width: int) -> Text:

@@ -4,11 +4,12 @@ one reveals the call in the tree."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, OptionList, Static
@@ -50,7 +51,7 @@ def hit_text(row: dict[str, Any]) -> Text:
 class HitList(ListOptions):
     """Calls found by search or filter, in call order."""
 
-    BINDINGS = keys.HITS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.HITS]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -65,7 +66,8 @@ class HitList(ListOptions):
             self.highlighted = 0
 
     def action_close(self) -> None:
-        self.parent.close_results()
+        if isinstance(self.parent, CallsPane):
+            self.parent.close_results()
 
 
 class CallsPane(Asks, Vertical):
@@ -81,7 +83,7 @@ class CallsPane(Asks, Vertical):
     CallsPane #calls-footer { height: 1; color: $text-muted; }
     """
 
-    BINDINGS = keys.SEARCH
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.SEARCH]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -164,8 +166,8 @@ class CallsPane(Asks, Vertical):
         self.ask("layers", tag="search", run=self.app.run_name, batch=self._hits_batch, limit=5000)
 
     def answered(self, tag: str, result: Any) -> None:
-        if isinstance(result, list):  # find
-            self._show_hits(result, self._hits_batch)
+        if isinstance(result, tuple):  # find's decoded rows: the list shows them as maps,
+            self._show_hits([dict(r.raw) for r in result], self._hits_batch)  # as layers rows
             return
         rows = [r for r in result.get("rows") or [] if r.get("kind") == self.filter]
         self._show_hits(rows, self._hits_batch)

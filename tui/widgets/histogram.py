@@ -24,7 +24,8 @@ def histogram(
 
     Each bar takes the colour its bin's value has in the heatmap, so the two read together.
     """
-    counts = list((hist or {}).get("counts") or [])
+    hist = hist or {}
+    counts = list(hist.get("counts") or [])
     if not counts or width < 8:
         return Text("no histogram", style=colors.MUTED)
     lo, hi = float(hist.get("lo", 0.0)), float(hist.get("hi", 0.0))

@@ -3,14 +3,15 @@ index, and the followed sample; and how a token is written so it can be seen."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from textual.app import App
+if TYPE_CHECKING:
+    from tvis.tui.app import TvisApp
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "": "∅"}
 
 
-def where(app: App) -> dict[str, Any] | None:
+def where(app: TvisApp) -> dict[str, Any] | None:
     """``{run, batch}`` for the batch on screen (its recorded index), or None before a run."""
     run = getattr(app, "run_name", None)
     info = getattr(app, "batch_info", None)
@@ -24,7 +25,7 @@ def shown_token(token: str) -> str:
     return VISIBLE.get(token, token.replace("\n", "⏎"))
 
 
-def follow(app: App, batch: int, sample: int) -> None:
+def follow(app: TvisApp, batch: int, sample: int) -> None:
     """Make the app follow ``sample`` of the batch recorded as ``batch`` (every page does)."""
     if batch not in app.batch_indices:
         return

@@ -7,11 +7,12 @@ moves; the tensor cards follow when the agent answers ``call``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
@@ -167,7 +168,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first), and the layer
     views of a model call's output (with the On image view's place keys)."""
 
-    BINDINGS = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
 
     DEFAULT_CSS = """
     Inspector { padding: 0 1; scrollbar-size-vertical: 0; }
@@ -298,7 +299,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         elif selection.kind == "param":
             self._load_param(selection)
         elif selection.kind == "group":
-            self._set_args([SteadyStatic(group_table(selection.row.get("rows") or []))], [])
+            rows = (selection.row or {}).get("rows") or []
+            self._set_args([SteadyStatic(group_table(rows))], [])
         else:
             self._set_args([], [])
 
@@ -324,7 +326,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
 
     def answered(self, tag: str, result: Any) -> None:
         if tag == "call":
-            self._show_call(self._asked_for, result)
+            if self._asked_for is not None:
+                self._show_call(self._asked_for, result)
         else:
             self._param_arrived(tag, result)
 
@@ -338,7 +341,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self._param_entries[which] = entry
         if all(w in self._param_entries for w in self._param_parts):
             found = {w: e for w, e in self._param_entries.items() if e is not None}
-            self._show_param(self._asked_for, found)
+            if self._asked_for is not None:
+                self._show_param(self._asked_for, found)
 
     def _show_call(self, selection: Selection, call: dict[str, Any]) -> None:
         if selection != self.selection:
@@ -365,7 +369,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
                 ref = TensorRef(
                     title=str(arg.get("name") or f"{side[:-1]} {i}"),
                     entry=entry,
-                    run=self.app.run_name,
+                    run=self.app.run_name or "",
                     batch=selection.batch,
                 )
                 card = TensorCard(ref, self.app.show_grad, self.app.sample)
@@ -390,7 +394,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
     def _show_param(self, selection: Selection, entries: dict[str, dict]) -> None:
         if selection != self.selection:
             return
-        widgets, refs = [], []
+        widgets: list = []
+        refs: list[tuple[TensorCard, TensorRef]] = []
+        param = selection.param or {}
         for which in PARAM_PARTS:
             entry = entries.get(which)
             if entry is None:
@@ -399,9 +405,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             ref = TensorRef(
                 title=which,
                 entry=entry,
-                run=self.app.run_name,
+                run=self.app.run_name or "",
                 step=selection.step,
-                param=selection.param["name"],
+                param=param["name"],
                 which=which,
                 gradient_view=which != "weight",
             )
@@ -447,6 +453,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
 
     def _apply_args(self, args: Vertical) -> None:
         """Adopt the waiting set into the mounted widgets (which are of the same kinds)."""
+        if self._next_args is None:
+            return
         selection, widgets, refs = self._next_args
         self._next_args = None
         mounted = list(args.children)
@@ -571,7 +579,7 @@ def call_args(call: dict[str, Any]) -> list[tuple[str, list]]:
 
 
 def layer_of(
-    call: dict[str, Any], selection: Selection, run: str, sample: int | None, grad: bool
+    call: dict[str, Any], selection: Selection, run: str, sample: int, grad: bool
 ) -> Layer | None:
     """The layer views' subject: a model call's first output, when it has one."""
     if call.get("kind") not in ("module", "function") or call.get("phase") != "forward":

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
+from tvis.agent.replies import ReplayEvent, ThumbsReply
 from tvis.store.schema import FLAGS
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
@@ -57,26 +58,26 @@ class LayerStack(AgentPane):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.forward_layers: list[dict[str, Any]] = []  # forward events of the batch, in order
-        self.arrived: dict[int, int] = {}  # call → position of its gradient in backward
-        self.event: dict[str, Any] | None = None
+        self.forward_layers: list[ReplayEvent] = []  # forward events of the batch, in order
+        self.arrived: dict[int | None, int] = {}  # call → position of its gradient in backward
+        self.event: ReplayEvent | None = None
         self._key: tuple | None = None
         self._thumbs: dict[bool, dict[int, Any]] = {False: {}, True: {}}
         self._cells: dict[tuple[int, bool, int, str], Text] = {}
         self._thumb_w = THUMB_W  # thumbnails drawn once per answer
 
-    def load(self, run: str, batch: int, sample: int, batch_events: list[dict[str, Any]]) -> None:
+    def load(self, run: str, batch: int, sample: int, batch_events: list[ReplayEvent]) -> None:
         """The batch's layers (from its events) and their thumbnails for ``sample``."""
         key = (run, batch, sample, len(batch_events))
         if key == self._key:
             return
         self._key = key
-        self.forward_layers = [e for e in batch_events if e.get("kind") == "layer"]
-        backward = [e for e in batch_events if e.get("kind") == "grad"]
-        self.arrived = {e["call"]: i for i, e in enumerate(backward)}
+        self.forward_layers = [e for e in batch_events if e.kind == "layer"]
+        backward = [e for e in batch_events if e.kind == "grad"]
+        self.arrived = {e.call: i for i, e in enumerate(backward)}
         self._thumbs = {False: {}, True: {}}
         self._cells = {}
-        calls = [e["call"] for e in self.forward_layers][:MAX_LAYERS]
+        calls = [e.call for e in self.forward_layers if e.call is not None][:MAX_LAYERS]
         if calls:
             common = {"run": run, "batch": batch, "calls": calls, "sample": sample}
             self.ask("thumbs", tag="act", grad=False, width=THUMB_W, height=THUMB_H, **common)
@@ -86,13 +87,13 @@ class LayerStack(AgentPane):
                 self.ask("thumbs", tag="grad", grad=True, width=THUMB_W, height=THUMB_H, **common)
         self.refresh()
 
-    def show(self, event: dict[str, Any] | None) -> None:
+    def show(self, event: ReplayEvent | None) -> None:
         self.event = event
         self.refresh()
 
-    def answered(self, tag: str, result: dict[str, Any]) -> None:
+    def answered(self, tag: str, result: ThumbsReply) -> None:
         grad = tag == "grad"
-        self._thumbs[grad] = {t["call"]: t.get("array") for t in result.get("thumbs") or []}
+        self._thumbs[grad] = {t["call"]: t.get("array") for t in result["thumbs"]}
         self._cells = {k: v for k, v in self._cells.items() if k[1] != grad}
         self.refresh()
 
@@ -104,13 +105,13 @@ class LayerStack(AgentPane):
 
     def _state(self) -> tuple[str, int, int]:
         """(phase, forward position reached, backward position reached) of the event."""
-        e = self.event or {}
-        phase = e.get("phase") or "data"
-        position = {layer["call"]: i for i, layer in enumerate(self.forward_layers)}
-        if e.get("kind") == "layer":
-            return phase, position.get(e.get("call"), -1), -1
-        if e.get("kind") == "grad":
-            return phase, len(self.forward_layers), self.arrived.get(e.get("call"), -1)
+        e = self.event
+        phase = (e.phase if e else "") or "data"
+        position = {layer.call: i for i, layer in enumerate(self.forward_layers)}
+        if e is not None and e.kind == "layer":
+            return phase, position.get(e.call, -1), -1
+        if e is not None and e.kind == "grad":
+            return phase, len(self.forward_layers), self.arrived.get(e.call, -1)
         if phase == "loss":
             return phase, len(self.forward_layers), -1
         if phase == "optimizer":
@@ -121,8 +122,8 @@ class LayerStack(AgentPane):
         if not self.forward_layers:
             return Text("no layers in this batch (yet)", style=colors.MUTED)
         phase, fwd, bwd = self._state()
-        current = (self.event or {}).get("call")
-        norms = [layer.get("grad_norm") for layer in self.forward_layers]
+        current = self.event.call if self.event else None
+        norms = [layer.grad_norm for layer in self.forward_layers]
         finite = [n for n in norms if isinstance(n, (int, float)) and n > 0 and math.isfinite(n)]
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
         width = max(20, self.size.width or 40)
@@ -134,7 +135,7 @@ class LayerStack(AgentPane):
             for i, layer in enumerate(self.forward_layers)
         ]
         height = max(3, self.size.height or len(rows))
-        at = next((i for i, layer in enumerate(self.forward_layers) if layer["call"] == current), 0)
+        at = next((i for i, layer in enumerate(self.forward_layers) if layer.call == current), 0)
         first = max(0, min(at - height // 2, len(rows) - height))
         text = Text()
         header = Text(
@@ -159,7 +160,7 @@ class LayerStack(AgentPane):
     def _row(
         self,
         i: int,
-        layer: dict,
+        layer: ReplayEvent,
         fwd: int,
         bwd: int,
         current: Any,
@@ -167,17 +168,15 @@ class LayerStack(AgentPane):
         hi: float,
         name_w: int,
     ) -> Text:
-        call = layer["call"]
+        call = layer.call if layer.call is not None else -1
         arrived = call in self.arrived and self.arrived[call] <= bwd
         lit = i <= fwd
         here = call == current
         text = Text()
-        warn = "".join(
-            FLAGS[f].symbol for f in layer.get("flags") or [] if f in FLAGS and FLAGS[f].warning
-        )
+        warn = "".join(FLAGS[f].symbol for f in layer.flags if f in FLAGS and FLAGS[f].warning)
         # Clipped from the left: layer paths differ at their end (…s.1.attn.qkv).
         room = name_w - (len(warn) + 1 if warn else 0)
-        name = str(layer.get("name") or "?")
+        name = layer.name or "?"
         name = fmt.clip_start(name, room)
         name += f" {warn}" if warn else ""
         style = "bold reverse" if here else ("" if lit or arrived else colors.MUTED)
@@ -186,7 +185,7 @@ class LayerStack(AgentPane):
             text.append_text(self._thumb(call, grad=arrived))
         else:
             text.append("·" * self._thumb_w, style=colors.MUTED)
-        norm = layer.get("grad_norm")
+        norm = layer.grad_norm
         if arrived:
             cells = round(log_fraction(norm, lo, hi) * BAR_W)
             text.append(" " + "█" * cells + "░" * (BAR_W - cells), style=colors.PHASE["backward"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.style import Style
@@ -29,10 +29,18 @@ from textual.widgets import Static
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import VALUES, Picture, Scale, overlay, to_rgb
+from tvis.tui.picture.colormaps import Depth
 from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
 from tvis.tui.widgets.insight_context import shown_token
 from tvis.tui.widgets.sparkline import signed_hbar
 from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
+    _Node = DOMNode  # what PlaceKeys is mixed into (a page or a pane)
+else:
+    _Node = object
 
 VIEWS = ("image", "neurons", "stats")
 TITLES = {"image": "On image", "neurons": "Neurons", "stats": "Stats"}
@@ -70,7 +78,7 @@ def neurons_limit(width: int, height: int) -> int:
     return max(1, (width + 1) // (MAP_PX + 1)) * max(1, (height - 3) // (MAP_PX // 2 + 1))
 
 
-def token_strength(result: dict[str, Any], depth: str) -> Text:
+def token_strength(result: dict[str, Any], depth: Depth) -> Text:
     """The followed sample's tokens, each on the colour of the layer's strength at its
     position (low → high, as the pictures' value map), the way the Loss page colours
     tokens by their loss."""
@@ -132,7 +140,7 @@ class OnImageView(Steady, AgentPane):
         }
 
     @property
-    def query(self) -> int:
+    def query_token(self) -> int:
         """The token whose attention is painted: the picked patch's, else 0 ([CLS])."""
         grid = self._grid
         if self.location is None or not grid:
@@ -160,7 +168,7 @@ class OnImageView(Steady, AgentPane):
         assert self.shown_layer is not None
         layer = self.shown_layer
         method, params = self.request(
-            layer, self._picture_key(layer) not in self._pictures, self.query
+            layer, self._picture_key(layer) not in self._pictures, self.query_token
         )
         self.ask(method, tag="map", **params)
 
@@ -192,7 +200,7 @@ class OnImageView(Steady, AgentPane):
                 self._pictures.clear()
             self._pictures[key] = np.asarray(result["image"])
         if self._pictures.get(key) is None:  # asked for by an earlier request still in flight
-            method, params = self.request(self.shown_layer, True, self.query)
+            method, params = self.request(self.shown_layer, True, self.query_token)
             self.ask(method, tag="map", **params)
             return
         self._last = result
@@ -200,7 +208,8 @@ class OnImageView(Steady, AgentPane):
         if self.kind == "attention":
             self._grid = result.get("grid")
             self.query_one(".location", Static).update("")
-        self.map_shape = tuple(result.get("map_shape") or (1, 1))  # type: ignore[assignment]
+        shape = result.get("map_shape") or (1, 1)
+        self.map_shape = (int(shape[0]), int(shape[1]))
         self._paint()
         self.drawn = self.shown_layer
         info.update(self._caption(result), layout=False)
@@ -215,7 +224,7 @@ class OnImageView(Steady, AgentPane):
             "tokens": "per patch token",
             "text": "per input token, mean over its features",
             "attention": self._gaze(result),
-        }.get(result.get("kind"), "")
+        }.get(str(result.get("kind")), "")
         text = Text(
             f"{what} {how}".strip() + f" · peak {fmt.num(result.get('peak'))}", style=colors.MUTED
         )
@@ -230,7 +239,7 @@ class OnImageView(Steady, AgentPane):
             text.append(hint, style=colors.MUTED)
         return text
 
-    def _depth(self) -> str:
+    def _depth(self) -> Depth:
         from tvis.tui.picture.widget import depth_of
 
         return depth_of(self.app.console.color_system)
@@ -295,7 +304,7 @@ class OnImageView(Steady, AgentPane):
     def _ask_location(self) -> None:
         if self.shown_layer is None or self.location is None:
             return
-        method, params = self.request(self.shown_layer, False, self.query)
+        method, params = self.request(self.shown_layer, False, self.query_token)
         self.ask(method, tag="location", **{**params, "at": list(self.location)})
 
     def _show_location(self, result: dict[str, Any]) -> None:
@@ -325,14 +334,14 @@ class OnImageView(Steady, AgentPane):
         picture.show_rgb(painted)
 
 
-class PlaceKeys:
+class PlaceKeys(_Node):
     """The On image view's keys (``keys.LAYER_VIEWS``) for any widget or page holding
     layer views: each moves the place on the On image view that is showing."""
 
     def _image_views(self) -> list[OnImageView]:
         # Shown: the On image view is the current one and its layer views are not hidden
         # (Replay hides them on events without a layer).
-        views = self.query(OnImageView)  # type: ignore[attr-defined]
+        views = self.query(OnImageView)
         return [v for v in views if v.display and v.parent is not None and v.parent.display]
 
     def action_place(self, rows: int, cols: int) -> None:
@@ -432,7 +441,7 @@ class NeuronsView(Steady, AgentPane):
             {
                 "maps": "channels, most active first",
                 "strips": "units over the tokens, most active first",
-            }.get(kind, BAR_ORDER.get(result.get("order"), "values")),
+            }.get(str(kind), BAR_ORDER.get(str(result.get("order")), "values")),
             style=colors.MUTED,
         )
         if result.get("position") is not None:

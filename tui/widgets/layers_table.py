@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Size
@@ -131,7 +132,7 @@ def _cell(value: Text | str, width: int, right: bool) -> Text:
 class LayersTable(AgentPane, ScrollView, can_focus=True):
     """The layers table of one batch; ``o``/``O`` or a click on a title sorts."""
 
-    BINDINGS = [*keys.LIST, *keys.LAYERS]
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.LIST, *keys.LAYERS]
 
     COMPONENT_CLASSES = {"layers-table--header", "layers-table--cursor"}
 

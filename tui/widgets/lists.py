@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from textual.binding import BindingType
 from textual.widgets import DataTable, OptionList
 
 from tvis.tui import keys
@@ -10,7 +13,7 @@ from tvis.tui import keys
 class ListTable(DataTable):
     """A DataTable that moves with the list keys."""
 
-    BINDINGS = keys.LIST
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.LIST]
 
     def action_first_row(self) -> None:
         if self.row_count:
@@ -24,7 +27,7 @@ class ListTable(DataTable):
 class ListOptions(OptionList):
     """An OptionList that moves with the list keys."""
 
-    BINDINGS = keys.LIST
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.LIST]
 
     def action_first_row(self) -> None:
         self.action_first()

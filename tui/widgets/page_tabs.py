@@ -32,7 +32,8 @@ def key_hints(app, widget: Widget | None, room: int) -> str:
     """``"j down · k up · ? keys"``: the focused pane's first keys that fit in ``room``
     columns, then help and the palette."""
     pane = [
-        f"{keys.shown(app, b.id)} {b.description.lower()}" for b in _pane_bindings(widget)[:HINTS]
+        f"{keys.shown(app, b.id or '')} {b.description.lower()}"
+        for b in _pane_bindings(widget)[:HINTS]
     ]
     always = [f"{keys.shown(app, 'app.help')} keys", f"{keys.shown(app, 'app.palette')} palette"]
     while pane and len(" · ".join(pane + always)) > room:

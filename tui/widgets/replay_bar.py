@@ -11,6 +11,7 @@ from textual.events import Click, MouseMove
 from textual.message import Message
 from textual.widgets import Static
 
+from tvis.agent.replies import ReplayEvent
 from tvis.tui import colors, fmt
 from tvis.tui.replay_model import Recording
 
@@ -108,7 +109,7 @@ class Scrubber(Static):
 
 def transport_text(
     rec: Recording | None,
-    event: dict[str, Any] | None,
+    event: ReplayEvent | None,
     cursor: int,
     playing: bool,
     size: str,
@@ -130,20 +131,17 @@ def transport_text(
     if event is None:
         text.append("· loading …", style=colors.MUTED)
     else:
-        phase = event.get("phase")
+        phase = event.phase
         text.append("· ")
         text.append(colors.phase_label(phase), style=f"bold {colors.phase_color(phase)}")
-        step = event.get("step")
-        text.append(
-            f" · batch {event.get('batch')}" + (f" (step {step})" if step is not None else "")
-        )
-        name = event.get("name") or ""
-        if name:
-            text.append(f" · {fmt.clip(name, 40)}", style="bold")
-        if event.get("cls"):
-            text.append(f" {event['cls']}", style=colors.MUTED)
-        if event.get("shape") and event.get("kind") in ("layer", "grad"):
-            text.append(f" {fmt.shape(event['shape'])}", style=colors.MUTED)
+        step = event.step
+        text.append(f" · batch {event.batch}" + (f" (step {step})" if step is not None else ""))
+        if event.name:
+            text.append(f" · {fmt.clip(event.name, 40)}", style="bold")
+        if event.cls:
+            text.append(f" {event.cls}", style=colors.MUTED)
+        if event.shape and event.kind in ("layer", "grad"):
+            text.append(f" {fmt.shape(event.shape)}", style=colors.MUTED)
     if hint:
         text.append(f"  · {hint}", style="bold")
     text.append(f"  · step {size} (z) · ", style=colors.MUTED)

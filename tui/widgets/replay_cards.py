@@ -10,6 +10,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from tvis.agent.replies import (
+    PipelineReply,
+    PipelineValue,
+    ReplayEvent,
+    SampleTableReply,
+)
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture
@@ -21,7 +27,7 @@ TEXT_CHARS = 240
 """Decoded text shown on a card: a few lines of the card's width."""
 
 
-def _value_text(value: dict[str, Any] | None) -> Text:
+def _value_text(value: PipelineValue | None) -> Text:
     """A pipeline value that is not a picture, in a line or two."""
     if not value:
         return Text("not recorded", style=colors.MUTED)
@@ -57,7 +63,7 @@ class InputCard(AgentPane):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.key: tuple | None = None
-        self.pipeline: dict[str, Any] | None = None
+        self.pipeline: PipelineReply | None = None
         self.stage_call: int | None = None
         self.target = ""
 
@@ -97,7 +103,7 @@ class InputCard(AgentPane):
             self.stage_call = call
             self._draw()
 
-    def answered(self, tag: str, result: dict[str, Any]) -> None:
+    def answered(self, tag: str, result: Any) -> None:  # target: SampleTableReply
         if tag == "target":
             self.target = _target_text(result, self.key[2] if self.key else 0)
         else:
@@ -141,9 +147,10 @@ class InputCard(AgentPane):
         self.query_one(".body", Static).update(body)
 
 
-def _target_text(table: dict[str, Any], sample: int) -> str:
+def _target_text(table: SampleTableReply, sample: int) -> str:
     if table.get("kind") == "tokens":
-        return fmt.clip(str((table.get("text") or {}).get("target") or ""), TEXT_CHARS)
+        texts = table.get("text")
+        return fmt.clip(str(texts["target"] if texts else ""), TEXT_CHARS)
     row = next((r for r in table.get("rows") or [] if r.get("sample") == sample), None)
     if row is None:
         return ""
@@ -162,7 +169,7 @@ class ResultCard(AgentPane):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.key: tuple | None = None
-        self.table: dict[str, Any] | None = None
+        self.table: SampleTableReply | None = None
         self.batch_loss: float | None = None
         self.reached = False
         self.sample = 0
@@ -184,7 +191,7 @@ class ResultCard(AgentPane):
             self.reached = reached
             self._draw()
 
-    def answered(self, tag: str, result: dict[str, Any]) -> None:
+    def answered(self, tag: str, result: SampleTableReply) -> None:
         self.table = result
         self._draw()
 
@@ -205,12 +212,12 @@ class ResultCard(AgentPane):
         self.query_one(".body", Static).update(text)
 
 
-def _result_text(table: dict[str, Any], sample: int) -> Text:
+def _result_text(table: SampleTableReply, sample: int) -> Text:
     text = Text()
     if table.get("kind") == "tokens":
-        texts = table.get("text") or {}
+        texts = table.get("text")
         text.append("\npredicted ", style=colors.MUTED)
-        text.append(fmt.clip(str(texts.get("pred") or ""), TEXT_CHARS))
+        text.append(fmt.clip(str(texts["pred"] if texts else ""), TEXT_CHARS))
         text.append(f"\ntoken accuracy {fmt.pct(table.get('accuracy'))}", style=colors.MUTED)
         losses = [r.get("loss") for r in table.get("rows") or [] if not r.get("pad")]
         finite = [v for v in losses if isinstance(v, (int, float))]
@@ -234,7 +241,7 @@ def _result_text(table: dict[str, Any], sample: int) -> Text:
     return text
 
 
-def update_text(updates: list[dict[str, Any]], reached: bool, width: int) -> Text:
+def update_text(updates: list[ReplayEvent], reached: bool, width: int) -> Text:
     """The optimizer's moment: per group, learning rate and the parameters that moved most."""
     text = Text("update", style=f"bold {colors.PHASE['optimizer']}")
     if not updates:
@@ -244,12 +251,10 @@ def update_text(updates: list[dict[str, Any]], reached: bool, width: int) -> Tex
         text.append("\nafter backward", style=colors.MUTED)
         return text
     for u in updates:
-        text.append(f"\n{u.get('name')} · lr {fmt.num(u.get('lr'))}", style=colors.MUTED)
-        for p in u.get("top") or []:
-            ratio = p.get("ratio")
-            text.append(
-                f"\n {fmt.clip(str(p.get('name')), max(8, width - 12)):<{max(8, width - 12)}}"
-            )
+        text.append(f"\n{u.name} · lr {fmt.num(u.lr)}", style=colors.MUTED)
+        for p in u.top:
+            ratio = p["ratio"]
+            text.append(f"\n {fmt.clip(p['name'], max(8, width - 12)):<{max(8, width - 12)}}")
             text.append(f" {fmt.num(ratio, 2)}", style=colors.ratio_color(ratio))
         text.append("\n ‖Δw‖/‖w‖, most moved first", style=colors.MUTED)
     return text

@@ -62,6 +62,7 @@ class SampleTable(ListTable):
         for row in rows:
             mark = Text("●" if row.get("sample") == followed else " ", style=colors.PHASE["data"])
             loss = Text(fmt.num(row.get("loss")), justify="right", style=colors.PHASE["loss"])
+            cells: tuple[str | Text, Text]
             if per_token:
                 cells = (text_cell(row.get("target_text")), text_cell(row.get("pred_text")))
                 last = worst_cell(row.get("worst"))
@@ -219,11 +220,11 @@ class SamplesView(Asks, Vertical):
             text.update(sequence_preview(row))
         elif given.get("kind") == "text" or given.get("text"):
             text.update(Text(fmt.clip(str(given.get("text", "")), 2000)))
-        elif isinstance(given.get("tensor"), int):
+        elif isinstance(given.get("tensor"), int) and isinstance(row.get("sample"), int):
             text.update(
                 Text(f"sample {row.get('sample')} as the model received it", style=colors.MUTED)
             )
-            self._load_input(row.get("sample"), given)
+            self._load_input(row["sample"], given)
         else:
             text.update(Text("no input recorded for this sample", style=colors.MUTED))
 

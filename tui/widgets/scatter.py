@@ -63,7 +63,7 @@ class Scatter(Widget):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.points = np.zeros((0, 2), dtype=np.float32)
+        self.points: np.ndarray = np.zeros((0, 2), dtype=np.float32)
         self.labels: np.ndarray | None = None
         self.palette_index: dict[int, int] = {}
         self.selected: int | None = None
@@ -90,7 +90,8 @@ class Scatter(Widget):
         if label not in self.palette_index:
             return UNLABELLED_RGB
         colours = label_colours(len(self.palette_index), self._depth())
-        return tuple(int(c) for c in colours[self.palette_index[label]])
+        r, g, b = (int(c) for c in colours[self.palette_index[label]])
+        return r, g, b
 
     def select(self, index: int | None) -> None:
         self.selected = index
@@ -135,14 +136,15 @@ class Scatter(Widget):
         """Each point's text at its cell, left to right, skipping texts that would overlap
         one already written (the dot stays); search hits and the selection are written
         first so they always show."""
+        texts = self.texts or []
         taken = [np.zeros(width, dtype=bool) for _ in rows]
         first = [i for i in (self.selected, *self.marked.tolist()) if i is not None]
         order = dict.fromkeys([*first, *range(len(self._pixels))])
         colours = self._colours()
         for i in order:
-            if i >= len(self._pixels) or i >= len(self.texts):
+            if i >= len(self._pixels) or i >= len(texts):
                 continue
-            text = self.texts[i].replace("\n", "⏎").replace(" ", "␣") or "∅"
+            text = texts[i].replace("\n", "⏎").replace(" ", "␣") or "∅"
             row, col = int(self._pixels[i, 0]) // 2, int(self._pixels[i, 1])
             end = min(col + len(text), width)
             if row >= len(rows) or taken[row][col:end].any():

@@ -4,12 +4,13 @@ call that ran it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -42,13 +43,13 @@ def annotation_text(anns: list[dict[str, Any]]) -> str:
 def highlight(text: str) -> list[Text]:
     """The file's lines, syntax-highlighted with the terminal's own palette."""
     syntax = Syntax("", "python", theme="ansi_dark", tab_size=4)
-    return syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True)
+    return list(syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True))
 
 
 class SourceView(ScrollView, can_focus=True):
     """Line-API view of one file with a cursor line."""
 
-    BINDINGS = keys.SOURCE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.SOURCE]
 
     DEFAULT_CSS = """
     SourceView { background: $surface; }
@@ -155,7 +156,8 @@ class SourceView(ScrollView, can_focus=True):
             self.post_message(GotoCall(ann["call"], batch=batch))
 
     def action_next_file(self) -> None:
-        self.parent.next_file()
+        if isinstance(self.parent, SourcePane):
+            self.parent.next_file()
 
 
 class SourcePane(Asks, Vertical):

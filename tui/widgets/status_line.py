@@ -3,14 +3,24 @@ sample, whether heatmaps show values or gradients, and how pictures are drawn.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
 from tvis.tui import colors, fmt
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
+
 
 class StatusLine(Static):
     """Re-renders from the app's state whenever that state changes."""
+
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
 
     DEFAULT_CSS = """
     StatusLine { dock: bottom; height: 1; background: $panel; padding: 0 1; }

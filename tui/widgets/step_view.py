@@ -12,6 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from tvis.agent.replies import StepReply
+from tvis.store.schema import ParamRecord
 from tvis.tui import colors, fmt
 from tvis.tui.messages import Selected, Selection
 from tvis.tui.pane import Asks
@@ -58,7 +60,7 @@ class ParamTable(ListTable):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
-        self.params: list[dict[str, Any]] = []
+        self.params: list[ParamRecord] = []
         self.step: int | None = None
         self._filling = False
 
@@ -66,7 +68,7 @@ class ParamTable(ListTable):
         for label in ("parameter", "shape", "‖w‖", "‖grad‖", "‖Δw‖", "‖Δw‖/‖w‖"):
             self.add_column(label, key=label)
 
-    def fill(self, step: int, params: list[dict[str, Any]]) -> None:
+    def fill(self, step: int, params: list[ParamRecord]) -> None:
         self.step, self.params = step, params
         self._filling = True  # the first row's highlight is not a user's choice
         self.call_after_refresh(setattr, self, "_filling", False)
@@ -85,7 +87,7 @@ class ParamTable(ListTable):
             )
 
     def _selection(self, key: str) -> Selection:
-        return Selection("param", step=self.step, param=self.params[int(key)])
+        return Selection("param", step=self.step, param=dict(self.params[int(key)]))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -96,7 +98,8 @@ class ParamTable(ListTable):
     @on(DataTable.RowSelected)
     def _selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.post_message(Selected(self._selection(event.row_key.value), open_inspector=True))
+        if event.row_key.value is not None:
+            self.post_message(Selected(self._selection(event.row_key.value), open_inspector=True))
 
 
 class StepView(Asks, Vertical):
@@ -133,15 +136,19 @@ class StepView(Asks, Vertical):
     def failed(self, tag: str, message: str) -> None:
         self.query_one("#step-header", Static).update(Text(message, style=colors.BAD))
 
-    def answered(self, tag: str, record: dict[str, Any]) -> None:
+    def answered(self, tag: str, record: StepReply) -> None:
         step = self.step
-        info = record.get("step") or {}
+        if step is None:
+            return
+        info = record["step"]
         run_batches = (self.app.run_info or {}).get("batches") or []
         mine = [b for b in run_batches if b.get("index") in (info.get("batches") or [])]
         header = Text(f"step {step}", style="bold")
         header.append(f"   batches {', '.join(str(b) for b in info.get('batches') or [])}")
         header.append(f"   loss {fmt.num(info.get('loss'))}", style=colors.PHASE["loss"])
-        header.append(f"\noptimizer  {optimizer_text(info.get('optimizers'))}", style=colors.MUTED)
+        header.append(
+            f"\noptimizer  {optimizer_text(info.get('optimizers') or [])}", style=colors.MUTED
+        )
         losses = [b.get("loss") for b in run_batches]
         if len(losses) > 1:
             header.append("\nloss per batch  ", style=colors.MUTED)
@@ -149,4 +156,4 @@ class StepView(Asks, Vertical):
             header.append(f"  {fmt.num(losses[0])} → {fmt.num(losses[-1])}", style=colors.MUTED)
         self.query_one("#step-header", Static).update(header)
         self.query_one("#step-micro", Static).update(micro_batch_table(mine))
-        self.query_one(ParamTable).fill(step, record.get("params") or [])
+        self.query_one(ParamTable).fill(step, record["params"])

@@ -9,6 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.events import Resize
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis.store.schema import DEAD_ZEROS
@@ -173,7 +174,7 @@ class TensorCard(Steady, AgentPane):
         for size in self._lead:
             total *= size
         flat = (flat + delta) % total
-        new = []
+        new: list[int] = []
         for size in reversed(self._lead):
             flat, i = divmod(flat, size)
             new.insert(0, i)
@@ -252,7 +253,7 @@ class TensorCard(Steady, AgentPane):
         """Columns the picture can use. A card is asked for its view while it mounts, before
         it is laid out; its parent's width is known then, less the card's border and padding."""
         width = self.size.width
-        if not width and self.parent is not None:
+        if not width and isinstance(self.parent, Widget):
             width = self.parent.size.width - self.styles.gutter.width
         return max(8, width - 2)
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import ClassVar
 
 from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
+from textual.binding import BindingType
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tvis.agent.replies import PhaseSpan, TimelineBar, TimelineReply
 from tvis.tui import colors, fmt, keys
 from tvis.tui.messages import GotoCall
 from tvis.tui.pane import Asks
@@ -45,13 +47,13 @@ def _dim(hex_color: str, factor: float) -> Color:
 class Timeline(Asks, ScrollView, can_focus=True):
     """Flame chart of one batch (``timeline`` from the agent)."""
 
-    BINDINGS = keys.TIMELINE
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.TIMELINE]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.total_ms = 0.0
-        self.phases: list[dict[str, Any]] = []
-        self.bars: list[dict[str, Any]] = []
+        self.phases: list[PhaseSpan] = []
+        self.bars: list[TimelineBar] = []
         self.rows: list[
             tuple[str, int | None]
         ] = []  # (lane, depth) per chart row; depth None = title
@@ -72,7 +74,7 @@ class Timeline(Asks, ScrollView, can_focus=True):
     def _fetch(self, batch: int) -> None:
         self.ask("timeline", run=self.app.run_name, batch=batch)
 
-    def answered(self, tag: str, data: dict[str, Any]) -> None:
+    def answered(self, tag: str, data: TimelineReply) -> None:
         self.set_timeline(data)
 
     def failed(self, tag: str, message: str) -> None:
@@ -80,16 +82,16 @@ class Timeline(Asks, ScrollView, can_focus=True):
         self.bars = []
         self.refresh()
 
-    def set_timeline(self, data: dict[str, Any]) -> None:
-        self.total_ms = float(data.get("total_ms") or 0.0) or 1.0
-        self.phases = data.get("phases") or []
+    def set_timeline(self, data: TimelineReply) -> None:
+        self.total_ms = float(data["total_ms"] or 0.0) or 1.0
+        self.phases = data["phases"]
         self.bars = sorted(
-            (b for b in data.get("bars") or [] if b.get("lane") in LANES),
-            key=lambda b: (LANES.index(b["lane"]), b.get("depth") or 0, b.get("t0") or 0.0),
+            (b for b in data["bars"] if b["lane"] in LANES),
+            key=lambda b: (LANES.index(b["lane"]), b["depth"] or 0, b["t0"]),
         )
         self.by_row = defaultdict(list)
         for i, bar in enumerate(self.bars):
-            self.by_row[(bar["lane"], bar.get("depth") or 0)].append(i)
+            self.by_row[(bar["lane"], bar["depth"] or 0)].append(i)
         self.rows = []
         for lane in LANES:
             depths = sorted(d for (ln, d) in self.by_row if ln == lane)
@@ -108,7 +110,7 @@ class Timeline(Asks, ScrollView, can_focus=True):
         """Put the cursor on ``call``'s forward bar (or its backward one)."""
         self.follow = call
         for i, bar in enumerate(self.bars):
-            if bar.get("call") == call:
+            if bar["call"] == call:
                 self._move(i)
                 return
 
@@ -123,7 +125,7 @@ class Timeline(Asks, ScrollView, can_focus=True):
 
     def _row_of(self, bar_index: int) -> int:
         bar = self.bars[bar_index]
-        return HEADER_ROWS + self.rows.index((bar["lane"], bar.get("depth") or 0))
+        return HEADER_ROWS + self.rows.index((bar["lane"], bar["depth"] or 0))
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -191,17 +193,17 @@ class Timeline(Asks, ScrollView, can_focus=True):
         cells: list[tuple[str, Style]] = [(" ", Style())] * width
         for i in self.by_row.get((lane, depth), []):
             bar = self.bars[i]
-            x0 = math.floor(self._x(bar.get("t0") or 0.0, width))
-            x1 = max(x0 + 1, math.ceil(self._x(bar.get("t1") or 0.0, width)))
+            x0 = math.floor(self._x(bar["t0"], width))
+            x1 = max(x0 + 1, math.ceil(self._x(bar["t1"], width)))
             if x1 <= 0 or x0 >= width:
                 continue
-            phase = bar.get("phase") if lane == "forward" else "backward"
+            phase = bar["phase"] if lane == "forward" else "backward"
             selected = i == self.cursor
             # Neighbours alternate in brightness so adjacent calls of one phase stay apart.
             shade = 0.85 if i % 2 else 0.62
             bg = Color.parse("white") if selected else _dim(colors.phase_color(phase), shade)
             style = Style(bgcolor=bg, color="black", bold=selected, meta={"bar": i})
-            label = "▏" + fit_label(bar.get("name") or str(bar.get("call")), x1 - x0 - 1)
+            label = "▏" + fit_label(bar["name"] or str(bar["call"]), x1 - x0 - 1)
             for x in range(max(0, x0), min(width, x1)):
                 k = x - x0
                 cells[x] = (label[k] if k < len(label) else " ", style)
@@ -215,10 +217,8 @@ class Timeline(Asks, ScrollView, can_focus=True):
     def _move(self, index: int) -> None:
         self.cursor = index
         bar = self.bars[index]
-        if not (self.view_t0 <= bar.get("t0", 0) and bar.get("t1", 0) <= self.view_t0 + self.span):
-            self.view_t0 = max(
-                0.0, min(self.total_ms - self.span, bar.get("t0", 0) - self.span * 0.1)
-            )
+        if not (self.view_t0 <= bar["t0"] and bar["t1"] <= self.view_t0 + self.span):
+            self.view_t0 = max(0.0, min(self.total_ms - self.span, bar["t0"] - self.span * 0.1))
         row = self._row_of(index)
         if not (self.scroll_y + HEADER_ROWS <= row < self.scroll_y + self.size.height):
             self.scroll_to(y=max(0, row - self.size.height // 2), animate=False)
@@ -228,7 +228,7 @@ class Timeline(Asks, ScrollView, can_focus=True):
         if self.cursor is None:
             return
         bar = self.bars[self.cursor]
-        row = self.by_row[(bar["lane"], bar.get("depth") or 0)]
+        row = self.by_row[(bar["lane"], bar["depth"] or 0)]
         pos = row.index(self.cursor) + delta
         if 0 <= pos < len(row):
             self._move(row[pos])
@@ -237,9 +237,9 @@ class Timeline(Asks, ScrollView, can_focus=True):
         if self.cursor is None:
             return
         bar = self.bars[self.cursor]
-        mid = ((bar.get("t0") or 0) + (bar.get("t1") or 0)) / 2
-        chart_rows = [r for r in self.rows if r[1] is not None]
-        pos = chart_rows.index((bar["lane"], bar.get("depth") or 0)) + delta
+        mid = (bar["t0"] + bar["t1"]) / 2
+        chart_rows = [(lane, depth) for lane, depth in self.rows if depth is not None]
+        pos = chart_rows.index((bar["lane"], bar["depth"] or 0)) + delta
         while 0 <= pos < len(chart_rows):
             candidates = self.by_row.get(chart_rows[pos], [])
             if candidates:

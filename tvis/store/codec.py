@@ -71,7 +71,7 @@ def bits(array: np.ndarray) -> np.ndarray:
 
 
 def checksum(array: np.ndarray) -> int:
-    return zlib.crc32(memoryview(bits(array)).cast("B"))
+    return zlib.crc32(bits(array).data.cast("B"))
 
 
 def encode(array: np.ndarray, base: np.ndarray | None = None) -> Encoded:
@@ -80,10 +80,10 @@ def encode(array: np.ndarray, base: np.ndarray | None = None) -> Encoded:
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     word = bits(array)
-    crc = zlib.crc32(memoryview(word).cast("B"))
+    crc = zlib.crc32(word.data.cast("B"))
     if base is not None:
         word = np.bitwise_xor(word, bits(base))
-    payload = _compressor().compress(_shuffle(word))
+    payload = _compressor().compress(_shuffle(word).data)
     return Encoded(payload, array.dtype, tuple(array.shape), array.nbytes, crc)
 
 
@@ -110,7 +110,7 @@ def decode(
         if base.shape != tuple(shape):
             raise ValueError("the base of an XOR delta has another shape")
         np.bitwise_xor(word, bits(base), out=word)
-    if crc32 is not None and zlib.crc32(memoryview(word).cast("B")) != crc32:
+    if crc32 is not None and zlib.crc32(word.data.cast("B")) != crc32:
         raise ValueError("the decoded values fail their checksum")
     return word.view(dtype).reshape(shape)
 

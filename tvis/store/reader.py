@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast, overload
 
 import msgpack
 import numpy as np
@@ -339,7 +339,7 @@ def _index_record(data: bytes, what: str) -> dict[str, Any] | None:
     return record if unpacker.tell() == len(data) else None
 
 
-class TensorEntries(Sequence):
+class TensorEntries(Sequence[dict[str, Any]]):
     """The tensor entries of an index record, in file order; each is decoded and checked
     against ``schema.TensorEntry`` the first time it is asked for."""
 
@@ -364,7 +364,13 @@ class TensorEntries(Sequence):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         entry = self._entries[i]
@@ -405,11 +411,11 @@ class TensorsById(Mapping):
             if entry.get("id") == tensor_id:
                 return entry
         if self._all is None:
-            self._all = {e.get("id"): e for e in self._entries}
+            self._all = {e["id"]: e for e in self._entries if isinstance(e.get("id"), int)}
         return self._all[tensor_id]
 
     def __iter__(self) -> Iterator[int]:
-        return (e.get("id") for e in self._entries)
+        return (e["id"] for e in self._entries if isinstance(e.get("id"), int))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -467,7 +473,9 @@ class Chunk:
         if "derive" in value:
             return self._derived_array(tensor_id, value)
         if value.get("codec") == chunks.CODEC:
-            return self._chunked_array(tensor_id, value)
+            # A ChunkedArray stands in for the array: indexing it decodes only the chunks
+            # touched, and anything else reads it whole through __array__.
+            return cast(np.ndarray, self._chunked_array(tensor_id, value))
         if value.get("codec"):
             return self._encoded_array(tensor_id, value)
         try:

@@ -174,7 +174,11 @@ class Hist(TypedDict, total=False):
     sampled: int
 
 
-class StoredValue(TypedDict):
+class _CutCount(TypedDict, total=False):
+    count: int | None  # how many were kept when cut; absent (or None) when whole
+
+
+class StoredValue(_CutCount):
     """Where a tensor's kept values sit in its blob, and how they were cut."""
 
     offset: int
@@ -182,7 +186,6 @@ class StoredValue(TypedDict):
     dtype: str
     shape: list[int]
     kept: Literal["all", "samples", "rows", "prefix"]
-    count: int | None  # how many were kept when cut; None when whole
 
 
 class EncodedValue(StoredValue, total=False):
@@ -273,8 +276,8 @@ class Arg(TypedDict, total=False):
 # -- calls -------------------------------------------------------------------------------
 
 
-Call = TypedDict(
-    "Call",
+CallSummary = TypedDict(
+    "CallSummary",
     {
         "id": int,
         "parent": int,  # -1 for a root
@@ -285,8 +288,6 @@ Call = TypedDict(
         "phase": Phase,
         "def": "list | None",  # [file, line] where it is defined
         "site": "list | None",  # [file, line] where it was called
-        "inputs": "list[Arg]",
-        "outputs": "list[Arg]",
         "t0": float,  # ms since the batch began
         "fwd_ms": "float | None",
         "bwd_ms": "float | None",  # inferred from gradient arrival: approximate
@@ -295,26 +296,24 @@ Call = TypedDict(
     },
     total=False,
 )
-"""A module, project function, loss, transform or tokenizer call, as recorded (``def`` is a
-keyword, hence the functional form)."""
+"""What a call and its tree row share (``def`` is a keyword, hence the functional form)."""
 
 
-_ARGUMENTS = ("inputs", "outputs")
-_CALL_SUMMARY = {k: v for k, v in Call.__annotations__.items() if k not in _ARGUMENTS}
+class Call(CallSummary, total=False):
+    """A module, project function, loss, transform or tokenizer call, as recorded."""
 
-CallRow = TypedDict(
-    "CallRow",
-    {
-        **_CALL_SUMMARY,
-        "n_children": int,
-        "out_shape": "list[int] | None",
-        "out_stats": "Stats | None",  # of the first output
-        "grad_norm": "float | None",  # ‖dL/d(first output)‖
-        "path": "list[int]",  # ancestor ids, root first (``find`` only)
-    },
-    total=False,
-)
-"""A call as a tree row (the agent's ``calls`` and ``find``): no arguments, a summary."""
+    inputs: list[Arg]
+    outputs: list[Arg]
+
+
+class CallRow(CallSummary, total=False):
+    """A call as a tree row (the agent's ``calls`` and ``find``): no arguments, a summary."""
+
+    n_children: int
+    out_shape: list[int] | None
+    out_stats: Stats | None  # of the first output
+    grad_norm: float | None  # ‖dL/d(first output)‖
+    path: list[int]  # ancestor ids, root first (``find`` only)
 
 
 class LayerRow(TypedDict):

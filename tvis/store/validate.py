@@ -74,7 +74,7 @@ def _simple(test: Callable[[Any], bool], expected: str) -> Checker:
     def check(value: Any):
         return None if test(value) else failed
 
-    check.test = test  # lets a list of plain values be checked in one pass
+    setattr(check, "test", test)  # noqa: B010 (lets a list of plain values be checked in one pass)
     return check
 
 
@@ -150,15 +150,21 @@ def _record(kind: type) -> Checker:
 def _exact(hint: Any) -> frozenset[type] | None:
     """The types a value decoded from msgpack may have to fit ``hint``, when its type alone
     decides (numbers, text, flags, null and unions of them); None when it takes more."""
-    plain = {bool: {bool}, int: {int}, float: {int, float}, str: {str}, type(None): {type(None)}}
+    plain: dict[Any, set[type]] = {
+        bool: {bool},
+        int: {int},
+        float: {int, float},
+        str: {str},
+        type(None): {type(None)},
+    }
     if hint is None:
         hint = type(None)
     if hint in plain:
         return frozenset(plain[hint])
     if typing.get_origin(hint) in (Union, types.UnionType):
         arms = [_exact(a) for a in typing.get_args(hint)]
-        if all(arms):
-            return frozenset().union(*arms)
+        if all(arm is not None for arm in arms):
+            return frozenset(t for arm in arms if arm is not None for t in arm)
     return None
 
 

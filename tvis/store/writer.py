@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,9 @@ class RunWriter:
     def write_sources(self, sources: dict[str, str]) -> None:
         atomic.write_msgpack(self.path / SOURCES, sources)
 
-    def _write_chunk(self, final: Path, record: dict, arrays: dict[int, np.ndarray]) -> int:
+    def _write_chunk(
+        self, final: Path, record: dict, arrays: Mapping[int, np.ndarray | Encoded]
+    ) -> int:
         # Build the folder under a hidden name, then rename it into place: a reader (or a
         # kill -9) sees either the whole batch or none of it.
         tmp = final.with_name(f".{final.name}{TMP_SUFFIX}")
@@ -163,7 +166,7 @@ class RunWriter:
 
 
 def _write_blob(
-    path: Path, entries: list[dict], arrays: dict[int, np.ndarray | Encoded], chunked: bool
+    path: Path, entries: list[dict], arrays: Mapping[int, np.ndarray | Encoded], chunked: bool
 ) -> int:
     offset = 0
     with open(path, "wb") as f:
@@ -186,7 +189,7 @@ def _write_blob(
             if pad:
                 f.write(b"\0" * pad)
                 offset += pad
-            f.write(memoryview(array).cast("B") if array.size else b"")
+            f.write(array.data.cast("B") if array.size else b"")
             value = entry.get("value") or {}
             value.update(
                 offset=offset,
