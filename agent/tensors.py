@@ -134,9 +134,9 @@ class TensorsAPI:
                 BAD_REQUEST,
             )
         if isinstance(values, LazyArray):  # make only the elements of this range
-            return RawBytes(memoryview(values.byte_range(offset, length)))
+            return RawBytes(values.byte_range(offset, length).data)
         # (a uint8 view, not memoryview.cast: that refuses 0-d arrays and unusual dtypes)
-        data = memoryview(values.reshape(-1).view(np.uint8))
+        data = values.reshape(-1).view(np.uint8).data
         return RawBytes(data[offset : offset + length])
 
     @rpc

@@ -287,7 +287,7 @@ class LayerView(AgentPane):
         if grid.get("kept_note"):
             note = f"{grid['kept_note']} · {note}"
         # Filters down, channels across: a row of the mosaic is one filter's kernels.
-        kernels = array.reshape(-1, *array.shape[2:])
+        kernels = list(array.reshape(-1, *array.shape[2:]))
         self.query_one(Picture).show_mosaic(
             kernels, scale, SIGNED, per_row=array.shape[1], note=note
         )

@@ -286,7 +286,10 @@ def _sent_256() -> np.ndarray:
     sent = np.array([EIGHT_BIT_PALETTE[n] for n in range(256)], dtype=np.uint8)
     for number in range(16, 256):
         at = number
-        while (down := Color.from_rgb(*EIGHT_BIT_PALETTE[at]).downgrade(_EIGHT).number) != at:
+        while True:
+            down = Color.from_rgb(*EIGHT_BIT_PALETTE[at]).downgrade(_EIGHT).number
+            if down is None or down == at:
+                break
             at = down
         sent[number] = EIGHT_BIT_PALETTE[at]
     return sent

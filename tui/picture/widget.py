@@ -327,7 +327,9 @@ class Picture(Steady, Widget):
         if content.tiles is not None:
             tile_w = max((t.shape[-1] for t in content.tiles), default=1) + 1
             per_row = content.per_row or (width + 1) // tile_w
+            assert content.scale is not None  # so do tiles
             return colormaps.mosaic(content.tiles, per_row, content.scale, content.cmap, depth)
+        assert content.rgb is not None  # a content holds values, tiles or a photo
         if self._fitted is None or self._fitted[0] != depth:  # once per picture and depth
             self._fitted = (depth, colormaps.fit(content.rgb, depth))
         return self._fitted[1]

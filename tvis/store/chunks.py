@@ -168,7 +168,9 @@ class LazyArray(NDArrayOperatorsMixin):
         key = key if isinstance(key, tuple) else (key,)
         if len(key) > self.ndim:
             return None
-        lows, extents, local = [], [], []
+        lows: list[int] = []
+        extents: list[int] = []
+        local: list[int | slice] = []
         for dim, n in enumerate(self.shape):
             k = key[dim] if dim < len(key) else slice(None)
             if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):

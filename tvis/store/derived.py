@@ -24,6 +24,7 @@ A recipe names only entries with smaller ids, so chains end.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 
 import numpy as np
 
@@ -51,11 +52,12 @@ OPS: dict[str, tuple[tuple[str, ...], Callable[..., np.ndarray]]] = {
 
 def sources(recipe: dict) -> list[int]:
     """The entry ids a recipe reads (ValueError for one this tvis does not know)."""
-    op = OPS.get(recipe.get("op")) if isinstance(recipe, dict) else None
+    op = OPS.get(str(recipe.get("op"))) if isinstance(recipe, dict) else None
     if op is None:
         raise ValueError(f"unknown derivation {recipe!r}")
-    ids = [recipe.get(key) for key in op[0]]
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+    named = [recipe.get(key) for key in op[0]]
+    ids = [i for i in named if isinstance(i, int) and not isinstance(i, bool)]
+    if len(ids) != len(named):
         raise ValueError(f"a derivation names no entry: {recipe!r}")
     return ids
 
@@ -98,10 +100,15 @@ def find(record: dict, arrays: dict[int, np.ndarray]) -> dict[int, dict]:
 
 def _forward(x: np.ndarray, y: np.ndarray, i: int) -> dict | None:
     """How ``y`` follows from ``x`` (entry ``i``), if it does, bit for bit."""
+    flat = x.reshape(-1)
     for op in ("same", "relu"):
-        if _equal(y, lambda s, op=op: OPS[op][1](x.reshape(-1)[s])):
+        if _equal(y, partial(_applied, OPS[op][1], flat)):
             return {"op": op, "of": i}
     return None
+
+
+def _applied(fn: Callable[..., np.ndarray], flat: np.ndarray, s: slice) -> np.ndarray:
+    return fn(flat[s])
 
 
 def _backward(

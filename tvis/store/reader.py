@@ -470,8 +470,8 @@ class Chunk:
         value = self.tensor(tensor_id).get("value")
         if not value:
             return None
-        if "derive" in value:
-            return self._derived_array(tensor_id, value)
+        if "derive" in value:  # rebuilt lazily, like a ChunkedArray below
+            return cast(np.ndarray, self._derived_array(tensor_id, value))
         if value.get("codec") == chunks.CODEC:
             # A ChunkedArray stands in for the array: indexing it decodes only the chunks
             # touched, and anything else reads it whole through __array__.
@@ -542,10 +542,12 @@ class Chunk:
             raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.") from None
         if not all(0 <= i < tensor_id for i in ids):  # earlier entries only: chains end
             raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
-        inputs = [self.array(i) for i in ids]
-        if any(x is None or x.dtype != dtype or tuple(x.shape) != shape for x in inputs):
+        inputs = [x for x in map(self.array, ids) if x is not None]
+        if len(inputs) != len(ids) or any(
+            x.dtype != dtype or tuple(x.shape) != shape for x in inputs
+        ):
             raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
-        return derived.DerivedArray(recipe["op"], inputs)
+        return derived.DerivedArray(recipe["op"], list(inputs))
 
     def _encoded_array(self, tensor_id: int, value: dict[str, Any]) -> np.ndarray:
         """An encoded value: the decoded array, or for a Δw entry after - before."""

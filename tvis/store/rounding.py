@@ -25,7 +25,7 @@ import numpy as np
 MANTISSA_BITS = 10
 
 # dtype -> (same-size unsigned integer, stored mantissa bits, exponent mask)
-_LAYOUT = {
+_LAYOUT: dict[np.dtype, tuple[np.dtype, int, int]] = {
     np.dtype("<f4"): (np.dtype("<u4"), 23, 0x7F80_0000),
     np.dtype("<f8"): (np.dtype("<u8"), 52, 0x7FF0_0000_0000_0000),
 }
@@ -41,7 +41,7 @@ def rounds(dtype: np.dtype, bits: int | None) -> bool:
 def round_mantissa(values: np.ndarray, bits: int | None) -> np.ndarray:
     """``values`` (contiguous, little-endian) with ``bits`` mantissa bits kept: a new
     array, or ``values`` itself when nothing changes."""
-    if not rounds(values.dtype, bits):
+    if bits is None or not rounds(values.dtype, bits):
         return values
     unsigned, stored, exponent = _LAYOUT[values.dtype]
     u = values.view(unsigned)
