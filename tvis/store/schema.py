@@ -198,13 +198,16 @@ class EncodedValue(StoredValue, total=False):
     delta: int  # an update: its bits are the weight after the step XOR this weight entry
 
 
-class ChunkedValue(StoredValue):
+class _Rounded(TypedDict, total=False):
+    bits: int  # format 4: stored rounded to this many mantissa bits (absent: exact)
+
+
+class ChunkedValue(StoredValue, _Rounded):
     """An activation's or gradient's values compressed in chunks (tvis/store/chunks.py)."""
 
     codec: Literal["blosc-zstd-chunks"]
     chunk: int  # elements per chunk, whole trailing planes
     sizes: list[int]  # compressed bytes of each chunk, one after another from offset
-    bits: int  # format 4: stored rounded to this many mantissa bits (absent: exact)
 
 
 class Derivation(TypedDict, total=False):
@@ -446,6 +449,7 @@ class RunMeta(TypedDict, total=False):
     error: str | None
     from_step: int  # --from-step: the first step recorded
     watch: dict[str, Any]  # --watch: checks, steps watched, the anomaly (store/watch.py)
+    values: dict[str, Any]  # format 4: {"mantissa_bits": N} when values were stored rounded
 
 
 class RunIndex(TypedDict, total=False):
