@@ -9,8 +9,11 @@ import torch
 from helpers import record_here
 from torch import nn
 
+from tvis.agent.api import AgentAPI
 from tvis.record.builder import LIGHT_REPEATS
 from tvis.store.reader import RunReader
+from tvis.tui.pages.replay import counted_note
+from tvis.tui.widgets.call_tree import dropped_label
 
 
 class _Net(nn.Module):
@@ -248,3 +251,21 @@ def test_lbfgs_records_the_first_evaluations_counts_the_rest_and_steps_exactly(t
     counted = [s for s in record["dropped_sites"] if s.get("why") == "repeat"]
     assert sum(s["count"] for s in counted) == len(evaluations) - 1 - LIGHT_REPEATS
     assert group["repeats"] == len(evaluations) - 1 - LIGHT_REPEATS
+
+
+def test_call_tree_and_replay_say_how_many_forwards_were_counted(tmp_path):
+    samples: list = []
+    _, train = _train_and_sample(samples, n=12)
+    outcome = record_here(train, tmp_path, steps=3)
+    api, name = AgentAPI(outcome.run_dir.parent), outcome.run_dir.name
+    group = _light_groups(RunReader(outcome.run_dir))[0]
+    (site,) = api.calls(name, group["index"])["dropped"]
+    assert dropped_label(site) == (
+        f"×{12 - LIGHT_REPEATS} more _Net (repeated forward: the first {LIGHT_REPEATS} from "
+        "its line recorded in full, these counted, not recorded)"
+    )
+    events = [e for e in api.replay(name, limit=5000)["events"] if e["kind"] == "light"]
+    assert [e["repeats"] for e in events] == [12 - LIGHT_REPEATS] * 2
+    assert all(e["n_calls"] == 4 * LIGHT_REPEATS and e["dropped"] == 0 for e in events)
+    note = f" · {12 - LIGHT_REPEATS} repeated forwards counted, not recorded"
+    assert counted_note(events[0]) == note
