@@ -134,11 +134,15 @@ class ReplayAPI:
                 if light is None:
                     light_at = len(events)
                     light = _event("forward", "light", info, batches=[], name="", group=b)
-                    light.update(open=b in opened, n_calls=0)
+                    light.update(open=b in opened, n_calls=0, repeats=0, dropped=0)
                     events.append(light)
                 light["batches"].append(b)
                 light["name"] = _light_name(light["batches"], info)
                 light["n_calls"] += int(info.get("n_calls") or 0)
+                # What ran but was only counted: repeated forwards, and calls past the cap.
+                repeats = int(info.get("repeats") or 0)
+                light["repeats"] += repeats
+                light["dropped"] += int(info.get("dropped_calls") or 0) - repeats
                 # Closed, every batch of the group is its one event; opened, each its calls
                 # (the first batch also owns the group's event, where it starts).
                 start = light_at if b == light["group"] or not light["open"] else len(events)

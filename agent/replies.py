@@ -465,6 +465,8 @@ class Event(TypedDict, total=False):
     group: int  # light, and an opened group's calls: the group's first batch
     open: bool  # light: opened into its calls
     n_calls: int  # light: calls in the group
+    repeats: int  # light: repeated forwards counted, not recorded
+    dropped: int  # light: calls past its cap, counted, not recorded
 
 
 class OutlineRun(TypedDict):
@@ -904,6 +906,8 @@ class ReplayEvent:
     group: int | None = None
     open: bool = False
     n_calls: int = 0
+    repeats: int = 0
+    dropped: int = 0
     raw: Any = None  # the Event map as it came (read only)
 
     @classmethod
@@ -939,6 +943,8 @@ class ReplayEvent:
             group=_int_or_none(e.get("group")),
             open=e.get("open") is True,
             n_calls=_int_or_none(e.get("n_calls")) or 0,
+            repeats=_int_or_none(e.get("repeats")) or 0,
+            dropped=_int_or_none(e.get("dropped")) or 0,
             raw=e,
         )
 

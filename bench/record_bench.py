@@ -35,7 +35,14 @@ EXAMPLES = {
     "vit": ["--workers", "0"],
 }
 WALL = False  # set by --wall
-SCRIPTS = ["char_gpt.py", "lstm_lm.py", "lbfgs_fit.py", "recommender_sparse.py", "wide_mlp.py"]
+SCRIPTS = [
+    "gpt_sample.py",
+    "char_gpt.py",
+    "lstm_lm.py",
+    "lbfgs_fit.py",
+    "recommender_sparse.py",
+    "wide_mlp.py",
+]
 
 # Runs a command and prints its CPU seconds, wall seconds and peak RSS (MB): measured in
 # a process of its own, so each figure belongs to one run.

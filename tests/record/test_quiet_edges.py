@@ -29,19 +29,26 @@ def test_heap_scan_for_raw_tensors_raises_no_future_warning(tmp_path):
     assert "complete" in result.stderr
 
 
-class _Small(torch.nn.Module):
+class _Deep(torch.nn.Module):
+    """One forward of 301 module calls: a light group's cap is reached inside a forward."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.fc = torch.nn.Linear(4, 2)
+        self.fc = torch.nn.Linear(4, 4)
+        with torch.no_grad():  # values that stay finite through 300 layers
+            self.fc.weight.copy_(torch.eye(4))
+            self.fc.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
+        for _ in range(300):
+            x = self.fc(x)
+        return x
 
 
 def test_light_group_past_its_cap_summarises_dropped_calls_per_module(tmp_path):
     torch.manual_seed(0)
-    model = _Small()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model = _Deep()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
 
     def train():
         for _ in range(3):
@@ -49,18 +56,21 @@ def test_light_group_past_its_cap_summarises_dropped_calls_per_module(tmp_path):
             model(torch.randn(2, 4)).sum().backward()
             opt.step()
             with torch.no_grad():
-                for _ in range(400):  # 800 calls per evaluation: past the cap
-                    model(torch.randn(2, 4))
+                model(torch.randn(2, 4))  # 301 calls recorded
+                model(torch.randn(3, 4))  # another line: 199 recorded, the cap counts 102
 
     outcome = record_here(train, tmp_path, steps=2)
     run = RunReader(outcome.run_dir)
     group = next(b for b in run.index()["batches"] if b["light"] and b["dropped_calls"])
     record = run.batch(group["index"]).record
-    sites = {(s["name"], s["cls"]): s["count"] for s in record["dropped_sites"]}
-    assert sum(sites.values()) == group["dropped_calls"]
-    root = next(name for name, cls in sites if cls == "_Small")
-    assert sites[("fc", "Linear")] == sites[(root, "_Small")] > 0
-    reply = AgentAPI(outcome.run_dir.parent).calls(outcome.run_dir.name, group["index"])
+    assert group["n_calls"] == 500 and "repeats" not in group
+    (site,) = record["dropped_sites"]
+    second = next(c for c in record["calls"] if c["depth"] == 0 and c["id"] > 0)
+    assert (site["name"], site["cls"], site["parent"]) == ("fc", "Linear", second["id"])
+    assert site["count"] == group["dropped_calls"] == 102 and "why" not in site
+    reply = AgentAPI(outcome.run_dir.parent).calls(
+        outcome.run_dir.name, group["index"], second["id"]
+    )
     assert reply["dropped"] == record["dropped_sites"]
 
 

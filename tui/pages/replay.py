@@ -330,10 +330,10 @@ class ReplayPage(PlaceKeys, Screen):
             calls = f"{event.n_calls} calls"
             if event.open:
                 text.append(f" · its {calls} follow, statistics only", style=colors.MUTED)
-                text.append(f" · {key} closes", style=colors.MUTED)
             else:
                 text.append(f" · {calls} in one event (statistics only)", style=colors.MUTED)
-                text.append(f" · {key} opens them", style=colors.MUTED)
+            text.append(counted_note(event), style=colors.MUTED)
+            text.append(f" · {key} {'closes' if event.open else 'opens them'}", colors.MUTED)
         for key in event.flags:
             flag = FLAGS.get(key)
             if flag is not None and (flag.warning or key == MIXES_SAMPLES):
@@ -559,3 +559,15 @@ class ReplayPage(PlaceKeys, Screen):
         if "explore" in pages:
             await self.app.action_page(pages.index("explore") + 1)  # builds it on first use
             self.app.goto_call(event.batch, event.call)
+
+
+def counted_note(event: ReplayEvent) -> str:
+    """What a light group ran but only counted: repeated forwards recorded the first few
+    times, and calls past its cap ("" when it recorded everything)."""
+    parts = []
+    repeats, dropped = event.repeats, event.dropped
+    if repeats:
+        parts.append(f"{repeats:,} repeated forward{'s' if repeats != 1 else ''}")
+    if dropped:
+        parts.append(f"{dropped:,} call{'s' if dropped != 1 else ''} past its cap")
+    return f" · {' and '.join(parts)} counted, not recorded" if parts else ""

@@ -78,9 +78,15 @@ RATIO_HEADER = "‖Δw‖/‖w‖"
 
 
 def dropped_label(site: dict[str, Any]) -> str:
-    """The row standing for calls the recorder's call cap counted but did not record."""
+    """The row standing for calls the recorder counted but did not record: past the call
+    cap, or repeats of a forward a light group had already recorded in full."""
     count = site.get("count")
     count = f"{count:,}" if isinstance(count, int) else "?"
+    if site.get("why") == "repeat":
+        first = site.get("recorded")
+        first = f"the first {first}" if isinstance(first, int) else "the first ones"
+        why = f"repeated forward: {first} from its line recorded in full, these counted"
+        return f"×{count} more {site.get('name')} ({why}, not recorded)"
     return f"×{count} more {site.get('name')} (past the call cap: counted, not recorded)"
 
 

@@ -34,6 +34,11 @@ MODULE_REPEATS = 20000
 # enough to show the shape of an eval loop, bounded however long it runs.
 LIGHT_CALL_CAP = 500
 
+# Root forwards made from one line of code that a light group records in full: later
+# ones from that line (the rest of a generate() loop, an LBFGS closure's extra passes)
+# are counted, and run with tvis out of the way until they return.
+LIGHT_REPEATS = 3
+
 # Text kept of a non-tensor argument: enough for a shape tuple, a flag or a short string.
 REPR_CHARS = 80
 
@@ -184,6 +189,10 @@ class BatchBuilder:
         self.dropped_calls = 0
         # Calls left out past the cap: (name, cls, id of the recorded call they ran in) -> n
         self.dropped_sites: Counter[tuple[str, str | None, int]] = Counter()
+        # A light group's root forwards per (module name, calling line), and the repeats
+        # counted rather than recorded, per (name, cls, id of the call they ran in).
+        self.root_repeats: Counter[tuple[str, tuple | None]] = Counter()
+        self.repeat_sites: Counter[tuple[str, str | None, int]] = Counter()
         self.module_calls: Counter[str] = Counter()  # calls per module name (module_repeats)
         self.failures: Counter[str] = Counter()  # why tensors could not be read -> how many
         self.raw_images = 0
@@ -459,16 +468,27 @@ class BatchBuilder:
             call.frame = None
 
     def _dropped(self) -> dict:
-        """What the call cap left out, per name and the call it ran in: the tree shows
-        "×N more" there."""
-        if not self.dropped_sites:
+        """What the call cap left out, and the repeated forwards a light group counted
+        (``why: "repeat"``, with how many of them were recorded), per name and the call
+        they ran in: the tree shows "×N more" there."""
+        if not self.dropped_sites and not self.repeat_sites:
             return {}
-        return {
-            "dropped_sites": [
-                {"name": name, "cls": cls, "parent": parent, "count": n}
-                for (name, cls, parent), n in self.dropped_sites.most_common()
-            ]
-        }
+        sites = [
+            {"name": name, "cls": cls, "parent": parent, "count": n}
+            for (name, cls, parent), n in self.dropped_sites.most_common()
+        ]
+        sites += [
+            {
+                "name": name,
+                "cls": cls,
+                "parent": parent,
+                "count": n,
+                "why": "repeat",
+                "recorded": LIGHT_REPEATS,
+            }
+            for (name, cls, parent), n in self.repeat_sites.most_common()
+        ]
+        return {"dropped_sites": sites}
 
     def record(self) -> dict:
         return {
@@ -483,6 +503,7 @@ class BatchBuilder:
                 "phase_ms": self.phase_ms,
                 "n_calls": len(self.calls),
                 "dropped_calls": self.dropped_calls,
+                **({"repeats": n} if (n := sum(self.repeat_sites.values())) else {}),
                 **({"digest": self.digest} if self.digest else {}),
                 **({"grad_scale": self.grad_scale} if self.grad_scale else {}),
             },

@@ -124,6 +124,7 @@ class FunctionTracer(Extension):
         if not batch.light:
             call.given = named  # re-applied per sample if this call turns out to be the loss
         rec.open_call(batch, call)
+        rec.stack_changed()
         call.t0 = (rec.work.started - rec.overhead - batch.started) * 1e3
         return partial(self._exit, call)
 
@@ -136,6 +137,7 @@ class FunctionTracer(Extension):
                 if not rec.stack or rec.stack[-1] is not call:
                     return  # carried into another batch or cut off by an exception
                 rec.stack.pop()
+                rec.stack_changed()
                 frame, call.frame = call.frame, None
                 given, call.given = call.given, None
                 batch = rec.batch

@@ -65,6 +65,7 @@ class LossCapture(Extension):
                 or self.inside
                 or rec.paused
                 or rec.busy
+                or rec.counting
                 or (rec.batch is None and not rec.stack)
                 or rec.rerun()
             ):

@@ -94,7 +94,12 @@ class ModuleCalls:
         return names
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if compiling() or self.paused or self.rerun():
+        if compiling():
+            return
+        if self.counting and threading.get_ident() == self.thread:
+            self.counting += 1  # inside a repeated forward that is counted, not recorded
+            return
+        if self.paused or self.rerun():
             return
         if threading.get_ident() != self.thread and not (
             torch.is_grad_enabled() and self.adopt_thread()
@@ -133,6 +138,9 @@ class ModuleCalls:
         elif batch.batch_size is not None and not is_loss and not self.in_data:
             seq_first.settle(batch, module, args)
         self.open_modules += 1
+        if self.open_modules == 1 and batch.light and not self.in_data:
+            if self.counts_repeat(batch, module, self._caller_line()):
+                return
         if self._drops_module(batch, self.module_name(module), is_loss):
             self.drop_call(batch, self.module_name(module), type(module).__name__)
             self.stack.append(None)  # keeps pre/post hooks paired
@@ -203,7 +211,12 @@ class ModuleCalls:
         # torch calls this hook as (module, args, kwargs, output) after a forward, but as
         # (module, args, output) when the forward raised: the call must still be closed,
         # or every later forward of a script that catches the error nests under it.
-        if compiling() or threading.get_ident() != self.thread or self.paused:
+        if compiling() or threading.get_ident() != self.thread:
+            return
+        if self.counting:
+            self.counted_exit(module)
+            return
+        if self.paused:
             return
         rerun = self.rerun()
         if rerun:

@@ -42,8 +42,7 @@ class LineOps(Extension):
         self._set(self._wanted_before_pause)
 
     def on_call_stack_change(self, recorder) -> None:
-        top = recorder.stack[-1] if recorder.stack else False
-        self._set(top is False or (top is not None and (top.kind == "function" or top.project)))
+        self._set(_wanted(recorder))
 
     def _set(self, wanted: bool) -> None:
         if wanted == self.active:
@@ -55,6 +54,21 @@ class LineOps(Extension):
         else:
             return  # a mode of the user's sits above ours: leave the stack alone
         self.active = wanted
+
+
+def _wanted(rec) -> bool:
+    """Whether an op run now can be a project line's: under a project function that
+    is still recorded, or a project module; at the top level (a script's own loop),
+    except inside an optimizer's step, whose ops are the optimizer's (a closure it calls
+    is a function of its own). Where none can, ops run without the mode's dispatch."""
+    if not rec.stack:
+        return not rec.in_step
+    top = rec.stack[-1]
+    if top is None:
+        return False  # a call counted, not recorded
+    if top.kind == "function":
+        return top.frame is not None  # None: its batch was let go (ops would be dropped)
+    return top.project
 
 
 def _at_user_line(show, message: warnings.WarningMessage) -> None:

@@ -36,6 +36,7 @@ from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
 from tvis.record.project import Project
+from tvis.record.repeats import Repeats
 from tvis.record.steps import Steps
 from tvis.record.stop import StopRecording
 from tvis.record.writer_thread import BackgroundWriter
@@ -94,6 +95,10 @@ class _Work:
             self._lifted = rec.call_hook is not None and rec.call_hook.lift()
         rec.busy += 1
 
+    def keep_lifted(self) -> None:
+        """Leave the call hook off when the outermost bracket ends (tvis paused it)."""
+        self._lifted = False
+
     def __exit__(self, *exc) -> None:
         rec = self.recorder
         rec.busy -= 1
@@ -104,7 +109,7 @@ class _Work:
             rec.overhead += _perf() - self.started
 
 
-class Recorder(ModuleCalls, Steps):
+class Recorder(ModuleCalls, Repeats, Steps):
     """Installs tvis into torch for one run and turns what it sees into batches."""
 
     def __init__(
@@ -161,6 +166,14 @@ class Recorder(ModuleCalls, Steps):
         self.signatures: dict[type, list[str]] = {}
         self.in_data = 0
         self.open_modules = 0  # module calls in progress: 0 means the next one is a root
+        # Module calls open inside a light group's repeated forward that is counted, not
+        # recorded (0: none is running); and when it began and its line's record.
+        self.counting = 0
+        self._counted: tuple[float, dict | None] = (0.0, None)
+        self._aside = None  # tvis's global module hooks out of torch's tables meanwhile
+        self.root_hooks: dict[int, tuple] = {}  # on a light group's counted root modules
+        self._root_entered = False  # the counted root's own call reached its hooks
+        self.module_hook_ids: tuple[int, int] = (-1, -1)  # their keys in those tables
         self.data_info: dict[str, Any] = {}
         self.stopped = False
         self.stop_due = False  # steps are done; stop at the next hook that may raise
@@ -199,12 +212,14 @@ class Recorder(ModuleCalls, Steps):
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_module
 
-        self.handles += [
+        module_hooks = [
             nn_module.register_module_forward_pre_hook(self._module_pre),
             nn_module.register_module_forward_hook(
                 self._module_post, with_kwargs=True, always_call=True
             ),
         ]
+        self.module_hook_ids = (module_hooks[0].id, module_hooks[1].id)
+        self.handles += module_hooks
         if step_hooks:
             self.handles += [
                 optim_module.register_optimizer_step_pre_hook(self._step_pre),
@@ -236,7 +251,14 @@ class Recorder(ModuleCalls, Steps):
             if type(e).on_call_stack_change is not Extension.on_call_stack_change
         ]
 
+    def stack_changed(self) -> None:
+        """Tell the extensions that watch it that the innermost open call may have changed."""
+        for extension in self.stack_watchers:
+            extension.on_call_stack_change(self)
+
     def uninstall(self) -> None:
+        self.stop_counting()
+        self.remove_root_hooks()
         for extension in reversed(self.extensions):
             try:
                 extension.uninstall(self)
@@ -428,6 +450,7 @@ class Recorder(ModuleCalls, Steps):
         group, self.light_group = self.light_group, None
         if group is None:
             return
+        self.remove_root_hooks()
         if self.batch is group:
             self.batch = None
         if group.calls or group.dropped_calls:

@@ -25,6 +25,7 @@ class Steps:
             return original(tensors, *args, **kwargs)
         if self.stopped or self.stop_due:
             self.check_stop()
+        self.stop_counting()
         batch = None
         with self.work:
             try:
@@ -142,7 +143,9 @@ class Steps:
             return
         if self.stopped or self.stop_due:
             self.check_stop()
+        self.stop_counting()
         self.in_step += 1
+        self.stack_changed()  # the optimizer's own ops are no project line's
         with self.work:
             try:
                 self.no_optimizer = False
@@ -160,6 +163,7 @@ class Steps:
         if compiling() or threading.get_ident() != self.thread or self.paused:
             return
         self.in_step = max(0, self.in_step - 1)
+        self.stack_changed()
         snap, self._step_snapshot = self._step_snapshot, None
         index = self.optimizers.setdefault(id(optimizer), len(self.optimizers))
         # Counted before anything that could fail: a broken capture must not stop the stop.

@@ -22,7 +22,14 @@ from tvis.record.compiled import compiling
 def recording(rec) -> BatchBuilder | None:
     """The batch a library call made now is recorded in, or None when it is not (past the
     batch's call cap, ``call_through`` counts the call instead)."""
-    if compiling() or threading.get_ident() != rec.thread or rec.paused or rec.busy or rec.stopped:
+    if (
+        compiling()
+        or threading.get_ident() != rec.thread
+        or rec.paused
+        or rec.busy
+        or rec.stopped
+        or rec.counting
+    ):
         return None
     return rec.batch
 

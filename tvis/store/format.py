@@ -90,6 +90,7 @@ A batch index (``batches/N/index.msgpack``)::
                "no_grad": bool, "light": bool (values not kept), "batch_size": int | None,
                "phase_ms": {"data", "forward", "loss", "backward", "optimizer"},
                "overhead_ms": float (tvis's own work, already subtracted), "n_calls": int,
+               "dropped_calls": int, "repeats"?: int (of them, repeated forwards counted),
                "digest": str (of the collated batch; ranks of a group only),
                "grad_scale"?: float (backward ran on a GradScaler's loss × grad_scale: "loss"
                               and every dL/d(activation) are recorded divided by it)},
@@ -100,10 +101,14 @@ A batch index (``batches/N/index.msgpack``)::
                                      # earlier batch (a loop in main()) or top-level code
                 "no_grad"?: true,    # the line ran with gradients off (evaluation)
                 "flags"?: ["nonfinite_origin" | "nonfinite_grad_origin"]}, ...],
-     "dropped_sites"?: [{"name", "cls", "parent", "count"}],  # calls the call cap left out
+     "dropped_sites"?: [{"name", "cls", "parent", "count",  # calls the call cap left out
+                         "why"?: "repeat", "recorded"?: int}],
                      # (a light group's modules; a training batch's project helpers past
                      # 20,000 calls), per name and the recorded call they ran inside
-                     # (parent: -1 at the top); batch.dropped_calls in all
+                     # (parent: -1 at the top); batch.dropped_calls in all. ``why:
+                     # "repeat"``: root forwards of a light group made from a line that
+                     # already had ``recorded`` forwards recorded in full, counted with
+                     # nothing inside them recorded (batch.repeats in all)
      "anomalies"?: {"nonfinite"?: origin, "nonfinite_grad"?: origin},
      "data": {"batch": [arg, ...], "indices": [dataset index, ...],
               "items": [{"index", "calls": [first, end)}, ...]},

@@ -380,6 +380,7 @@ class BatchInfo(TypedDict, total=False):
     overhead_ms: float
     n_calls: int
     dropped_calls: int
+    repeats: int  # of dropped_calls, a light group's repeated root forwards only counted
     grad_scale: float  # a GradScaler's factor, divided out of the loss and dL/d(activation)
 
 
