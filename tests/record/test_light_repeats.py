@@ -10,6 +10,7 @@ from helpers import record_here
 from torch import nn
 
 from tvis.agent.api import AgentAPI
+from tvis.agent.replies import ReplayEvent
 from tvis.record.builder import LIGHT_REPEATS
 from tvis.store.reader import RunReader
 from tvis.tui.pages.replay import counted_note
@@ -268,4 +269,4 @@ def test_call_tree_and_replay_say_how_many_forwards_were_counted(tmp_path):
     assert [e["repeats"] for e in events] == [12 - LIGHT_REPEATS] * 2
     assert all(e["n_calls"] == 4 * LIGHT_REPEATS and e["dropped"] == 0 for e in events)
     note = f" · {12 - LIGHT_REPEATS} repeated forwards counted, not recorded"
-    assert counted_note(events[0]) == note
+    assert counted_note(ReplayEvent.decode(events[0])) == note
