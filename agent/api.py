@@ -27,7 +27,6 @@ from tvis.agent.insights import (
 from tvis.agent.insights.common import RUN_VIEW_CACHE
 from tvis.agent.layer_api import LayerViewsAPI
 from tvis.agent.lookups import Lookups
-from tvis.agent.lru import LRU
 from tvis.agent.ranks import RanksAPI
 from tvis.agent.replay import ReplayAPI
 from tvis.agent.runs import RunsAPI
@@ -36,6 +35,7 @@ from tvis.agent.tensors import TensorsAPI
 from tvis.agent.traffic import Traffic
 from tvis.agent.watch import WatchAPI
 from tvis.agent.weights import WeightsAPI
+from tvis.store.lru import LRU
 
 
 class AgentAPI:

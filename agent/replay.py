@@ -30,12 +30,12 @@ from tvis.agent.dispatch import long_rpc
 from tvis.agent.insights.common import stamp
 from tvis.agent.insights.pipeline import item_calls, returned_order, stage_output
 from tvis.agent.lookups import Lookups
-from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, AgentError
 from tvis.agent.replies import REPLAY_DETAILS
 from tvis.agent.samples import model_input
 from tvis.agent.traffic import Traffic
 from tvis.store.format import COMPLETE
+from tvis.store.lru import LRU
 from tvis.store.reader import Chunk
 from tvis.store.schema import stat_flags
 

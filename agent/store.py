@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
 from tvis.store.format import BATCHES, BLOB, INDEX, META, RUN_INDEX, SOURCES, STEPS, folder_name
+from tvis.store.lru import LRU
 from tvis.store.reader import Chunk, RunReader, StoreError, find_runs, inside, is_run
 
 T = TypeVar("T")

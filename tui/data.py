@@ -11,8 +11,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from tvis.agent.lru import LRU
 from tvis.agent.replies import decode_reply
+from tvis.store.lru import LRU
 
 
 class Client(Protocol):

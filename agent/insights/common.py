@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tvis.agent.lookups import Lookups
-from tvis.agent.lru import LRU
 from tvis.agent.protocol import NOT_FOUND, AgentError
+from tvis.store.lru import LRU
 from tvis.store.reader import Chunk
 
 # Run-wide views (confusion, PCA across batches) read every batch once; these many stay cached.

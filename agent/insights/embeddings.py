@@ -22,8 +22,8 @@ from tvis.agent.insights.common import (
 )
 from tvis.agent.insights.loss_arrays import LossArrays
 from tvis.agent.lookups import Lookups
-from tvis.agent.lru import LRU
 from tvis.agent.protocol import BAD_REQUEST, NOT_FOUND, AgentError
+from tvis.store.lru import LRU
 
 # Points in one PCA reply: 4,000 points at 16 bytes each (x, y, label, sample) is 64 KiB,
 # a view's budget; a terminal scatter shows far fewer distinct dots anyway.

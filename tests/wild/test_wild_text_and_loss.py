@@ -234,7 +234,7 @@ async def test_a_run_that_evaluates_first_opens_on_its_first_training_batch(reco
     async with app.run_test(size=(120, 40)) as pilot:
         page = await _settle(pilot, lambda: app.current_mode == "replay" and app.screen)
         event = await _settle(pilot, page.current_event)
-        assert app.batch == rec.batch and event["batch"] == rec.batch  # Replay, Explore, Loss
+        assert app.batch == rec.batch and event.batch == rec.batch  # Replay, Explore, Loss
         await pilot.press("comma")  # the evaluation stays one key away
         await _settle(pilot, lambda: app.batch == light["index"])
 

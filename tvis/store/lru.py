@@ -1,4 +1,5 @@
-"""``LRU``: the one bounded least-recently-used map of the agent and the viewer.
+"""``LRU``: the one bounded least-recently-used map of the agent and the viewer (it lives on
+the lowest floor, which both may import).
 
 Thread-safe, because the agent serves requests from threads and the viewer asks from workers.
 """

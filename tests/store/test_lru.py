@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvis.agent.lru import LRU
+from tvis.store.lru import LRU
 
 
 def test_lru_drops_the_least_recently_used_entry_past_its_size():
