@@ -245,7 +245,13 @@ class ModuleCalls:
         self.open_modules -= 1
         call = self.stack.pop()
         while call is not None and call.kind == "function" and self.stack:
+            call.frame = None
             call = self.stack.pop()  # a function that raised inside this module's forward
+        if call is not None:
+            # The forward's frame, kept for attributing its ops to lines, holds every local
+            # of the forward: kept past the return, an evaluation loop's activations would
+            # all stay alive until its group closes.
+            call.frame = None
         if call is not None and call.kind == "loss":
             self.in_loss = max(0, self.in_loss - 1)
         batch = self.batch
