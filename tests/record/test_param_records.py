@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from helpers import record_here
 from torch import nn
 
 from tvis.record import params as param_records
 from tvis.store.reader import RunReader
+from tvis.store.rounding import MANTISSA_BITS, round_mantissa
 
 
 def _model() -> nn.Module:
@@ -56,14 +58,23 @@ def _region(t: torch.Tensor, kept: dict) -> np.ndarray:
     return t.reshape(-1)[: kept["count"]].numpy()
 
 
-def test_weight_grad_and_update_reconstruct_bit_exactly_over_steps(tmp_path):
+@pytest.mark.parametrize("bits", [None, MANTISSA_BITS])
+def test_weight_grad_and_update_reconstruct_bit_exactly_over_steps(tmp_path, bits):
+    """Weights and Δw keep every bit; gradients too with --exact (``bits=None``), and are
+    rounded to the run's mantissa bits otherwise, their statistics from exact values."""
     model = _model()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     names = {id(p): n for n, p in model.named_parameters()}
     seen: list = []
     _reference_hooks(opt, names, seen)
     steps = param_records.KEYFRAME + 2  # crosses a full copy of every weight
-    outcome = record_here(lambda: _train(model, opt, 100), tmp_path, steps=steps, param_elems=6000)
+    outcome = record_here(
+        lambda: _train(model, opt, 100),
+        tmp_path,
+        steps=steps,
+        param_elems=6000,
+        mantissa_bits=bits,
+    )
     assert outcome.steps == steps
     run = RunReader(outcome.run_dir)
     kinds = set()
@@ -76,8 +87,17 @@ def test_weight_grad_and_update_reconstruct_bit_exactly_over_steps(tmp_path):
             for which, reference in (("weight", before), ("grad", grad), ("update", update)):
                 got = step.array(p[which])
                 want = _region(reference, kept)
+                value = step.tensor(p[which])["value"]
+                if which == "grad" and bits is not None:
+                    assert value["bits"] == bits
+                    want = round_mantissa(np.ascontiguousarray(want), bits)
+                else:
+                    assert "bits" not in value
                 assert got.dtype == want.dtype and got.shape == want.shape, (index, p["name"])
                 assert got.tobytes() == want.tobytes(), (index, p["name"], which)
+            if kept["kept"] == "all":  # statistics of the exact gradient, not the stored one
+                g_stats = step.tensor(p["grad"])["stats"]
+                assert g_stats["max"] == float(grad.max()) and g_stats["min"] == float(grad.min())
     assert kinds == {"all", "rows"}
     later = run.step(1).tensor(run.step(1).record["params"][0]["weight"])["value"]
     assert later["base"] == {"step": 0, "param": "0.weight"}  # stored as a delta
@@ -122,7 +142,8 @@ def test_closure_optimizer_step_records_the_closure_gradients(tmp_path):
     step = RunReader(outcome.run_dir).step(0)
     weight = next(p for p in step.record["params"] if p["name"] == "weight")
     assert weight["grad"] is not None
-    assert step.array(weight["grad"]).tobytes() == first["grad"].numpy().tobytes()
+    want = round_mantissa(first["grad"].numpy(), MANTISSA_BITS)
+    assert step.array(weight["grad"]).tobytes() == want.tobytes()
 
 
 def test_plan_keeps_small_tensors_whole_and_every_tensor_some_rows():

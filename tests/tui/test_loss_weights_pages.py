@@ -185,8 +185,22 @@ async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_
         )
         await pilot.press("w")
         await wait_for(pilot, lambda: "gradient dL/dw" in screen_text(app), "the gradient")
+        # a gradient is stored rounded (weights and Δw are not), and its stats say so
+        rounded = "values stored to 11 significant bits; run with --exact to keep them whole"
+
+        def stats_text() -> str:
+            return " ".join(str(layer.query_one("#layer-stats").render()).split())
+
+        await wait_for(pilot, lambda: rounded in stats_text(), "the rounded gradient's note")
         await pilot.press("n")
         await wait_for(pilot, lambda: "step 1 (2 of 2)" in screen_text(app), "the next step")
+        await pilot.press("w")
+        await wait_for(pilot, lambda: "update Δw" in screen_text(app), "the update")
+        await wait_for(
+            pilot,
+            lambda: "norm" in stats_text() and rounded not in stats_text(),
+            "the update's statistics, without the note (Δw is exact)",
+        )
         assert app.internal_errors == []
 
 

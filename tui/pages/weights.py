@@ -22,7 +22,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from tvis.tui import colors, fmt, keys
+from tvis.tui import colors, export, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, Picture, Scale
 from tvis.tui.picture.widget import depth_of
@@ -339,6 +339,9 @@ class LayerView(AgentPane):
         depth = depth_of(self.app.console.color_system)
         width = max(16, min(64, self.size.width - 4))
         text.append_text(histogram(entry.get("hist"), width, True, rows=2, depth=depth))
+        rounded = export.rounded_note(entry.get("value"))
+        if rounded:  # a gradient's values (not its statistics) may be stored rounded
+            text.append(f"\n{rounded}", style=colors.MUTED)
         self.query_one("#layer-stats", Static).update(text)
 
     def page_filters(self, delta: int) -> None:

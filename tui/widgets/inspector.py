@@ -414,6 +414,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             card = TensorCard(ref, self.app.show_grad, self.app.sample)
             refs.append((card, ref))
             widgets.append(card)
+        rounded = next(filter(None, (_rounded(ref.entry) for _, ref in refs)), None)
+        if rounded:  # the gradient's values: weights and Δw are always exact
+            widgets.append(SteadyStatic(Text(rounded, style=colors.MUTED)))
         self._set_args(widgets, refs)
 
     def _set_args(self, widgets: list, refs: list[tuple[TensorCard, TensorRef]]) -> None:

@@ -10,7 +10,9 @@ again. The writer thread derives Δw = after - before on the region (bit-exact),
 statistics (estimated from the sample where the region is partial), and encodes the
 values compactly (tvis/store/codec.py): the weight as an XOR against the previous step's
 "after" (a full copy every ``KEYFRAME`` steps), Δw as the XOR of after against before,
-the gradient alone. Peak extra memory is the budget's regions (about three copies), not
+the gradient alone, rounded to the run's mantissa bits as activations' gradients are
+(tvis/store/rounding.py; statistics from its exact values): weights and Δw stay exact,
+because each step's weight is the last one's "after". Peak extra memory is the budget's regions (about three copies), not
 the model.
 """
 
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 
 from tvis.record import tensors
-from tvis.store import codec
+from tvis.store import codec, rounding
 
 # Elements every parameter keeps with values at least (whole rows, or the whole tensor).
 FLOOR = 4096
@@ -98,6 +100,7 @@ class ParamState:
 
     budget: int
     digests: bool = False  # digest every gradient (ranks compare them: tvis/record/ranks.py)
+    grad_bits: int | None = None  # gradients stored to this many mantissa bits; None: exact
     planned: dict[int, int] = field(default_factory=dict)  # id(p) -> region elements
     last: dict[int, tuple[int, np.ndarray, int]] = field(default_factory=dict)
     # id(p) -> (step, after region, steps since the last full copy)
@@ -275,6 +278,7 @@ class Job:
     g_id: int | None
     keep_values: bool
     base: tuple[int, np.ndarray] | None  # (step, previous after region) for the weight
+    grad_bits: int | None = None  # the gradient's stored mantissa bits (None: exact)
 
 
 def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, max_bytes):
@@ -325,7 +329,7 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
             state.last[id(p)] = (step, c.after, depth)
         elif size:
             dropped += 1
-        jobs.append(Job(c, name, w_id, u_id, g_id, keep_values, base))
+        jobs.append(Job(c, name, w_id, u_id, g_id, keep_values, base, state.grad_bits))
         params.append(
             {
                 "name": name,
@@ -429,8 +433,14 @@ def _settle_one(job: Job, entries: list[dict], arrays: dict) -> int:
     u_value = {**c.kept, "codec": codec.CODEC, "delta": job.w_id}
     entries[job.w_id]["value"], entries[job.u_id]["value"] = w_value, u_value
     if job.g_id is not None and c.grad is not None:
-        arrays[job.g_id] = codec.encode(c.grad)
-        entries[job.g_id]["value"] = {**c.kept, "codec": codec.CODEC}
+        grad, g_value = np.ascontiguousarray(c.grad), {**c.kept, "codec": codec.CODEC}
+        if grad.dtype.byteorder == ">":
+            grad = grad.astype(grad.dtype.newbyteorder("<"))
+        if grad.size and rounding.rounds(grad.dtype, job.grad_bits):
+            grad = rounding.round_mantissa(grad, job.grad_bits)
+            g_value["bits"] = job.grad_bits
+        arrays[job.g_id] = codec.encode(grad)
+        entries[job.g_id]["value"] = g_value
     return 0
 
 

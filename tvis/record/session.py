@@ -156,7 +156,9 @@ class Recorder(ModuleCalls, Repeats, Steps):
         self.in_loss = 0
         self.snapshots: dict | None = None
         self.param_state = param_records.ParamState(
-            settings.param_elems if settings.keep_values else 0, digests=settings.rank_digests
+            settings.param_elems if settings.keep_values else 0,
+            digests=settings.rank_digests,
+            grad_bits=settings.mantissa_bits,
         )
         self.loss_bad: tuple | None = None  # (batch, step, value) of the first NaN/Inf loss
         self.anomalies: list[dict] = []  # the run's summary, once the writer is done

@@ -206,7 +206,8 @@ Step values are encoded (tvis/store/codec.py) and their value map says how::
               "crc32": int,                     # of the decoded bits (see below)
               "base"?: {"step": int, "param": name},   # weight: XOR against that step's
                                                        # weight after the step
-              "delta"?: id}                     # update: XOR against the weight entry
+              "delta"?: id,                     # update: XOR against the weight entry
+              "bits"?: int}                     # a gradient stored rounded (below)
 
 Decoding a value gives its bit pattern, XOR-ed with the base's bits when it has one.
 A weight's decoded bits are its values. An update's decoded bits are the weight *after*
@@ -215,6 +216,9 @@ float32/float64; float16/bfloat16 are stored widened to float32, where the diffe
 exact). A weight with a ``base`` needs that earlier step's after-value of the same
 parameter (a chain the recorder cuts with a full copy every 8 steps). A gradient stands
 alone. ``crc32`` checks the decoded bits: a mismatch means a corrupt or missing link.
+Unless the run was recorded with ``--exact``, a gradient is stored rounded to the run's
+mantissa bits (``"bits"``, as an activation's gradient is; its statistics are of its exact
+values). Weights and Δw are always exact: each step's weight is the previous one's after.
 
 Under a launcher (ranks compared) each step entry also has a ``digest``: BLAKE2b of the
 whole weight before the step and of the whole gradient; Δw's is the BLAKE2b of the

@@ -188,18 +188,18 @@ class StoredValue(_CutCount):
     kept: Literal["all", "samples", "rows", "prefix"]
 
 
-class EncodedValue(StoredValue, total=False):
+class _Rounded(TypedDict, total=False):
+    bits: int  # format 4: stored rounded to this many mantissa bits (absent: exact)
+
+
+class EncodedValue(StoredValue, _Rounded, total=False):
     """A step's parameter value, stored encoded (tvis/store/codec.py; format.py says how a
-    reader decodes it)."""
+    reader decodes it). A gradient's may be rounded (``bits``); weights and Δw never are."""
 
     codec: Literal["zstd-shuffle"]
     crc32: int  # of the decoded bits
     base: dict[str, Any]  # {"step", "param"}: a weight XOR-ed against that step's after
     delta: int  # an update: its bits are the weight after the step XOR this weight entry
-
-
-class _Rounded(TypedDict, total=False):
-    bits: int  # format 4: stored rounded to this many mantissa bits (absent: exact)
 
 
 class ChunkedValue(StoredValue, _Rounded):
