@@ -112,3 +112,98 @@ def test_huge_samples_keep_one(tmp_path, monkeypatch):
 def test_exact_is_in_the_help():
     result = run_tvis("run", "--help")
     assert result.returncode == 0 and "--exact" in result.stdout
+
+
+class _Block(nn.Module):
+    """torchvision's BasicBlock with a downsample: relu(bn2(conv2(...)) + downsample(x)),
+    the add an op no call records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.downsample = nn.Sequential(nn.Conv2d(3, 8, 1, bias=False), nn.BatchNorm2d(8))
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        return self.relu(out + self.downsample(x))
+
+
+class _ResNetLike(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _Block()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.block(x)), 1))
+
+
+def _residual_run(tmp_path, name: str, **settings) -> RunReader:
+    from torch.utils.data import DataLoader
+    from training import Blobs
+
+    torch.manual_seed(0)
+    model = _ResNetLike()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loader = DataLoader(Blobs(), batch_size=8, shuffle=False)
+
+    def steps():
+        for step, (x, y) in enumerate(loader):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            if step == 1:
+                return
+
+    # one kept sample, as a batch of pictures at 224x224 keeps
+    return RunReader(record_here(steps, tmp_path / name, steps=2, samples=1, **settings).run_dir)
+
+
+def test_a_residual_block_stores_each_value_once(tmp_path):
+    """The gradients an unrecorded residual add passed on to both branches follow from the
+    block's ReLU; a dataset item is the batch's one kept sample; a module output pooled
+    for its block and its last ReLU is pooled once. Each is read back as stored before."""
+    exact = _residual_run(tmp_path, "exact", mantissa_bits=None)
+    rounded = _residual_run(tmp_path, "rounded")
+    for run in (exact, rounded):
+        batch = run.batch(0)
+        record = batch.record
+        calls = {c["name"]: c for c in record["calls"]}
+        through_add = [
+            batch.tensor(batch.tensor(calls[name]["outputs"][0]["tensor"])["grad"])
+            for name in ("block.bn2", "block.downsample")
+        ]
+        relu_out = calls["block"]["outputs"][0]["tensor"]
+        for grad in through_add:
+            recipe = grad["value"]["derive"]
+            assert recipe == {
+                "op": "relu_grad",
+                "grad": batch.tensor(relu_out)["grad"],
+                "by": relu_out,
+            }
+        item = record["data"]["items"][0]
+        made = [c for c in record["calls"] if item["calls"][0] <= c["id"] < item["calls"][1]]
+        picture = made[0]["outputs"][0]["tensor"]
+        first_sample = record["data"]["batch"][0]["tensor"]
+        assert batch.tensor(first_sample)["value"]["derive"] == {"op": "same", "of": picture}
+        by_id = {c["id"]: c for c in record["calls"]}
+        pooled = {  # the block's output, pooled for the block and for its last ReLU call
+            r["tensor"]
+            for r in record["repr"]
+            if relu_out in [a.get("tensor") for a in by_id[r["call"]]["outputs"]]
+        }
+        assert len(pooled) == 2
+        assert sum("derive" in batch.tensor(t)["value"] for t in pooled) == 1
+    # every value reads back as the exact run's, rounded where the entry says so
+    e_batch, r_batch = exact.batch(0), rounded.batch(0)
+    for e, r in zip(_entries(e_batch), _entries(r_batch), strict=True):
+        if not e.get("value"):
+            continue
+        whole = np.ascontiguousarray(np.asarray(e_batch.array(e["id"])))
+        stored = np.asarray(r_batch.array(e["id"]))
+        bits = r["value"].get("bits")
+        expected = round_mantissa(whole, bits) if bits else whole
+        assert stored.shape == whole.shape and np.array_equal(_bits(stored), _bits(expected))

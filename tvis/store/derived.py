@@ -6,11 +6,22 @@ module returning its input) outputs its input. Storing both sides of such a call
 the same information twice. ``find`` tries each call's tensor inputs against its tensor
 outputs (and their gradients) and keeps a recipe only where the recipe, applied to the
 values as they would be stored, gives back every bit of the value it replaces: nothing is
-assumed of the module, so a recipe is exact for every case it is used in. A value map
+assumed of the module, so a recipe is exact for every case it is used in.
+
+Two more places hold the same values twice. A ReLU whose input was made by an op no call
+records (a residual block's ``relu(out + identity)``) has no entry for its input's
+gradient, but that gradient reached the add's operands unchanged: the gradients of
+``out`` and of ``identity`` (stored under the modules that made them) follow from the
+ReLU's output gradient as ``relu_grad`` does. And any entry may be a copy of an earlier
+one, of the same dtype and number of elements: a dataset item and the collated batch's
+first sample, a module's output pooled once per call that returned it (a block and its
+last ReLU), a pooling output and its flattened view. ``find`` tries these too, checked
+bit for bit like the others. A value map
 then says ``"derive": {"op": ..., ...}`` (format.py) and the reader rebuilds it on read,
 elementwise, from only the elements an index asks for (``DerivedArray``).
 
-Recipes (elementwise, all arrays the same dtype and shape):
+Recipes (elementwise on the values in C order; all arrays the same dtype and number of
+elements, the shapes may differ):
 
 - ``{"op": "same", "of": a}``: the values of entry ``a``;
 - ``{"op": "relu", "of": a}``: ``+0`` where ``a < 0``, ``a`` elsewhere (-0.0 and NaN stay),
@@ -23,6 +34,7 @@ A recipe names only entries with smaller ids, so chains end.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from functools import partial
 
@@ -95,7 +107,58 @@ def find(record: dict, arrays: dict[int, np.ndarray]) -> dict[int, dict]:
                     grad = _backward(recipe, arrays[gi], arrays[go], go, o, arrays[o])
                     if grad is not None:
                         found[gi] = grad
+    _through_untracked(entries, arrays, found, fits)
+    _copies(arrays, found)
     return found
+
+
+def _through_untracked(
+    entries: dict[int, dict],
+    arrays: dict[int, np.ndarray],
+    found: dict[int, dict],
+    fits: Callable[[int, int], bool],
+) -> None:
+    """Gradients that equal a ReLU's input gradient where that input has no entry of its
+    own (it was made by an op no call records): the add of a residual block passes it on
+    unchanged to both operands."""
+    grads = [e["id"] for e in entries.values() if isinstance(e.get("of"), int)]
+    for o, recipe in list(found.items()):
+        go = entries.get(o, {}).get("grad")
+        if recipe["op"] != "relu" or not isinstance(go, int) or go not in arrays:
+            continue
+        if isinstance(entries.get(recipe["of"], {}).get("grad"), int):
+            continue  # the input's own gradient entry: already tried
+        make = partial(_applied_to, _relu_grad, (arrays[go].reshape(-1), arrays[o].reshape(-1)))
+        for g in grads:
+            if g > max(go, o) and fits(go, g) and arrays[g].shape == arrays[o].shape:
+                if _equal(arrays[g], make):
+                    found[g] = {"op": "relu_grad", "grad": go, "by": o}
+
+
+def _copies(arrays: dict[int, np.ndarray], found: dict[int, dict]) -> None:
+    """Entries whose values are those of an earlier entry (same dtype and element count,
+    any shape): ``same`` recipes. Arrays are grouped by a digest of their first and last
+    elements, so only arrays that agree there are compared whole."""
+    seen: dict[tuple, list[int]] = {}
+    for i in sorted(arrays):
+        a = arrays[i]
+        if a.size == 0 or a.dtype.kind not in "biuf":
+            continue
+        flat = a.reshape(-1)
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(np.ascontiguousarray(flat[:_PROBE]).data.cast("B"))
+        digest.update(np.ascontiguousarray(flat[-_PROBE:]).data.cast("B"))
+        key = (a.dtype.str, a.size, digest.digest())
+        alike = seen.setdefault(key, [])
+        if i in found:  # a recipe already: still the source of later copies
+            alike.append(i)
+            continue
+        for j in alike:
+            if _equal(a, lambda s, j=j: arrays[j].reshape(-1)[s]):
+                found[i] = {"op": "same", "of": j}
+                break
+        else:
+            alike.append(i)
 
 
 def _forward(x: np.ndarray, y: np.ndarray, i: int) -> dict | None:
@@ -109,6 +172,12 @@ def _forward(x: np.ndarray, y: np.ndarray, i: int) -> dict | None:
 
 def _applied(fn: Callable[..., np.ndarray], flat: np.ndarray, s: slice) -> np.ndarray:
     return fn(flat[s])
+
+
+def _applied_to(
+    fn: Callable[..., np.ndarray], flats: tuple[np.ndarray, ...], s: slice
+) -> np.ndarray:
+    return fn(*(flat[s] for flat in flats))
 
 
 def _backward(
@@ -149,9 +218,11 @@ class DerivedArray(LazyArray):
     """A value rebuilt from stored neighbours: the elements an index asks for, made from
     the same elements of its sources."""
 
-    def __init__(self, op: str, inputs: list[LazyArray | np.ndarray]) -> None:
+    def __init__(
+        self, op: str, inputs: list[LazyArray | np.ndarray], shape: tuple[int, ...] | None = None
+    ) -> None:
         first = inputs[0]
-        super().__init__(first.dtype, tuple(first.shape))
+        super().__init__(first.dtype, tuple(first.shape) if shape is None else shape)
         self._fn = OPS[op][1]
         self._inputs = inputs
 

@@ -72,11 +72,16 @@ and each rounded value's map ``"bits": 10``.
 Statistics and histograms are computed before rounding. The data pipeline's tensors, the
 loss call's inputs and outputs, derived arrays and every integer stay exact. A value that
 follows exactly from a stored neighbour in the same batch (a ReLU's output, its input's
-gradient; tvis/store/derived.py) is not in the blob; its value map says how to rebuild it::
+gradient, the gradients a residual add passed on, a copy of an earlier entry;
+tvis/store/derived.py) is not in the blob; its value map says how to rebuild it::
 
     "value": {"kept", "count"?, "dtype", "shape",
               "derive": {"op": "same" | "relu", "of": id}
                       | {"op": "relu_grad", "grad": id, "by": id}}
+
+A recipe works elementwise on the values in C order: its sources have the value's dtype
+and number of elements, not always its shape (a dataset item [3, H, W] and the batch's
+one kept sample [1, 3, H, W]).
 
 ``value.shape`` is the stored (possibly sliced) shape; ``kept`` says how it was cut:
 ``all`` (whole tensor), ``samples`` (first ``count`` entries along ``batch_dim``) or

@@ -543,11 +543,10 @@ class Chunk:
         if not all(0 <= i < tensor_id for i in ids):  # earlier entries only: chains end
             raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
         inputs = [x for x in map(self.array, ids) if x is not None]
-        if len(inputs) != len(ids) or any(
-            x.dtype != dtype or tuple(x.shape) != shape for x in inputs
-        ):
+        count = int(np.prod(shape, dtype=np.int64))
+        if len(inputs) != len(ids) or any(x.dtype != dtype or x.size != count for x in inputs):
             raise StoreError(f"tensor {tensor_id} of {self.what} has a corrupt entry.")
-        return derived.DerivedArray(recipe["op"], list(inputs))
+        return derived.DerivedArray(recipe["op"], list(inputs), shape)
 
     def _encoded_array(self, tensor_id: int, value: dict[str, Any]) -> np.ndarray:
         """An encoded value: the decoded array, or for a Δw entry after - before."""
