@@ -69,7 +69,8 @@ def test_narrow_and_integer_dtypes_are_left_alone():
 
 def _batch_record() -> tuple[dict, dict[int, np.ndarray]]:
     """A batch: a data-pipeline input, a conv output, its gradient, a loss call's logits,
-    a derived per-sample loss and integer labels (the same every call)."""
+    a derived per-sample loss, integer labels and the conv output pooled per sample (the
+    same every call)."""
     rng = np.random.default_rng(1)
     image = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     conv = rng.standard_normal((2, 4, 8, 8)).astype(np.float32) * 1e4
@@ -78,13 +79,14 @@ def _batch_record() -> tuple[dict, dict[int, np.ndarray]]:
     logits = rng.standard_normal((2, 5)).astype(np.float32)
     labels = np.array([1, 3], np.int64)
     per_sample = rng.random(2).astype(np.float32)
-    arrays = {0: image, 1: labels, 2: conv, 3: grad, 4: logits, 5: per_sample}
+    pooled = rng.standard_normal((2, 4)).astype(np.float32)
+    arrays = {0: image, 1: labels, 2: conv, 3: grad, 4: logits, 5: per_sample, 6: pooled}
     entries = [
         {"id": i, "shape": list(a.shape), "dtype": str(a.dtype), "stats": {}, "batch_dim": 0}
         for i, a in arrays.items()
     ]
     entries[2]["grad"], entries[3]["of"] = 3, 2
-    entries[5]["derived"] = True
+    entries[5]["derived"] = entries[6]["derived"] = True
 
     def call(i, name, kind, phase, inputs, outputs):
         return {
@@ -110,6 +112,7 @@ def _batch_record() -> tuple[dict, dict[int, np.ndarray]]:
         "calls": calls,
         "tensors": entries,
         "data": {"batch": [{"name": "x", "tensor": 0}, {"name": "y", "tensor": 1}]},
+        "repr": [{"call": 0, "module": "conv", "depth": 0, "tensor": 6}],
     }
     return record, arrays
 
@@ -129,7 +132,8 @@ def test_activations_and_gradients_are_rounded_and_the_data_stays_exact(tmp_path
     _, original = _batch_record()
     for tid in (0, 1, 4, 5):  # input, labels, the loss's logits, per-sample loss
         assert np.array_equal(_bits(np.asarray(batch.array(tid))), _bits(original[tid]))
-    for tid in (2, 3):  # activation and gradient
+    for tid in (2, 3, 6):  # activation, gradient, the activation pooled per sample
+        assert batch.tensor(tid)["value"]["bits"] == BITS
         stored = np.asarray(batch.array(tid))
         assert not np.array_equal(stored, original[tid])
         assert np.array_equal(_bits(stored), _bits(rounding.round_mantissa(original[tid], BITS)))

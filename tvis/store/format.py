@@ -70,7 +70,8 @@ Since format 4 activations and gradients are stored rounded to a number of manti
 recorded with ``--exact``; ``meta.json`` then says ``"values": {"mantissa_bits": 10}``,
 and each rounded value's map ``"bits": 10``.
 Statistics and histograms are computed before rounding. The data pipeline's tensors, the
-loss call's inputs and outputs, derived arrays and every integer stay exact. A value that
+loss call's inputs and outputs, derived arrays (all but the pooled representations of
+``repr``, which are rounded as the activations they pool) and every integer stay exact. A value that
 follows exactly from a stored neighbour in the same batch (a ReLU's output, its input's
 gradient, the gradients a residual add passed on, a copy of an earlier entry;
 tvis/store/derived.py) is not in the blob; its value map says how to rebuild it::

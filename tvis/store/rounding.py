@@ -10,8 +10,10 @@ rounding up would reach Inf is cut down instead (relative error below 2**-bits).
 
 ``exact_ids`` names the entries of a batch record that keep every bit whatever the
 setting: what the data pipeline made (inputs, labels, token ids), the loss call's inputs
-and outputs, and arrays tvis derived (per-sample losses, Grad-CAM maps). Statistics are
-computed by the recorder from the exact values before anything is rounded.
+and outputs, and arrays tvis derived (per-sample losses, Grad-CAM maps) except the pooled
+representations (a module's output averaged per sample, ``record["repr"]``): only a PCA
+scatter reads those, and they summarise activations that are themselves stored rounded.
+Statistics are computed by the recorder from the exact values before anything is rounded.
 """
 
 from __future__ import annotations
@@ -79,8 +81,9 @@ def exact_ids(record: dict) -> set[int]:
     for key in ("per_element", "valid", "target", "pred", "p_target", "top_i", "top_p"):
         if isinstance(loss.get(key), int):
             exact.add(loss[key])
+    pooled = {r.get("tensor") for r in record.get("repr") or [] if isinstance(r, dict)}
     for entry in record.get("tensors") or []:
-        if entry.get("derived") or entry.get("raw_image"):
+        if entry.get("raw_image") or (entry.get("derived") and entry["id"] not in pooled):
             exact.add(entry["id"])
     return exact
 
