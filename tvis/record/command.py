@@ -69,14 +69,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--param-elems",
         type=int,
         default=2_000_000,
-        help="parameter elements kept with exact weight, gradient and Δw per step (2000000)",
+        help="parameter elements kept with values (weight, gradient, Δw) per step (2000000)",
     )
     parser.add_argument(
         "--exact",
         action="store_true",
         help="store activations and gradients bit for bit (default: rounded to 10 mantissa "
         "bits, a relative error of at most 2^-11; NaN, Inf, statistics, inputs, labels, the "
-        "loss and parameters are always exact)",
+        "loss, weights and their updates are always exact)",
     )
     parser.add_argument("--max-batches", type=int, default=64, help="stop after this many batches")
     parser.add_argument(
