@@ -165,6 +165,13 @@ async def test_step_pane_judges_update_ratios_and_opens_a_parameter(run_dir: Pat
             "the parameter in the inspector",
         )
         assert [c.ref.which for c in page.inspector.cards] == ["weight", "grad", "update"]
+        # the gradient's values are stored rounded (weights and Δw are exact): said once
+        note = "values stored to 11 significant bits; run with --exact to keep them whole"
+
+        def notes() -> list[str]:
+            return [str(w.render()) for w in page.inspector.query("#args > SteadyStatic")]
+
+        await wait_for(pilot, lambda: notes().count(note) == 1, "the rounded gradient's note")
 
 
 async def test_samples_pane_follows_the_chosen_sample_everywhere(run_dir: Path):
