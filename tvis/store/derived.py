@@ -154,7 +154,7 @@ def _copies(arrays: dict[int, np.ndarray], found: dict[int, dict]) -> None:
             alike.append(i)
             continue
         for j in alike:
-            if _equal(a, lambda s, j=j: arrays[j].reshape(-1)[s]):
+            if _equal(a, partial(_applied, OPS["same"][1], arrays[j].reshape(-1))):
                 found[i] = {"op": "same", "of": j}
                 break
         else:
