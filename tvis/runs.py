@@ -279,6 +279,8 @@ class Tensor:
     def __repr__(self) -> str:
         shape = "×".join(map(str, self.shape)) or "scalar"
         kept = {"all": "", None: ", values not kept"}.get(self.kept, f", values kept: {self.kept}")
+        if self.bits is not None:
+            kept += f", values to {self.bits + 1} significant bits"
         return f"<tvis tensor {self.label}: {shape} {self.dtype}{kept}>"
 
     @property
@@ -302,6 +304,15 @@ class Tensor:
         ``entry["value"]["count"]`` along the batch dim or dim 0), or None (stats only)."""
         value = self.entry.get("value")
         return value.get("kept", "all") if value else None
+
+    @property
+    def bits(self) -> int | None:
+        """Mantissa bits the stored values keep: 10 (11 significant bits, a relative error of
+        at most 2^-11) for activations and gradients of a run recorded without --exact;
+        None when every bit was kept (weights, Δw, the data, the loss, --exact runs).
+        Statistics are of the exact values either way."""
+        bits = (self.entry.get("value") or {}).get("bits")
+        return bits if isinstance(bits, int) and not isinstance(bits, bool) else None
 
     @property
     def stored_shape(self) -> tuple[int, ...] | None:

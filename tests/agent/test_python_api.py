@@ -180,3 +180,28 @@ def test_the_api_needs_no_torch(run):
         "torch is not installed on this machine; use .numpy() instead.",
         "[]",
     ]
+
+
+def test_a_rounded_value_says_so_and_an_exact_one_does_not(tmp_path):
+    from tvis.store.rounding import round_mantissa
+    from tvis.store.writer import RunWriter
+
+    x = np.random.default_rng(0).standard_normal((2, 4, 8, 8)).astype(np.float32)
+    labels = np.array([1, 0], np.int64)
+    entries = [
+        {"id": i, "shape": list(a.shape), "dtype": str(a.dtype), "stats": {}, "batch_dim": 0}
+        for i, a in enumerate((x, labels))
+    ]
+    batch = {"index": 0, "step": 0, "micro": 0, "n_calls": 0, "phase_ms": {}}
+    record = {"batch": batch, "calls": [], "tensors": entries}
+    path = tmp_path / "runs" / "20260101-000000_rounded_000000"
+    writer = RunWriter(path, {"script": "train.py", "status": "complete"}, mantissa_bits=10)
+    writer.write_batch(0, record, {0: x, 1: labels})
+    writer.write_index({"batches": [batch], "steps": [], "params": [], "notices": []})
+    writer.write_meta(status="complete")
+    with tvis.connect(tmp_path / "runs") as runs:
+        run = runs.open()
+        rounded, exact = run.tensor(0, batch=0), run.tensor(1, batch=0)
+        assert rounded.bits == 10 and "values to 11 significant bits" in repr(rounded)
+        assert exact.bits is None and "significant bits" not in repr(exact)
+        np.testing.assert_array_equal(rounded.numpy(), round_mantissa(x, 10))
