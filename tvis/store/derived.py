@@ -44,6 +44,8 @@ from tvis.store.chunks import LazyArray
 
 # Elements compared before a whole comparison: most pairs differ within the first few.
 _PROBE = 2048
+# Earlier arrays a value is compared with whole when their sampled elements all agree.
+_ALIKE = 8
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -138,7 +140,9 @@ def _through_untracked(
 def _copies(arrays: dict[int, np.ndarray], found: dict[int, dict]) -> None:
     """Entries whose values are those of an earlier entry (same dtype and element count,
     any shape): ``same`` recipes. Arrays are grouped by a digest of their first and last
-    elements, so only arrays that agree there are compared whole."""
+    elements and of elements spread over the whole, so only arrays that agree there are
+    compared whole, and with at most ``_ALIKE`` earlier ones (arrays that agree on every
+    sampled element and still differ are rare: zeros at both ends of padded sequences)."""
     seen: dict[tuple, list[int]] = {}
     for i in sorted(arrays):
         a = arrays[i]
@@ -146,14 +150,15 @@ def _copies(arrays: dict[int, np.ndarray], found: dict[int, dict]) -> None:
             continue
         flat = a.reshape(-1)
         digest = hashlib.blake2b(digest_size=16)
-        digest.update(np.ascontiguousarray(flat[:_PROBE]).data.cast("B"))
-        digest.update(np.ascontiguousarray(flat[-_PROBE:]).data.cast("B"))
+        spread = flat[:: max(flat.size // _PROBE, 1)]
+        for part in (flat[:_PROBE], flat[-_PROBE:], spread):
+            digest.update(np.ascontiguousarray(part).data.cast("B"))
         key = (a.dtype.str, a.size, digest.digest())
         alike = seen.setdefault(key, [])
         if i in found:  # a recipe already: still the source of later copies
             alike.append(i)
             continue
-        for j in alike:
+        for j in alike[:_ALIKE]:
             if _equal(a, partial(_applied, OPS["same"][1], arrays[j].reshape(-1))):
                 found[i] = {"op": "same", "of": j}
                 break
