@@ -242,7 +242,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             return
         # What the worker needs from the screen, read here: it never reads the DOM itself.
         width = self.lines.picture_width()
-        layer_request = self.layer_views.requester()
+        views = self.layer_views
+        layer_request = views.requester() if views.display else None
         app = self.app
         context = (app.run_name, app.sample, app.show_grad, width, layer_request)
         self.run_worker(
