@@ -173,7 +173,8 @@ class Card:
         self._view_shape: list[int] | None = None
         self._note = ""  # after the slice: how the values were kept, or why none are drawn
         self._placeholder = ""  # in the picture's place: loading, a single value
-        self._drawn: tuple[tuple, list[Strip]] | None = None  # lines and what they were for
+        self._drawn: tuple[tuple, list[list[Segment]]] | None = None  # and what it was for
+        self._framed: tuple[bool, list[Strip]] | None = None  # with the bar, and its state
         self._version = 0  # content changes, to know when the lines are stale
         self._asked_width = 0  # the picture width its view was asked for
 
@@ -345,44 +346,53 @@ class Card:
     def lines(self, width: int, current: bool, styles: CardStyles) -> list[Strip]:
         """The card ``width`` cells wide, its bar in the current style when ``current``,
         and a blank line under it."""
-        key = (width, current, styles, self._version)
-        if self._drawn is not None and self._drawn[0] == key:
-            return self._drawn[1]
+        key = (width, styles, self._version)
+        if self._drawn is None or self._drawn[0] != key:
+            self._drawn = (key, self._content(width, styles))
+            self._framed = None
+        if self._framed is None or self._framed[0] != current:
+            # Textual's "tall" left border: the cell's left three quarters in the background.
+            edge = (styles.current if current else styles.bar).color
+            bar = Segment("▊", Style(color=styles.base.bgcolor, bgcolor=edge))
+            framed = [Strip([bar, *line], width) for line in self._drawn[1]]
+            self._framed = (current, [*framed, Strip.blank(width, styles.base)])
+        return self._framed[1]
+
+    def _content(self, width: int, styles: CardStyles) -> list[list[Segment]]:
+        """Every line right of the bar: padding, content, padding, in the base style."""
+        if self.ref is None:
+            return []
         inner = max(1, width - GUTTER)
         console = self.host.app.console
         depth = depth_of(console.color_system)
-        content: list[Strip] = []
-        if self.ref is not None:
-            head_width = max(16, self.picture_width() - 2)
-            content += text_strips(self.head_text(head_width), inner, console)
-            if self.values is not None and self.scale is not None:
-                content += value_cells(self.values, self.scale, inner, self.max_rows, depth)
-                legend = legend_text(self.values, self.scale, min(inner, 40), depth)
-                content += text_strips(legend, inner, console)
-            if self._placeholder:
-                content += text_strips(Text(self._placeholder, style=styles.muted), inner, console)
-            content += text_strips(self.dims_text(), inner, console) or [Strip.blank(0)]
-        # Textual's "tall" left border: the cell's left three quarters in the background.
-        edge = (styles.current if current else styles.bar).color
-        bar = Segment("▊", Style(color=styles.base.bgcolor, bgcolor=edge))
-        pad = Segment(" ")
-        drawn = [
-            Strip([bar, pad, *line.crop_extend(0, inner, None), pad], width).apply_style(
-                styles.base
+        base = styles.base
+        head_width = max(16, self.picture_width() - 2)
+        lines = text_lines(self.head_text(head_width), inner, console, base)
+        if self.values is not None and self.scale is not None:
+            cells = value_cells(self.values, self.scale, inner, self.max_rows, depth)
+            lines += [list(Segment.apply_style(strip, base)) for strip in cells]
+            legend = legend_text(self.values, self.scale, min(inner, 40), depth)
+            lines += text_lines(legend, inner, console, base)
+        if self._placeholder:
+            lines += text_lines(Text(self._placeholder, style=styles.muted), inner, console, base)
+        lines += text_lines(self.dims_text(), inner, console, base) or [[]]
+        pad = Segment(" ", base)
+        out = []
+        for line in lines:
+            fill = inner - Segment.get_line_length(line)
+            out.append(
+                [pad, *line, Segment(" " * (fill + 1), base)] if fill > 0 else [pad, *line, pad]
             )
-            for line in content
-        ]
-        drawn.append(Strip.blank(width, styles.base))
-        self._drawn = (key, drawn)
-        return drawn
+        return out
 
 
-def text_strips(text: Text, width: int, console: Console) -> list[Strip]:
-    """Rich text wrapped to ``width`` as lines of cells (none for empty text)."""
+def text_lines(text: Text, width: int, console: Console, base: Style) -> list[list[Segment]]:
+    """Rich text wrapped to ``width`` as lines of segments over ``base`` (none for empty
+    text)."""
     if not text or width <= 0:
         return []
     options = console.options.update(width=width, height=None, highlight=False)
-    return [Strip(line) for line in console.render_lines(text, options, pad=False)]
+    return console.render_lines(text, options, style=base, pad=False)
 
 
 class TensorCard(Steady, AgentPane):
