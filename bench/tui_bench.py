@@ -1,6 +1,6 @@
 """How fast the terminal viewer is, as a user feels it.
 
-    .venv/bin/python bench/tui_bench.py [RUN_DIR] [--repeat 5]
+    .venv/bin/python bench/tui_bench.py [RUN_DIR] [--repeat 5] [--no-ssh] [--moves-only]
 
 - first screen: from starting `tvis tui RUN` (a real process in a 120×40 tmux pane; it opens
   on Replay, and `2` is pressed as soon as Replay shows) until the complete Explore screen is
@@ -146,8 +146,8 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
     from textual import events
     from viewer_support import make_app, open_explore
 
+    from tvis.store.lru import LRU
     from tvis.tui.messages import GotoCall
-    from tvis.tui.picture import Picture
 
     def cards_drawn(page, call=None) -> bool:
         shown = page.inspector.shown
@@ -156,9 +156,7 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
             and shown is page.inspector.selection
             and (call is None or shown.call == call)
             and bool(page.inspector.cards)
-            and all(
-                c.query(Picture) and c.query_one(Picture).has_data for c in page.inspector.cards
-            )
+            and all(c.has_data for c in page.inspector.cards)
         )
 
     figures: dict[str, list[float]] = {"cursor_inspector": [], "large_activation": []}
@@ -184,7 +182,8 @@ async def in_process(run: Path, repeat: int) -> dict[str, list[float]]:
         for _ in range(repeat):
             tree.move_cursor(tree.root.children[0])
             await pilot.pause(0.2)
-            app.data._cache.clear()  # count the agent's work too, not a cached answer
+            # Count the agent's work too, not a cached answer: an empty cache of the same size.
+            app.data._cache = LRU(app.data._cache.size)
             t0 = time.perf_counter()
             page.post_message(GotoCall(largest["id"], batch=0))
             await _until(lambda: cards_drawn(page, largest["id"]))
@@ -301,7 +300,9 @@ def terminal_cursor_moves(viewer: PtyViewer, repeat: int) -> dict[str, list[floa
         viewer.close()
 
 
-def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int, dict[str, list[float]]]:
+def ssh_figures(
+    run: Path, repeat: int, moves_only: bool = False
+) -> tuple[list[float], int, dict[str, list[float]]]:
     from sshd import start_lab
 
     with tempfile.TemporaryDirectory(prefix="tvis-bench-ssh-") as folder:
@@ -310,6 +311,8 @@ def ssh_figures(run: Path, repeat: int) -> tuple[list[float], int, dict[str, lis
             remote = ["--remote-tvis", lab.remote_tvis]
             env = {k: lab.env[k] for k in ("TVIS_SSH_COMMAND", "XDG_RUNTIME_DIR")}
             moves = terminal_cursor_moves(PtyViewer(f"tvis-test:{run}", remote, env), repeat)
+            if moves_only:
+                return [], 0, moves
             counter = Path(folder) / "counter.py"
             counter.write_text(COUNTER)
             count_file = Path(folder) / "bytes"
@@ -348,9 +351,17 @@ def main() -> int:
     parser.add_argument("run", nargs="?", help="a recorded run (default: record the example)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-ssh", action="store_true", help="skip the loopback sshd figures")
+    parser.add_argument(
+        "--moves-only", action="store_true", help="only the keys on a pty (tree moves, cards)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tvis-bench-") as tmp:
         run = Path(args.run) if args.run else record_example(Path(tmp))
+        if args.moves_only:
+            print_moves("local", terminal_cursor_moves(PtyViewer(str(run)), args.repeat))
+            if not args.no_ssh:
+                print_moves("loopback ssh", ssh_figures(run, args.repeat, moves_only=True)[2])
+            return 0
         local = [
             tmux_first_screen(f"{TVIS} tui {shlex.quote(str(run))}") for _ in range(args.repeat)
         ]

@@ -47,7 +47,7 @@ async def test_e_saves_the_card_under_the_cursor_as_npy_and_pt(run_dir: Path, ex
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         await pilot.press("i", "e")
-        ref = page.inspector._refs[0][1]
+        ref = page.inspector.cards[0].ref
         await wait_for(pilot, lambda: any(n.endswith(".pt") for n in files_in(exports)), "files")
         await wait_for(pilot, lambda: "saved" in notified(app), "the notification")
     npy, pt = sorted(exports.iterdir())
@@ -61,8 +61,8 @@ async def test_e_with_gradients_shown_saves_the_gradient(run_dir: Path, exports:
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        ref = next(r for _, r in page.inspector._refs if r.entry.get("grad_entry"))
-        page.inspector.current = [r for _, r in page.inspector._refs].index(ref)
+        ref = next(c.ref for c in page.inspector.cards if c.ref.entry.get("grad_entry"))
+        page.inspector.current = [c.ref for c in page.inspector.cards].index(ref)
         await pilot.press("g", "i", "e")
         await wait_for(pilot, lambda: any(n.endswith(".npy") for n in files_in(exports)), "npy")
     (npy,) = [p for p in exports.iterdir() if p.suffix == ".npy"]
@@ -75,7 +75,7 @@ async def test_palette_copies_python_that_fetches_the_same_tensor(run_dir: Path,
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        ref = page.inspector._refs[0][1]
+        ref = page.inspector.cards[0].ref
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
         await pilot.press(*"copy python")
@@ -162,7 +162,7 @@ async def test_e_on_a_batch_tensor_of_kept_samples_says_so_in_the_name_and_the_n
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         await pilot.press("i", "j", "e")  # ShapesCNN's input: the images, 3 of 32 kept
-        ref = page.inspector._refs[1][1]
+        ref = page.inspector.cards[1].ref
         value = ref.entry["value"]
         assert value["kept"] == "samples" and value["count"] < ref.entry["shape"][0]
         cut = f"first {value['count']} of {ref.entry['shape'][0]} samples"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
-from tvis.tui.picture import Picture
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
 
 
@@ -41,7 +40,7 @@ async def test_cards_show_shape_dtype_stats_histogram_and_heatmap(run_dir: Path)
         await pilot.press("l")
         await _select(pilot, page, "features")
         out = page.inspector.cards[0]
-        await wait_for(pilot, lambda: out.query_one(Picture).has_data, "the output heatmap")
+        await wait_for(pilot, lambda: out.has_data, "the output heatmap")
         text = screen_text(app)
         assert "out  32×64×4×4 float32" in text
         for label in ("μ ", "σ ", "min ", "max ", "zeros "):
@@ -59,10 +58,9 @@ async def test_a_heatmap_is_asked_for_at_the_width_of_its_card(run_dir: Path):
         await pilot.press("l")
         await _select(pilot, page, "dropout")  # out: 32×64, one row of 64 values per sample
         out = page.inspector.cards[0]
-        picture = out.query_one(Picture)
-        await wait_for(pilot, lambda: picture.has_data, "the output heatmap")
-        columns = picture._content.values.shape[1]
-        assert columns >= min(64, out.size.width - 2), (columns, out.size.width)
+        await wait_for(pilot, lambda: out.has_data, "the output heatmap")
+        columns = out.values.shape[1]
+        assert columns >= min(64, out.picture_width()), (columns, out.picture_width())
 
 
 async def test_g_toggles_every_card_between_values_and_gradients(run_dir: Path):
@@ -71,7 +69,7 @@ async def test_g_toggles_every_card_between_values_and_gradients(run_dir: Path):
         page = await open_explore(pilot)
         await pilot.press("l")
         await _select(pilot, page, "head")
-        heatmap = page.inspector.cards[0].query_one(Picture)
+        heatmap = page.inspector.cards[0]
         await wait_for(pilot, lambda: heatmap.has_data, "the value heatmap")
         assert not heatmap.scale.signed
         await pilot.press("g")
@@ -171,7 +169,7 @@ async def test_the_rows_beside_the_cursor_are_fetched_before_the_cursor_gets_the
             lambda: (
                 inspector.shown is not None
                 and inspector.shown.call == below.call
-                and all(c.query_one(Picture).has_data for c in inspector.cards)
+                and all(c.has_data for c in inspector.cards)
             ),
             "head's cards drawn",
         )
@@ -240,12 +238,13 @@ async def test_keys_faster_than_a_mount_never_break_the_cards(run_dir: Path):
                 inspector.settled
                 and inspector.shown is inspector.selection
                 and inspector.selection.row.get("name") == "head"
-                and all(card.is_mounted and card.ref for card in inspector.cards)
+                and all(card.ref for card in inspector.cards)
             ),
             "head's cards after the burst",
         )
         assert [c.ref.title for c in inspector.cards] == ["out", "input"]
-        assert all(card.query(".head") for card in inspector.cards)
+        text = screen_text(app)
+        assert "out  32×5 float32" in text and "input  32×64 float32" in text
         assert app.internal_errors == []
 
 
@@ -270,3 +269,39 @@ async def test_neurons_bars_of_logits_keep_their_sign_on_a_zero_axis(run_dir: Pa
             left, right = line.split("│", 1)
             assert ("█" in left.split(label, 1)[1]) == (value < 0)
             assert ("█" in right) == (value > 0)
+
+
+async def test_a_tree_move_mounts_and_removes_no_widget_in_the_inspector(run_dir: Path):
+    """The header, sections and cards are lines of one widget and the layer views stay
+    mounted: moving between calls with different cards (a module with an output, an input
+    and layer views; the loss with two inputs and none) changes lines, not widgets, so a
+    move is a repaint of what changed instead of a layout of dozens of widgets."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await _select(pilot, page, "head")
+        inspector = page.inspector
+        widgets = {id(w) for w in inspector.query("*")}
+
+        async def moved(key: str, kind: str, cards: int) -> None:
+            await pilot.press(key)
+            await wait_for(
+                pilot,
+                lambda: (
+                    inspector.settled
+                    and inspector.shown is inspector.selection
+                    and inspector.selection.row.get("kind") == kind
+                    and len(inspector.cards) == cards
+                    and "loading" not in screen_text(app)
+                ),
+                f"a {kind} call's {cards} cards",
+            )
+            assert {id(w) for w in inspector.query("*")} == widgets
+
+        await moved("j", "loss", 3)  # F.cross_entropy: the loss, the logits and the targets
+        assert not inspector.layer_views.display
+        assert "target  32 int64" in screen_text(app)
+        assert "value 0" in screen_text(app)  # the followed sample's target, said
+        await moved("k", "module", 2)  # back: out and input, and the layer views again
+        assert inspector.layer_views.display
+        assert "this layer, for the followed sample" in screen_text(app)

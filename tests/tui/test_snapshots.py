@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 from viewer_support import make_app, open_explore, screen_text, wait_for
 
-from tvis.tui.picture import Picture
-
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 _DURATION = re.compile(r"≈?\d+(?:\.\d+)?(?:e[+-]?\d+)?\s?(?:ms|µs)")
@@ -49,7 +47,7 @@ async def _still(pilot) -> None:
 async def _settled(pilot, page) -> None:
     await wait_for(
         pilot,
-        lambda: all(c.query_one(Picture).has_data for c in page.inspector.cards),
+        lambda: all(c.has_data for c in page.inspector.cards),
         "every card's heatmap",
     )
     # Then until nothing more changes (a scrollbar's thumb follows its cards a frame later).

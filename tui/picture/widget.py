@@ -54,6 +54,56 @@ def depth_of(color_system: str | None) -> Depth:
     return "16"
 
 
+def value_cells(
+    values: np.ndarray, scale: Scale, width: int, max_rows: int, depth: Depth
+) -> list[Strip]:
+    """A 2-D array as half-block cells at most ``width`` × ``max_rows``, coloured on
+    ``scale`` at ``depth``, a whole number of cells per value where it fits: what a
+    ``Picture`` draws in half blocks, for widgets that draw their own lines."""
+    h, w = values.shape[:2]
+    px_h, px_w = raster.integer_fit(h, w, max_rows * 2, width, MAX_VALUE_CELLS)
+    if not px_w:
+        return []
+    rgb = colormaps.to_rgb(values, scale, None, depth)
+    return raster.half_block_strips(raster.resample(rgb, px_h, px_w))
+
+
+def legend_text(
+    values: np.ndarray,
+    scale: Scale,
+    width: int,
+    depth: Depth,
+    cmap: Colormap | None = None,
+    masked: np.ndarray | None = None,
+    note: str = "",
+) -> Text:
+    """The colour ramp from the scale's low to its high end in ``width`` cells, and the
+    colours of NaN, Inf and masked values when ``values`` holds any."""
+    cmap = cmap or (colormaps.SIGNED if scale.signed else colormaps.VALUES)
+    colours = colormaps.palette(cmap, depth)
+    lo, hi = fmt.num(scale.lo), fmt.num(scale.hi)
+    n = max(4, width - len(lo) - len(hi) - 2)
+    ramp = colours[np.linspace(0, len(colours) - 1, n).round().astype(int)]
+    text = Text(lo + " ", style="dim")
+    for r, g, b in ramp.tolist():
+        text.append(raster.LOWER_HALF, style=Style(color=f"rgb({r},{g},{b})"))
+    text.append(" " + hi, style="dim")
+    nan, inf = colormaps.nonfinite_rgb(depth)
+    if np.isnan(values).any():
+        text.append("  ■", style=Style(color="rgb({},{},{})".format(*nan)))
+        text.append(" NaN", style="dim")
+    if np.isinf(values).any():
+        text.append("  ■", style=Style(color="rgb({},{},{})".format(*inf)))
+        text.append(" Inf", style="dim")
+    if masked is not None and masked.any():
+        grey = colormaps.masked_rgb(depth)
+        text.append("  ■", style=Style(color="rgb({},{},{})".format(*grey)))
+        text.append(" masked", style="dim")
+    if note:
+        text.append("  " + note, style="dim")
+    return text
+
+
 def cell_size() -> tuple[int, int]:
     """Pixels per terminal cell (width, height), as textual-image measured them."""
     from textual_image._terminal import get_cell_size
@@ -438,31 +488,16 @@ class Picture(Steady, Widget):
             xlabels.update("".join(line).rstrip())
 
     def _legend(self, content: _Content, width: int, depth: Depth) -> Text:
-        scale, values = content.scale, content.values
-        assert scale is not None and values is not None  # a legend is drawn for values
-        cmap = content.cmap or (colormaps.SIGNED if scale.signed else colormaps.VALUES)
-        colours = colormaps.palette(cmap, depth)
-        lo, hi = fmt.num(scale.lo), fmt.num(scale.hi)
-        n = max(4, width - len(lo) - len(hi) - 2)
-        ramp = colours[np.linspace(0, len(colours) - 1, n).round().astype(int)]
-        text = Text(lo + " ", style="dim")
-        for r, g, b in ramp.tolist():
-            text.append(raster.LOWER_HALF, style=Style(color=f"rgb({r},{g},{b})"))
-        text.append(" " + hi, style="dim")
-        nan, inf = colormaps.nonfinite_rgb(depth)
-        if np.isnan(values).any():
-            text.append("  ■", style=Style(color="rgb({},{},{})".format(*nan)))
-            text.append(" NaN", style="dim")
-        if np.isinf(values).any():
-            text.append("  ■", style=Style(color="rgb({},{},{})".format(*inf)))
-            text.append(" Inf", style="dim")
-        if content.masked is not None and content.masked.any():
-            grey = colormaps.masked_rgb(depth)
-            text.append("  ■", style=Style(color="rgb({},{},{})".format(*grey)))
-            text.append(" masked", style="dim")
-        if content.legend:
-            text.append("  " + content.legend, style="dim")
-        return text
+        assert content.scale is not None and content.values is not None  # drawn for values
+        return legend_text(
+            content.values,
+            content.scale,
+            width,
+            depth,
+            content.cmap,
+            content.masked,
+            content.legend,
+        )
 
     def value_at(self, x: int, y: int) -> tuple[int, int] | None:
         """The (row, col) of the array value (or picture pixel) under canvas cell (x, y)."""

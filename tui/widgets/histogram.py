@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+from itertools import groupby
 from typing import Any
 
 import numpy as np
+from rich.color import Color
+from rich.style import Style
 from rich.text import Text
 
 from tvis.tui import colors, fmt
 from tvis.tui.picture.colormaps import Depth, Scale, to_rgb
 from tvis.tui.widgets.sparkline import BLOCKS, resample_series
+
+
+@lru_cache(maxsize=4096)
+def _ink(r: int, g: int, b: int) -> Style:
+    return Style(color=Color.from_rgb(r, g, b))
 
 
 def histogram(
@@ -40,14 +49,18 @@ def histogram(
     top = max(bars) or 1.0
     centres = np.linspace(lo, hi, len(bars))
     rgb = to_rgb(centres[None, :], Scale.of(centres, signed=diverging), None, depth)[0]
+    styles = [_ink(*c) for c in rgb.tolist()]
     text = Text()
     for row in range(rows - 1, -1, -1):
-        for value, c in zip(bars, rgb, strict=True):
+        cells = []
+        for value, style in zip(bars, styles, strict=True):
             level = value / top * rows * 8 - row * 8
             ch = BLOCKS[int(min(8, max(0, round(level))))] if value > 0 else " "
             if ch == " " and row == 0 and value > 0:
                 ch = BLOCKS[1]  # a non-empty bin always shows
-            text.append(ch, style=f"rgb({c[0]},{c[1]},{c[2]})")
+            cells.append((ch, style))
+        for (ch, style), run in groupby(cells):  # equal cells in one span: fewer to draw
+            text.append(ch * sum(1 for _ in run), style=style)
         text.append("\n")
     lo_s, hi_s = fmt.num(lo), fmt.num(hi)
     # A large tensor's histogram counts a spread-out subset: say so between lo and hi.

@@ -13,24 +13,22 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Vertical
 from textual.timer import Timer
-from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
-from tvis.tui.steady import SteadyStatic, SteadyVertical
+from tvis.tui.widgets.inspector_lines import Block, InspectorLines, TextBlock
 from tvis.tui.widgets.layer_views import Layer, LayerViews, PlaceKeys
 from tvis.tui.widgets.scroll_rail import RailScroll
 from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import (
     CARD_ROWS,
-    TensorCard,
+    Card,
     TensorRef,
-    ValueLine,
     decoded_text,
+    value_text,
     view_request,
     why_no_picture,
 )
@@ -170,13 +168,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [*keys.INSPECTOR, *keys.LAYER_VIEWS]
 
-    DEFAULT_CSS = """
-    Inspector { padding: 0 1; scrollbar-size-vertical: 0; }
-    Inspector > #header { height: auto; margin-bottom: 1; }
-    Inspector > #args { height: auto; }
-    Inspector .decoded { height: auto; padding: 0 1; }
-    Inspector .section { color: $text-muted; text-style: bold; height: 1; }
-    """
+    DEFAULT_CSS = "Inspector { padding: 0 1; scrollbar-size-vertical: 0; }"
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -184,17 +176,18 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self.shown: Selection | None = None  # the selection the cards below belong to
         self.current = 0
         self._timer: Timer | None = None
-        self._refs: list[tuple[TensorCard, TensorRef]] = []
         self._asked_for: Selection | None = None  # what the replies in flight are for
         self._param_entries: dict[str, dict | None] = {}
         self._param_parts: list[str] = []
-        self._next_args: tuple[Selection | None, list, list] | None = None  # waiting to show
-        self._swapping = False  # a set of widgets is being mounted
+        self.lines = InspectorLines()
+        # Mounted once, shown under the cards of a model call: never laid out anew per move.
+        self.layer_views = LayerViews(classes="layer-views")
+        self.layer_views.display = False
 
     def compose(self) -> ComposeResult:
         yield self.rail
-        yield SteadyStatic("Nothing selected yet.", id="header")
-        yield SteadyVertical(id="args")
+        yield self.lines
+        yield self.layer_views
 
     def on_mount(self) -> None:
         self.watch(self.app, "show_grad", self._redraw_cards, init=False)
@@ -207,20 +200,19 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         if self.selection is not None and selection.key() == self.selection.key():
             return
         self.selection = selection
-        header = self.query_one("#header", Static)
+        header = self.lines.set_header
         if selection.kind == "call" and selection.row:
-            header.update(call_header(selection.row))
+            header(call_header(selection.row))
         elif selection.kind == "group" and selection.row:
             rows = selection.row.get("rows") or []
             title = Text(f"{selection.row.get('label')}  ", style="bold")
             classes = list(dict.fromkeys(r.get("cls") or r.get("name") or "call" for r in rows))
             title.append(f"{len(rows)} calls: {', '.join(map(str, classes))}\n" if rows else "\n")
-            header.update(Text.assemble(title))
+            header(Text.assemble(title))
         elif selection.kind == "batch" and selection.row:
-            header.update(batch_header(selection.row))
+            header(batch_header(selection.row))
         elif selection.kind == "param" and selection.param:
-            header.update(param_header(selection.param))
-        self.content_changed()  # the header's height may change
+            header(param_header(selection.param))
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
@@ -249,10 +241,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         if data is None or not wanted:
             return
         # What the worker needs from the screen, read here: it never reads the DOM itself.
-        cards = [card for card, _ in self._refs if card.is_mounted]
-        width = cards[0].picture_width() if cards else None
-        views = next(iter(self.query(LayerViews)), None)
-        layer_request = views.requester() if views is not None else None
+        width = self.lines.picture_width()
+        views = self.layer_views
+        layer_request = views.requester() if views.display else None
         app = self.app
         context = (app.run_name, app.sample, app.show_grad, width, layer_request)
         self.run_worker(
@@ -300,9 +291,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             self._load_param(selection)
         elif selection.kind == "group":
             rows = (selection.row or {}).get("rows") or []
-            self._set_args([SteadyStatic(group_table(rows))], [])
+            self._set_body(selection, [TextBlock(group_table(rows))])
         else:
-            self._set_args([], [])
+            self._set_body(selection, [])
 
     def _load_call(self, selection: Selection) -> None:
         for which in PARAM_PARTS:
@@ -333,7 +324,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "call":
-            self._set_args([SteadyStatic(Text(message, style=colors.BAD))], [])
+            self._set_body(self._asked_for, [TextBlock(Text(message, style=colors.BAD))])
         else:
             self._param_arrived(tag, None)  # shown without that part
 
@@ -351,20 +342,18 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             **(selection.row or {}),
             **{k: v for k, v in call.items() if k not in ("inputs", "outputs")},
         }
-        self.query_one("#header", Static).update(call_header(row))
-        widgets: list = []
-        refs: list[tuple[TensorCard, TensorRef]] = []
-
+        self.lines.set_header(call_header(row))
+        blocks: list[Block] = []
+        refs: list[TensorRef] = []
         for side, args in call_args(call):
-            widgets.append(SteadyStatic(side, classes="section"))
+            blocks.append(TextBlock(side, section=True))
             for i, arg in enumerate(args):
                 entry = arg.get("entry") if isinstance(arg, dict) else None
                 if entry is None:
-                    line = ValueLine()
-                    line.show(
+                    shown = (
                         arg if isinstance(arg, dict) else {"name": f"{side}[{i}]", "repr": str(arg)}
                     )
-                    widgets.append(line)
+                    blocks.append(TextBlock(value_text(shown), pad=1))
                     continue
                 ref = TensorRef(
                     title=str(arg.get("name") or f"{side[:-1]} {i}"),
@@ -372,121 +361,82 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
                     run=self.app.run_name or "",
                     batch=selection.batch,
                 )
-                card = TensorCard(ref, self.app.show_grad, self.app.sample)
-                widgets.append(card)
-                refs.append((card, ref))
+                blocks.append(ref)
+                refs.append(ref)
                 if isinstance(arg.get("decoded"), dict) and "text" in arg["decoded"]:
-                    widgets.append(SteadyStatic(decoded_text(arg), classes="decoded"))
-        rounded = next(filter(None, (_rounded(ref.entry) for _, ref in refs)), None)
+                    blocks.append(TextBlock(decoded_text(arg), pad=1))
+        rounded = next(filter(None, (_rounded(ref.entry) for ref in refs)), None)
         if rounded:  # once under the cards: their values (not their statistics) are rounded
-            widgets.append(SteadyStatic(Text(rounded, style=colors.MUTED)))
+            blocks.append(TextBlock(Text(rounded, style=colors.MUTED)))
         for record in call.get("tokens") or []:
-            widgets.append(SteadyStatic("tokenizer", classes="section"))
-            widgets.append(SteadyStatic(tokenizer_text(record), classes="decoded"))
+            blocks.append(TextBlock("tokenizer", section=True))
+            blocks.append(TextBlock(tokenizer_text(record), pad=1))
         layer = layer_of(
             call, selection, self.app.run_name or "", self.app.sample, self.app.show_grad
         )
         if layer is not None:  # after the cards: On image · Neurons · Stats of the output
-            widgets += [SteadyStatic("this layer, for the followed sample", classes="section")]
-            widgets += [LayerViews(layer, classes="layer-views")]
-        self._set_args(widgets, refs)
+            blocks.append(TextBlock("this layer, for the followed sample", section=True))
+        self._set_body(selection, blocks, layer)
 
     def _show_param(self, selection: Selection, entries: dict[str, dict]) -> None:
         if selection != self.selection:
             return
-        widgets: list = []
-        refs: list[tuple[TensorCard, TensorRef]] = []
+        blocks: list[Block] = []
         param = selection.param or {}
         for which in PARAM_PARTS:
             entry = entries.get(which)
             if entry is None:
-                widgets.append(SteadyStatic(Text(f"{which}: not recorded", style=colors.MUTED)))
+                blocks.append(TextBlock(Text(f"{which}: not recorded", style=colors.MUTED)))
                 continue
-            ref = TensorRef(
-                title=which,
-                entry=entry,
-                run=self.app.run_name or "",
-                step=selection.step,
-                param=param["name"],
-                which=which,
-                gradient_view=which != "weight",
+            blocks.append(
+                TensorRef(
+                    title=which,
+                    entry=entry,
+                    run=self.app.run_name or "",
+                    step=selection.step,
+                    param=param["name"],
+                    which=which,
+                    gradient_view=which != "weight",
+                )
             )
-            card = TensorCard(ref, self.app.show_grad, self.app.sample)
-            refs.append((card, ref))
-            widgets.append(card)
-        rounded = next(filter(None, (_rounded(ref.entry) for _, ref in refs)), None)
+        refs = [block for block in blocks if isinstance(block, TensorRef)]
+        rounded = next(filter(None, (_rounded(ref.entry) for ref in refs)), None)
         if rounded:  # the gradient's values: weights and Δw are always exact
-            widgets.append(SteadyStatic(Text(rounded, style=colors.MUTED)))
-        self._set_args(widgets, refs)
+            blocks.append(TextBlock(Text(rounded, style=colors.MUTED)))
+        self._set_body(selection, blocks)
 
-    def _set_args(self, widgets: list, refs: list[tuple[TensorCard, TensorRef]]) -> None:
-        """Show ``widgets`` below the header. While an earlier set is still mounting, this one
-        waits for it (only the newest waiting set is kept): a card removed or refilled in the
-        middle of its own mount would find none of its parts."""
-        self._next_args = (self.selection, widgets, refs)
-        if self._swapping:
-            return
-        args = self.query_one("#args", Vertical)
-        if _same_kinds(list(args.children), widgets):
-            self._apply_args(args)  # nothing to mount: drawn now, in this frame
-            return
-        self._swapping = True
-        self.call_later(self._swap_args)
-
-    async def _swap_args(self) -> None:
-        args = self.query_one("#args", Vertical)
-        try:
-            while self._next_args is not None:
-                waiting = self._next_args
-                if not _same_kinds(list(args.children), waiting[1]):
-                    await args.remove_children()
-                    if waiting[1]:
-                        await args.mount_all(waiting[1])
-                    if not all(widget.is_mounted for widget in waiting[1]):
-                        return  # torn down while mounting: the page or the app is closing
-                if self._next_args is waiting:  # else a newer set came meanwhile: go again
-                    self._apply_args(args)
-        finally:
-            self._swapping = False
+    def _set_body(
+        self, selection: Selection | None, blocks: list[Block], layer: Layer | None = None
+    ) -> None:
+        """Show ``blocks`` under the header, and the layer views of ``layer`` under them
+        (hidden when there is none)."""
+        self.lines.set_body(blocks, self.app.show_grad, self.app.sample)
+        views = self.layer_views
+        if layer is not None:
+            views.display = True
+            views.show(layer)
+        elif views.display:
+            views.display = False
+        self.shown = selection
+        self.current = 0
+        self._mark_current()
 
     @property
     def settled(self) -> bool:
-        """Whether what is shown is the newest selection's (nothing waits or mounts)."""
-        return self._timer is None and self._next_args is None and not self._swapping
-
-    def _apply_args(self, args: Vertical) -> None:
-        """Adopt the waiting set into the mounted widgets (which are of the same kinds)."""
-        if self._next_args is None:
-            return
-        selection, widgets, refs = self._next_args
-        self._next_args = None
-        mounted = list(args.children)
-        if any(old is not new for old, new in zip(mounted, widgets, strict=True)):
-            # Moving between calls of one shape (the usual j/k): the mounted widgets take
-            # the new content, so nothing is mounted, composed or laid out from scratch.
-            for old, new in zip(mounted, widgets, strict=True):
-                _take(old, new)
-            now = {id(new): old for old, new in zip(mounted, widgets, strict=True)}
-            refs = [(now[id(card)], ref) for card, ref in refs]
-        self.shown = selection
-        self._refs = refs
-        self.current = 0
-        self._mark_current()
-        self.content_changed()
+        """Whether what is shown is the newest selection's (nothing waits)."""
+        return self._timer is None
 
     def _redraw_cards(self, *_: Any) -> None:
-        for card, ref in self._refs:
-            if card.is_mounted:
-                card.show(ref, self.app.show_grad, self.app.sample)
-        for views in self.query(LayerViews):
-            if views.shown_layer is not None:
-                views.show(
-                    replace(views.shown_layer, sample=self.app.sample, grad=self.app.show_grad)
-                )
+        for card in self.cards:
+            if card.ref is not None:
+                card.show(card.ref, self.app.show_grad, self.app.sample)
+        views = self.layer_views
+        if views.display and views.shown_layer is not None:
+            views.show(replace(views.shown_layer, sample=self.app.sample, grad=self.app.show_grad))
 
     def action_cycle_view(self) -> None:
-        for views in self.query(LayerViews):
-            views.cycle()
+        if self.layer_views.display:
+            self.layer_views.cycle()
 
     # -- keys ----------------------------------------------------------------------------
 
@@ -497,8 +447,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self._mark_current()
 
     def _mark_current(self) -> None:
-        for i, (card, _) in enumerate(self._refs):
-            card.set_class(i == self.current and self.has_focus, "-current")
+        self.lines.mark_current(self.current if self.has_focus and self.cards else None)
 
     def action_next_card(self) -> None:
         self._move(1)
@@ -507,27 +456,28 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self._move(-1)
 
     def _move(self, delta: int) -> None:
-        if not self._refs:
+        if not self.cards:
             return
-        self.current = (self.current + delta) % len(self._refs)
+        self.current = (self.current + delta) % len(self.cards)
         self._mark_current()
-        self.scroll_to_widget(self._refs[self.current][0])
+        card = self.lines.card_region(self.current)
+        self.scroll_to_region(card.translate(self.lines.virtual_region.offset))
 
     def action_index(self, delta: int) -> None:
-        if self._refs:
-            self._refs[self.current][0].step_index(delta)
+        if self.cards:
+            self.cards[self.current].step_index(delta)
 
     @property
-    def cards(self) -> list[TensorCard]:
-        return [card for card, _ in self._refs]
+    def cards(self) -> list[Card]:
+        return self.lines.cards
 
     # -- taking a tensor home (tui/export.py) --------------------------------------------
 
     def current_item(self) -> export.ExportItem:
         """The tensor of the card under the cursor; ``ExportError`` when there is none."""
-        if not self._refs:
+        ref = self.cards[self.current].ref if self.cards else None
+        if ref is None:
             raise export.ExportError("select a call or a parameter with tensors first.")
-        ref = self._refs[self.current][1]
         row = (self.selection.row if self.selection else None) or {}
         name = row.get("name") or row.get("cls") or "call"
         return export.item_for(ref, self.app.show_grad, name, self.app.run_id or ref.run)
@@ -551,24 +501,6 @@ def _rounded(entry: dict[str, Any]) -> str | None:
     """The note of a tensor entry, or of its gradient, stored rounded."""
     grad = entry.get("grad_entry") or {}
     return export.rounded_note(entry.get("value")) or export.rounded_note(grad.get("value"))
-
-
-def _same_kinds(mounted: list, widgets: list) -> bool:
-    return len(mounted) == len(widgets) and all(
-        type(old) is type(new) and old.classes == new.classes
-        for old, new in zip(mounted, widgets, strict=True)
-    )
-
-
-def _take(old: Any, new: Any) -> None:
-    """Show in the mounted ``old`` what the unmounted ``new`` of the same kind holds."""
-    if isinstance(new, TensorCard):
-        old.show(*new.initial)
-    elif isinstance(new, LayerViews):
-        if new.shown_layer is not None:
-            old.show(new.shown_layer)
-    else:  # a Static: a section title, a decoded text, a value line
-        old.update(new.content)
 
 
 def call_request(run: str | None, selection: Selection) -> dict[str, Any]:

@@ -4,21 +4,24 @@ of its values or its gradient for the followed sample. Never its repr."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
+import numpy as np
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.events import Resize
+from textual.geometry import Size
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
 
 from tvis.store.schema import DEAD_ZEROS
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
-from tvis.tui.picture import Picture, Scale
-from tvis.tui.picture.text_lines import TextLines
-from tvis.tui.picture.widget import depth_of
-from tvis.tui.steady import Steady, SteadyStatic
+from tvis.tui.picture import Scale
+from tvis.tui.picture.widget import depth_of, legend_text, value_cells
+from tvis.tui.steady import Steady
 from tvis.tui.widgets.histogram import histogram
 
 
@@ -113,44 +116,71 @@ def view_request(
     }
 
 
-class TensorCard(Steady, AgentPane):
-    """One tensor argument, output or parameter tensor."""
+GUTTER = 3
+"""Columns a card spends on its left bar and the padding either side of its content."""
 
-    DEFAULT_CSS = """
-    TensorCard { height: auto; padding: 0 1; margin-bottom: 1; border-left: tall $panel; }
-    TensorCard.-current { border-left: tall $accent; }
-    TensorCard > Static { height: auto; }
-    """
 
-    def __init__(
-        self, ref: TensorRef, grad: bool, sample: int | None, max_rows: int = CARD_ROWS, **kwargs
-    ) -> None:
-        super().__init__(**kwargs)
+def picture_width(card_width: int) -> int:
+    """Columns a card ``card_width`` wide asks for its view at."""
+    return max(8, card_width - GUTTER - 2)
+
+
+class CardHost(Protocol):
+    """What a card needs from the widget that draws it."""
+
+    app: Any
+
+    def ask(self, method: str, tag: str = "main", **params: Any) -> bool: ...
+
+    def cancel(self, tag: str = "main") -> None: ...
+
+    def card_width(self) -> int:
+        """The card's width, bar and padding included."""
+        ...
+
+    def card_changed(self, card: Card) -> None:
+        """``card`` has new content: draw it again."""
+        ...
+
+
+@dataclass(frozen=True)
+class CardStyles:
+    """The styles a card's lines are drawn in, taken from the drawing widget's CSS."""
+
+    base: Style  # the widget's colours, under everything
+    bar: Style  # the left bar
+    current: Style  # the left bar of the card under the inspector's cursor
+    muted: Style  # a note where the picture would be
+
+
+class Card:
+    """One tensor argument, output or parameter tensor, as lines of cells: a bar on its
+    left, then its title, statistics and histogram, its heatmap and legend, and which slice
+    that is. Not a widget: the inspector draws all its cards in one line-API widget, so a
+    tree move repaints lines instead of laying out a dozen widgets per card."""
+
+    def __init__(self, host: CardHost, tag: str, max_rows: int = CARD_ROWS) -> None:
+        self.host = host
+        self.tag = tag  # what its view requests are asked under, in the host
         self.max_rows = max_rows
-        self.initial = (ref, grad, sample)  # shown once mounted
         self.ref: TensorRef | None = None
         self.index: list[int] = []
+        self.values: np.ndarray | None = None  # the heatmap's values, once they came
+        self.scale: Scale | None = None
         self._lead: list[int] = []
         self._grad = False
         self._sample: int | None = None
         self._view_shape: list[int] | None = None
-        self._note = ""
-        self._made_for = 0  # the picture width the histogram and view were made for
+        self._note = ""  # after the slice: how the values were kept, or why none are drawn
+        self._placeholder = ""  # in the picture's place: loading, a single value
+        self._drawn: tuple[tuple, list[list[Segment]]] | None = None  # and what it was for
+        self._framed: tuple[bool, list[Strip]] | None = None  # with the bar, and its state
+        self._version = 0  # content changes, to know when the lines are stale
+        self._asked_width = 0  # the picture width its view was asked for
 
-    def compose(self) -> ComposeResult:
-        yield TextLines(classes="head")  # title, statistics, histogram: one widget to lay out
-        yield Picture(max_rows=self.max_rows)
-        yield SteadyStatic(classes="dims")
-
-    def on_mount(self) -> None:
-        self.show(*self.initial)
-
-    def on_resize(self, event: Resize) -> None:
-        # Made for the width it had: a scrollbar that appears once the cards are mounted
-        # narrows them, and the histogram and view are then made again for the new width.
-        if self.ref is not None and self.picture_width() != self._made_for:
-            self._refresh_text()
-            self._load_view()
+    @property
+    def has_data(self) -> bool:
+        return self.values is not None
 
     def show(self, ref: TensorRef, grad: bool, sample: int | None) -> None:
         """Show ``ref``; ``grad`` picks the gradient (for call arguments), ``sample`` the
@@ -158,9 +188,9 @@ class TensorCard(Steady, AgentPane):
         same = self.ref is not None and self.ref.entry.get("id") == ref.entry.get("id")
         if not same:
             self.index = []
+        self.host.cancel(self.tag)  # a view still on its way was for what was shown before
         self.ref, self._grad, self._sample = ref, grad and ref.param is None, sample
-        self._refresh_text()
-        self._load_view()
+        self._refresh()
 
     def step_index(self, delta: int) -> None:
         """Move through the leading dims (e.g. channels), the last one fastest."""
@@ -179,8 +209,28 @@ class TensorCard(Steady, AgentPane):
             flat, i = divmod(flat, size)
             new.insert(0, i)
         self.index = new
-        self._refresh_text()
+        self._refresh()
+
+    def resized(self) -> None:
+        """The host's width changed: a view asked for another width is asked again."""
+        if self.ref is not None and self.picture_width() != self._asked_width:
+            self._load_view()
+
+    def _refresh(self) -> None:
+        entry = self._entry()
+        if entry is None:
+            self._lead = []
+        else:
+            assert self.ref is not None
+            self._lead = leading_dims(
+                list(entry.get("shape") or []), self.ref.entry.get("batch_dim"), self._sliced()
+            )
+        self._changed()
         self._load_view()
+
+    def _changed(self) -> None:
+        self._version += 1
+        self.host.card_changed(self)
 
     def _entry(self) -> dict[str, Any] | None:
         assert self.ref is not None
@@ -195,10 +245,65 @@ class TensorCard(Steady, AgentPane):
             and self.ref.entry.get("batch_dim") is not None
         )
 
-    def _refresh_text(self) -> None:
+    def picture_width(self) -> int:
+        """Columns the view is asked for."""
+        return picture_width(self.host.card_width())
+
+    def _load_view(self) -> None:
+        ref = self.ref
+        target = self._entry() if ref is not None else None
+        if ref is None or target is None:
+            self._no_values("")
+            return
+        why = why_no_picture(ref, target)
+        if why is not None:
+            self._no_values(why)
+            return
+        self._asked_width = self.picture_width()
+        method, params = view_request(
+            ref, self._grad, self._sample, self.index, self._asked_width, self.max_rows
+        )
+        if not self.host.ask(method, tag=self.tag, **params):
+            self.values, self._placeholder = None, "loading …"
+            self._changed()
+
+    def answered(self, view: dict[str, Any]) -> None:
+        signed = self._grad or bool(self.ref and self.ref.gradient_view)
+        array = view["array"]
+        if array.size == 1:  # one value (a sample's label, a scalar): say it, draw nothing
+            self.values, self.scale = None, None
+            self._placeholder = f"value {fmt.num(float(array.flat[0]))}"
+        else:
+            values = np.asarray(array, dtype=np.float32)
+            if values.ndim < 2:
+                values = values.reshape(1, -1)
+            elif values.ndim > 2:
+                values = values.reshape(-1, values.shape[-1])
+            self.values, self.scale, self._placeholder = values, Scale.of(values, signed), ""
+        self._view_shape = view.get("shape")
+        self._note = "block means" if view.get("downsampled") else ""
+        value = (self._entry() or {}).get("value") or {}
+        if value.get("kept") == "samples":
+            self._note += f"  values kept for the first {value.get('count', '?')} samples"
+        elif value.get("kept") == "rows":
+            self._note += f"  values kept for the first {value.get('count', '?')} rows"
+        self._changed()
+
+    def failed(self, message: str) -> None:
+        self._no_values(message)
+
+    def _no_values(self, message: str) -> None:
+        self.values, self.scale, self._placeholder = None, None, ""
+        self._view_shape = None
+        self._note = message
+        self._changed()
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def head_text(self, width: int) -> Text:
+        """Title, statistics and a histogram ``width`` cells wide (at most 64)."""
         ref = self.ref
         assert ref is not None
-        entry = self._entry()
         title = Text(style="bold")
         title.append(ref.title)
         title.append(f"  {fmt.shape(ref.entry.get('shape'))} {ref.entry.get('dtype', '')}")
@@ -213,31 +318,20 @@ class TensorCard(Steady, AgentPane):
             )
         if ref.entry.get("batch_dim_inferred"):
             title.append("  batch dim inferred", style=colors.WARN)
-        head = self.query_one(".head", TextLines)
+        entry = self._entry()
         if entry is None:
             missing = Text("no gradient recorded for this tensor", style=colors.MUTED)
-            head.update(Text("\n").join([title, missing]))
-            self.query_one(Picture).clear()
-            self.query_one(".dims", Static).update("")
-            self._lead = []
-            return
-        self._made_for = self.picture_width()
-        width = max(16, self._made_for - 2)
+            return Text("\n").join([title, missing])
         diverging = self._grad or ref.gradient_view
-        bars = histogram(
-            entry.get("hist"),
-            min(width, 64),
-            diverging,
-            depth=depth_of(self.app.console.color_system),
-        )
-        head.update(Text("\n").join([title, stats_text(entry), bars]))
-        self._lead = leading_dims(
-            list(entry.get("shape") or []), ref.entry.get("batch_dim"), self._sliced()
-        )
-        self._refresh_dims()
+        depth = depth_of(self.host.app.console.color_system)
+        bars = histogram(entry.get("hist"), min(width, 64), diverging, depth=depth)
+        return Text("\n").join([title, stats_text(entry), bars])
 
-    def _refresh_dims(self) -> None:
+    def dims_text(self) -> Text:
+        """Which slice the heatmap is: the followed sample, the leading index, the plane."""
         text = Text(style=colors.MUTED)
+        if self.ref is None or self._entry() is None:
+            return text
         if self._sliced():
             text.append(f"sample {self._sample}  ")
         if self._lead:
@@ -247,74 +341,148 @@ class TensorCard(Steady, AgentPane):
         if self._view_shape:
             text.append(f"plane {fmt.shape(self._view_shape)}  ")
         text.append(self._note)
-        self.query_one(".dims", Static).update(text)
+        return text
 
-    def picture_width(self) -> int:
-        """Columns the picture can use. A card is asked for its view while it mounts, before
-        it is laid out; its parent's width is known then, less the card's border and padding."""
+    def lines(self, width: int, current: bool, styles: CardStyles) -> list[Strip]:
+        """The card ``width`` cells wide, its bar in the current style when ``current``,
+        and a blank line under it."""
+        key = (width, styles, self._version)
+        if self._drawn is None or self._drawn[0] != key:
+            self._drawn = (key, self._content(width, styles))
+            self._framed = None
+        if self._framed is None or self._framed[0] != current:
+            # Textual's "tall" left border: the cell's left three quarters in the background.
+            edge = (styles.current if current else styles.bar).color
+            bar = Segment("▊", Style(color=styles.base.bgcolor, bgcolor=edge))
+            framed = [Strip([bar, *line], width) for line in self._drawn[1]]
+            self._framed = (current, [*framed, Strip.blank(width, styles.base)])
+        return self._framed[1]
+
+    def _content(self, width: int, styles: CardStyles) -> list[list[Segment]]:
+        """Every line right of the bar: padding, content, padding, in the base style."""
+        if self.ref is None:
+            return []
+        inner = max(1, width - GUTTER)
+        console = self.host.app.console
+        depth = depth_of(console.color_system)
+        base = styles.base
+        head_width = max(16, self.picture_width() - 2)
+        lines = text_lines(self.head_text(head_width), inner, console, base)
+        if self.values is not None and self.scale is not None:
+            cells = value_cells(self.values, self.scale, inner, self.max_rows, depth)
+            lines += [list(Segment.apply_style(strip, base)) for strip in cells]
+            legend = legend_text(self.values, self.scale, min(inner, 40), depth)
+            lines += text_lines(legend, inner, console, base)
+        if self._placeholder:
+            lines += text_lines(Text(self._placeholder, style=styles.muted), inner, console, base)
+        lines += text_lines(self.dims_text(), inner, console, base) or [[]]
+        pad = Segment(" ", base)
+        out = []
+        for line in lines:
+            fill = inner - Segment.get_line_length(line)
+            out.append(
+                [pad, *line, Segment(" " * (fill + 1), base)] if fill > 0 else [pad, *line, pad]
+            )
+        return out
+
+
+def text_lines(text: Text, width: int, console: Console, base: Style) -> list[list[Segment]]:
+    """Rich text wrapped to ``width`` as lines of segments over ``base`` (none for empty
+    text)."""
+    if not text or width <= 0:
+        return []
+    options = console.options.update(width=width, height=None, highlight=False)
+    return console.render_lines(text, options, style=base, pad=False)
+
+
+class TensorCard(Steady, AgentPane):
+    """A ``Card`` as a widget of its own (the layer views' Stats view)."""
+
+    DEFAULT_CSS = "TensorCard { height: auto; }"
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"card--bar", "card--current", "card--muted"}
+
+    def __init__(
+        self, ref: TensorRef, grad: bool, sample: int | None, max_rows: int = CARD_ROWS, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        self.card = Card(self, "view", max_rows)
+        self.initial = (ref, grad, sample)  # shown once mounted
+
+    @property
+    def ref(self) -> TensorRef | None:
+        return self.card.ref
+
+    def on_mount(self) -> None:
+        self.card.show(*self.initial)
+
+    def show(self, ref: TensorRef, grad: bool, sample: int | None) -> None:
+        self.card.show(ref, grad, sample)
+
+    def card_width(self) -> int:
+        # Asked while it mounts, before it is laid out: its parent's width is known then.
         width = self.size.width
         if not width and isinstance(self.parent, Widget):
-            width = self.parent.size.width - self.styles.gutter.width
-        return max(8, width - 2)
+            width = self.parent.size.width
+        return width
 
-    def _load_view(self) -> None:
-        ref = self.ref
-        target = self._entry() if ref is not None else None
-        if ref is None or target is None:
-            return
-        why = why_no_picture(ref, target)
-        if why is not None:
-            self._no_values(why)
-            return
-        method, params = view_request(
-            ref, self._grad, self._sample, self.index, self.picture_width(), self.max_rows
-        )
-        if not self.ask(method, **params):
-            self.query_one(Picture).placeholder("loading …")
+    def card_changed(self, card: Card) -> None:
+        self.refresh(layout=True)
+
+    def on_resize(self, event: Resize) -> None:
+        self.card.resized()
 
     def answered(self, tag: str, view: dict[str, Any]) -> None:
-        signed = self._grad or bool(self.ref and self.ref.gradient_view)
-        array = view["array"]
-        if array.size == 1:  # one value (a sample's label, a scalar): say it, draw nothing
-            self.query_one(Picture).placeholder(f"value {fmt.num(float(array.flat[0]))}")
-        else:
-            self.query_one(Picture).show_values(array, Scale.of(array, signed))
-        self._view_shape = view.get("shape")
-        self._note = "block means" if view.get("downsampled") else ""
-        value = (self._entry() or {}).get("value") or {}
-        if value.get("kept") == "samples":
-            self._note += f"  values kept for the first {value.get('count', '?')} samples"
-        elif value.get("kept") == "rows":
-            self._note += f"  values kept for the first {value.get('count', '?')} rows"
-        self._refresh_dims()
+        self.card.answered(view)
 
     def failed(self, tag: str, message: str) -> None:
-        self._no_values(message)
+        self.card.failed(message)
 
-    def _no_values(self, message: str) -> None:
-        self.query_one(Picture).clear()
-        self._view_shape = None
-        self._note = message
-        self._refresh_dims()
+    def _lines(self) -> list[Strip]:
+        return self.card.lines(self.size.width, False, card_styles(self))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.card.lines(width, False, card_styles(self)))
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._lines()
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
 
-class ValueLine(SteadyStatic):
+def card_styles(widget: Widget) -> CardStyles:
+    """A card's styles from ``widget``'s component classes ``card--bar``, ``card--current``
+    and ``card--muted``."""
+    return CardStyles(
+        base=widget.rich_style,
+        bar=widget.get_component_rich_style("card--bar"),
+        current=widget.get_component_rich_style("card--current"),
+        muted=widget.get_component_rich_style("card--muted"),
+    )
+
+
+CARD_CSS = """
+{name} > .card--bar {{ color: $panel; }}
+{name} > .card--current {{ color: $accent; }}
+{name} > .card--muted {{ color: $text-muted; }}
+"""
+"""The component classes of a widget that draws cards (``CARD_CSS.format(name=...)``)."""
+
+TensorCard.DEFAULT_CSS += CARD_CSS.format(name="TensorCard")
+
+
+def value_text(arg: dict[str, Any]) -> Text:
     """A non-tensor argument: ``name = value`` (the recorder's short repr), a text quoted
     whole, or token ids with the text they decode to."""
-
-    DEFAULT_CSS = "ValueLine { height: auto; padding: 0 1; }"
-
-    def show(self, arg: dict[str, Any]) -> None:
-        text = Text()
-        text.append(str(arg.get("name", "?")), style="bold")
-        text.append(" = ")
-        if isinstance(arg.get("text"), str):
-            text.append(repr(fmt.clip(arg["text"], TEXT_SHOWN)), style=colors.PHASE["data"])
-        elif isinstance(arg.get("ids"), list):
-            text.append(decoded_text(arg))
-        else:
-            text.append(fmt.clip(str(arg.get("repr", "?")), 200))
-        self.update(text)
+    text = Text()
+    text.append(str(arg.get("name", "?")), style="bold")
+    text.append(" = ")
+    if isinstance(arg.get("text"), str):
+        text.append(repr(fmt.clip(arg["text"], TEXT_SHOWN)), style=colors.PHASE["data"])
+    elif isinstance(arg.get("ids"), list):
+        text.append(decoded_text(arg))
+    else:
+        text.append(fmt.clip(str(arg.get("repr", "?")), 200))
+    return text
 
 
 TEXT_SHOWN = 600
