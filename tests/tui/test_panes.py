@@ -8,6 +8,7 @@ from viewer_support import make_app, node_named, open_explore, screen_text, wait
 
 from tvis.tui.colors import phase_label
 from tvis.tui.widgets import layers_table
+from tvis.tui.widgets.inspector_lines import TextBlock
 from tvis.tui.widgets.layers_table import LayersTable
 from tvis.tui.widgets.samples_view import SampleTable
 from tvis.tui.widgets.source_view import SourceView, annotation_text
@@ -169,7 +170,8 @@ async def test_step_pane_judges_update_ratios_and_opens_a_parameter(run_dir: Pat
         note = "values stored to 11 significant bits; run with --exact to keep them whole"
 
         def notes() -> list[str]:
-            return [str(w.render()) for w in page.inspector.query("#args > SteadyStatic")]
+            blocks = page.inspector.lines.blocks
+            return [str(b.content) for b in blocks if isinstance(b, TextBlock)]
 
         await wait_for(pilot, lambda: notes().count(note) == 1, "the rounded gradient's note")
 
