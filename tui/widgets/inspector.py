@@ -367,7 +367,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
                     blocks.append(TextBlock(decoded_text(arg), pad=1))
         rounded = next(filter(None, (_rounded(ref.entry) for ref in refs)), None)
         if rounded:  # once under the cards: their values (not their statistics) are rounded
-            blocks.append(TextBlock(Text(rounded, style=colors.MUTED)))
+            blocks.append(TextBlock(Text(rounded, style=colors.MUTED), below=1))
         for record in call.get("tokens") or []:
             blocks.append(TextBlock("tokenizer", section=True))
             blocks.append(TextBlock(tokenizer_text(record), pad=1))
@@ -402,7 +402,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         refs = [block for block in blocks if isinstance(block, TensorRef)]
         rounded = next(filter(None, (_rounded(ref.entry) for ref in refs)), None)
         if rounded:  # the gradient's values: weights and Δw are always exact
-            blocks.append(TextBlock(Text(rounded, style=colors.MUTED)))
+            blocks.append(TextBlock(Text(rounded, style=colors.MUTED), below=1))
         self._set_body(selection, blocks)
 
     def _set_body(
