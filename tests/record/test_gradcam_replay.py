@@ -1,0 +1,283 @@
+"""Grad-CAM from the kept samples' forward replayed alone: the maps it gives, against the
+whole batch's graph, and a training run it never changes (RNG, buffers, attributes)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from helpers import record_here
+from insight_models import ConvNet, Stripes
+from torch import nn
+
+from tvis.record import gradcam
+from tvis.store.reader import RunReader
+
+FALLBACK = "Grad-CAM ran on the whole batch's graph"
+
+
+class BNNet(nn.Module):
+    """Conv, BatchNorm, ReLU twice and a linear head (samples mix in training mode)."""
+
+    def __init__(self, classes: int = 4) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 12, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(12)
+        self.head = nn.Linear(12, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(F.max_pool2d(x, 2))))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class Noisy(BNNet):
+    """Adds noise in its forward (no dropout module): a replay draws other noise."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x + 0.1 * torch.randn_like(x))
+
+
+class Dropping(BNNet):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(self.drop(x))
+
+
+class Stateful(BNNet):
+    """A forward with side effects a replay must not leave behind: an attribute, a list
+    and a buffer it updates in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(x.shape[0])
+        self.calls += 1
+        out = super().forward(x)
+        self.last = out
+        return out
+
+
+class Split(nn.Module):
+    """Scores made by two root calls (a backbone, then a head)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Linear(8, 4)
+
+
+def _data(n: int = 8):
+    data = Stripes()
+    return data.images[:n], data.labels[:n]
+
+
+def _record(model, tmp_path, steps: int = 2, **settings):
+    x, y = _data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+
+    def train():
+        for _ in range(steps):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+
+    # One step more than the script runs: it ends on its own, after its last loss.
+    outcome = record_here(train, tmp_path, steps=steps + 1, **settings)
+    run = RunReader(outcome.run_dir)
+    return run, losses
+
+
+def _plain(model, rng: torch.Tensor, steps: int = 2):
+    torch.set_rng_state(rng)
+    x, y = _data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _notices(run) -> str:
+    return " ".join(n["text"] for n in run.index()["notices"])
+
+
+def _maps(run, batch: int = 0) -> dict:
+    b = run.batch(batch)
+    return {
+        (c["layer"], c["which"]): (torch.from_numpy(np.array(b.array(c["tensor"]))), c)
+        for c in b.record["gradcam"]
+    }
+
+
+def _full_batch_maps(model, x, y, layers, k: int) -> dict:
+    """Today's fallback: the passes on the whole batch's training graph."""
+    acts = {}
+    hooks = [
+        getattr(model, n).register_forward_hook(lambda m, a, out, n=n: acts.setdefault(n, out))
+        for n in layers
+    ]
+    logits = model(x)
+    for h in hooks:
+        h.remove()
+    targets = [acts[n] for n in layers]
+    kept = [t[:k].detach() for t in targets]
+    out = {}
+    for which, cls in (("pred", logits[:k].argmax(1)), ("true", y[:k])):
+        maps = gradcam._maps(logits, cls, targets, kept, retain=True)
+        out.update({(n, which): m for n, m in zip(layers, maps, strict=True)})
+    return out
+
+
+def _frozen_textbook(model, x, y, layers, k: int) -> dict:
+    """Grad-CAM of each kept sample alone (Selvaraju et al.), BatchNorm normalising with
+    the whole batch's statistics as constants."""
+    stats = {}
+
+    def note(m, args) -> None:
+        stats[m] = torch.var_mean(args[0].detach(), dim=(0, 2, 3), correction=0)
+
+    hooks = [
+        m.register_forward_pre_hook(note) for m in model.modules() if isinstance(m, nn.BatchNorm2d)
+    ]
+    model(x)
+    for h in hooks:
+        h.remove()
+    for m, (var, mean) in stats.items():
+        m.forward = lambda t, m=m, mean=mean, var=var: F.batch_norm(
+            t, mean, var, m.weight, m.bias, False, 0.0, m.eps
+        )
+    acts = {}
+    hooks = [
+        getattr(model, n).register_forward_hook(lambda m, a, out, n=n: acts.setdefault(n, out))
+        for n in layers
+    ]
+    logits = model(x)
+    out = {}
+    for which, cls in (("pred", logits.argmax(1)), ("true", y)):
+        for n in layers:
+            rows = []
+            for i in range(k):
+                (g,) = torch.autograd.grad(logits[i, cls[i]], acts[n], retain_graph=True)
+                alpha = g[i].mean(dim=(1, 2))
+                rows.append(torch.relu((alpha[:, None, None] * acts[n][i]).sum(0)))
+            out[n, which] = torch.stack(rows).detach()
+    return out
+
+
+def test_replayed_maps_equal_full_batch_maps_without_batchnorm(tmp_path):
+    torch.manual_seed(0)
+    model = ConvNet()
+    reference = copy.deepcopy(model)
+    run, _ = _record(model, tmp_path, steps=1)
+    assert FALLBACK not in _notices(run)  # the replay ran
+    x, y = _data()
+    expected = _full_batch_maps(reference, x, y, ["conv1", "conv2"], k=3)
+    got = _maps(run)
+    assert set(got) == set(expected)
+    for key, (cam, entry) in got.items():
+        assert not entry["approximate"]
+        torch.testing.assert_close(cam, expected[key], rtol=1e-4, atol=1e-6)
+
+
+def test_replayed_maps_with_batchnorm_are_each_samples_own(tmp_path):
+    """With BatchNorm the maps are each sample's with the batch's statistics constant,
+    exactly; the whole batch's graph (the fallback) also carries the other kept samples'
+    scores and the gradient through the statistics: a few percent of the map here."""
+    torch.manual_seed(0)
+    model = BNNet()
+    frozen, full = copy.deepcopy(model), copy.deepcopy(model)
+    run, _ = _record(model, tmp_path, steps=1)
+    assert FALLBACK not in _notices(run)
+    x, y = _data()
+    exact = _frozen_textbook(frozen, x, y, ["conv1", "conv2"], k=3)
+    batch_graph = _full_batch_maps(full, x, y, ["conv1", "conv2"], k=3)
+    for key, (cam, entry) in _maps(run).items():
+        assert not entry["approximate"]
+        torch.testing.assert_close(cam, exact[key], rtol=1e-4, atol=1e-6)
+        other = batch_graph[key]
+        gap = float((cam - other).norm() / other.norm())
+        print(key, f"{gap:.3f}")
+        assert 0 < gap < 0.5, (key, gap)
+
+
+def test_training_bit_identical_with_batchnorm_replay(tmp_path):
+    torch.manual_seed(0)
+    model = BNNet()
+    plain, rng = copy.deepcopy(model), torch.get_rng_state()
+    run, losses = _record(model, tmp_path)
+    assert FALLBACK not in _notices(run)
+    assert "gradcam" in run.batch(1).record
+    assert losses == _plain(plain, rng)
+    for (name, p), q in zip(plain.state_dict().items(), model.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name  # parameters, running statistics, batch counts
+
+
+def test_noise_in_forward_falls_back_and_leaves_rng_alone(tmp_path):
+    torch.manual_seed(0)
+    model = Noisy()
+    plain, rng = copy.deepcopy(model), torch.get_rng_state()
+    run, losses = _record(model, tmp_path)
+    after = torch.rand(4)
+    plain_losses = _plain(plain, rng)
+    assert "gave other scores" in _notices(run)
+    assert {c["which"] for c in run.batch(0).record["gradcam"]} >= {"pred"}
+    assert losses == plain_losses
+    assert torch.equal(after, torch.rand(4))  # the replay's noise came from a forked RNG
+    for p, q in zip(plain.parameters(), model.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_dropout_is_refused_up_front(tmp_path):
+    torch.manual_seed(0)
+    model = Dropping()
+    plain, rng = copy.deepcopy(model), torch.get_rng_state()
+    run, losses = _record(model, tmp_path)
+    assert losses == _plain(plain, rng)
+    assert "active dropout" in _notices(run)
+    assert all(c["approximate"] for c in run.batch(0).record["gradcam"])
+
+
+def test_side_effects_of_the_replayed_forward_are_undone(tmp_path):
+    torch.manual_seed(0)
+    model = Stateful()
+    plain, rng = copy.deepcopy(model), torch.get_rng_state()
+    run, losses = _record(model, tmp_path)
+    assert FALLBACK not in _notices(run)
+    assert losses == _plain(plain, rng)
+    assert model.seen == plain.seen == [8, 8]
+    assert int(model.calls) == int(plain.calls) == 2
+    assert model.last.shape[0] == 8
+    for p, q in zip(plain.state_dict().values(), model.state_dict().values(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_scores_of_two_root_calls_fall_back(tmp_path):
+    torch.manual_seed(0)
+    model = Split()
+    x, y = _data()
+
+    def step():
+        F.cross_entropy(model.head(model.backbone(x).mean(dim=(2, 3))), y).backward()
+
+    outcome = record_here(step, tmp_path, steps=1)
+    run = RunReader(outcome.run_dir)
+    assert "outside the model call that made the scores" in _notices(run)
+    assert run.batch(0).record["gradcam"]
