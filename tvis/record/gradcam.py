@@ -54,6 +54,8 @@ def compute(rec, batch, logits: torch.Tensor, target: torch.Tensor) -> list[dict
         )
         return []
     k = min(rec.settings.samples, logits.shape[0])
+    if not k:
+        return []
     with torch.no_grad():
         pred = logits.detach()[:k].argmax(-1)
     true = target[:k].long()
