@@ -42,10 +42,27 @@ class Noisy(BNNet):
         return super().forward(x + 0.1 * torch.randn_like(x))
 
 
-class Dropping(BNNet):
+class Dropping(nn.Module):
+    """Dropout between and after its convs (no BatchNorm: the batch's graph is exact)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.drop = nn.Dropout(0.5)
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.drop1 = nn.Dropout2d(0.3)
+        self.conv2 = nn.Conv2d(8, 12, 3, padding=1)
+        self.drop2 = nn.Dropout(0.5, inplace=True)
+        self.head = nn.Linear(12, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.drop1(F.relu(self.conv1(x)))
+        x = F.relu(self.conv2(F.max_pool2d(x, 2)))
+        return self.head(self.drop2(x.mean(dim=(2, 3))))
+
+
+class AlphaDropping(BNNet):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.AlphaDropout(0.2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(self.drop(x))
@@ -245,13 +262,30 @@ def test_noise_in_forward_falls_back_and_leaves_rng_alone(tmp_path):
         assert torch.equal(p, q)
 
 
-def test_dropout_is_refused_up_front(tmp_path):
+def test_dropout_replays_the_batchs_masks(tmp_path):
     torch.manual_seed(0)
     model = Dropping()
+    plain, reference, rng = copy.deepcopy(model), copy.deepcopy(model), torch.get_rng_state()
+    run, losses = _record(model, tmp_path)
+    assert FALLBACK not in _notices(run)
+    assert losses == _plain(plain, rng)
+    for p, q in zip(plain.parameters(), model.parameters(), strict=True):
+        assert torch.equal(p, q)
+    torch.set_rng_state(rng)  # the first forward's masks again
+    x, y = _data()
+    expected = _full_batch_maps(reference, x, y, ["conv1", "conv2"], k=3)
+    for key, (cam, entry) in _maps(run).items():
+        assert not entry["approximate"]
+        torch.testing.assert_close(cam, expected[key], rtol=1e-4, atol=1e-6)
+
+
+def test_alpha_dropout_is_refused_up_front(tmp_path):
+    torch.manual_seed(0)
+    model = AlphaDropping()
     plain, rng = copy.deepcopy(model), torch.get_rng_state()
     run, losses = _record(model, tmp_path)
     assert losses == _plain(plain, rng)
-    assert "active dropout" in _notices(run)
+    assert "alpha dropout" in _notices(run)
     assert all(c["approximate"] for c in run.batch(0).record["gradcam"])
 
 

@@ -8,10 +8,12 @@ batch (read from its recorded input), which gives the same scores for those samp
 within float rounding and a graph ``k/B`` the size. A replay runs user code a second
 time, so it is refused where it could be seen, and undone where it can be:
 
+- stood in for: each dropout module applies the masks it drew for those samples in the
+  batch (read off its recorded input and output);
 - refused up front: module hooks or parametrizations of the script's own (they would run
-  again), active dropout modules (other masks), SyncBatchNorm, parallel wrappers (their
-  collectives), a compiled root, a sequence-first batch, scores that are not the output
-  of one model call, conv layers outside that call;
+  again), alpha dropout, SyncBatchNorm, parallel wrappers (their collectives), a compiled
+  root, a sequence-first batch, scores that are not the output of one model call, conv
+  layers outside that call;
 - isolated: training's RNG state (CPU and CUDA) is restored after; buffers are swapped for
   copies during the call (running statistics, counters and EMA tables are never updated);
   tvis's hooks are paused; attributes the forward sets on its modules are put back;
@@ -29,6 +31,7 @@ import contextlib
 import io
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -45,14 +48,10 @@ MAX_BUFFER_BYTES = 64 << 20
 # magnitude (float32 kernels pick other algorithms for another batch size: ~1e-6).
 TOLERANCE = 1e-3
 
-_DROPOUT = (
-    torch.nn.Dropout,
-    torch.nn.Dropout1d,
-    torch.nn.Dropout2d,
-    torch.nn.Dropout3d,
-    torch.nn.AlphaDropout,
-    torch.nn.FeatureAlphaDropout,
-)
+# Dropout that zeroes and scales: its masks are read off its recorded input and output.
+_DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d)
+# Dropout that shifts what it drops (SELU's): refused.
+_ALPHA_DROPOUT = (torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 
 
 @dataclass
@@ -107,6 +106,9 @@ def replay(rec, batch, logits: torch.Tensor, layers: list, k: int) -> Kept | str
     stats = _batch_statistics(batch, modules.values(), names, inside)
     if isinstance(stats, str):
         return stats
+    masks = _dropout_masks(batch, modules.values(), names, inside, k)
+    if isinstance(masks, str):
+        return masks
     b = batch.batch_size
     args, kwargs = pytree.tree_map(lambda a: _cut(a, b, k), (run.args, run.kwargs))
     wanted = _layer_modules(batch, layers, modules.values(), names, inside)
@@ -114,7 +116,10 @@ def replay(rec, batch, logits: torch.Tensor, layers: list, k: int) -> Kept | str
         return wanted
     captured: dict[int, list] = {id(m): [] for m, _ in wanted}
     try:
-        with _frozen(modules.values(), stats), _capturing([m for m, _ in wanted], captured):
+        with (
+            _standing_in(modules.values(), stats, masks),
+            _capturing([m for m, _ in wanted], captured),
+        ):
             out = _call(run, args, kwargs)
     except Exception as e:
         return f"the model run again on the kept samples raised {type(e).__name__}"
@@ -197,8 +202,8 @@ def _refusal(rec, root: torch.nn.Module, modules) -> str | None:
             return f"{type(m).__name__} has parametrizations"
         if isinstance(m, torch.nn.SyncBatchNorm):
             return "SyncBatchNorm's statistics are the ranks' together"
-        if isinstance(m, _DROPOUT) and m.training and m.p > 0:
-            return "the model has active dropout, whose masks a second run cannot repeat"
+        if isinstance(m, _ALPHA_DROPOUT) and m.training and m.p > 0:
+            return "the model has active alpha dropout, whose masks a second run cannot repeat"
         if type(m).__module__.startswith(("torch.nn.parallel", "torch.distributed")):
             return f"the model is wrapped in {type(m).__name__}"
         size += sum(b.numel() * b.element_size() for b in m._buffers.values() if b is not None)
@@ -274,6 +279,33 @@ def _batch_statistics(batch, modules, names, inside):
     return stats
 
 
+def _drops(m) -> bool:
+    return isinstance(m, _DROPOUT) and m.training and 0 < m.p < 1
+
+
+def _dropout_masks(batch, modules, names, inside, k: int):
+    """{id(Dropout): [the kept samples' mask, scaled, of each of its calls]}: where the
+    batch's output is not zero (where the input was zero the mask is unknown, and the
+    output and its gradient upstream of a ReLU zero whatever it was)."""
+    masks = {}
+    for m in modules:
+        if not _drops(m):
+            continue
+        per_call = []
+        for call in _calls_of(batch, names.get(id(m)) or "", inside):
+            got = [
+                batch.objects.get(a.get("tensor")) if a.get("tensor") is not None else None
+                for a in (call.inputs[:1] + call.outputs[:1])
+            ]
+            if len(got) != 2 or got[0] is None or got[1] is None:
+                return f"the input or output of {call.name} was not kept"
+            with torch.no_grad():
+                kept = got[1].detach()[:k] != 0
+                per_call.append(kept.to(got[0].dtype).div_(1 - m.p))
+        masks[id(m)] = per_call
+    return masks
+
+
 def _cut(a, b: int, k: int):
     if isinstance(a, torch.Tensor) and a.dim() > 0 and a.shape[0] == b:
         return a[:k]
@@ -293,20 +325,17 @@ def _call(run: RootRun, args, kwargs):
 
 
 @contextlib.contextmanager
-def _frozen(modules, stats: dict):
-    """Each BatchNorm that normalises with batch statistics uses the whole batch's."""
+def _standing_in(modules, stats: dict, masks: dict):
+    """Each BatchNorm that normalises with batch statistics uses the whole batch's; each
+    dropout applies the batch's masks of the kept samples."""
     patched = []
     for m in modules:
-        if id(m) not in stats:
+        if id(m) in stats:
+            forward = partial(_frozen_batch_norm, m, iter(stats[id(m)]))
+        elif id(m) in masks:
+            forward = partial(_masked_dropout, iter(masks[id(m)]))
+        else:
             continue
-        calls = iter(stats[id(m)])
-
-        def forward(x, m=m, calls=calls):
-            mean, var = next(calls, (None, None))
-            if mean is None:
-                raise RuntimeError("more BatchNorm calls than recorded")
-            return F.batch_norm(x, mean, var, m.weight, m.bias, False, 0.0, m.eps)
-
         patched.append((m, m.__dict__.get("forward")))
         m.forward = forward
     try:
@@ -317,6 +346,20 @@ def _frozen(modules, stats: dict):
                 del m.forward
             else:
                 m.forward = before
+
+
+def _frozen_batch_norm(m, calls, x):
+    mean, var = next(calls, (None, None))
+    if mean is None:
+        raise RuntimeError("more BatchNorm calls than recorded")
+    return F.batch_norm(x, mean, var, m.weight, m.bias, False, 0.0, m.eps)
+
+
+def _masked_dropout(calls, x):
+    mask = next(calls, None)
+    if mask is None or mask.shape != x.shape:
+        raise RuntimeError("dropout calls other than recorded")
+    return x * mask
 
 
 @contextlib.contextmanager
