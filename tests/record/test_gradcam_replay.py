@@ -315,3 +315,23 @@ def test_scores_of_two_root_calls_fall_back(tmp_path):
     run = RunReader(outcome.run_dir)
     assert "outside the model call that made the scores" in _notices(run)
     assert run.batch(0).record["gradcam"]
+
+
+def test_batch_statistics_saved_by_autograd_equal_those_of_the_input():
+    """The replay reads BatchNorm's statistics off its autograd node (free), or else from
+    its recorded input (a pass over it): both are the batch's."""
+    from types import SimpleNamespace
+
+    from tvis.record import gradcam_replay
+
+    bn = nn.BatchNorm2d(5, eps=1e-3)
+    x = torch.randn(6, 5, 4, 4, requires_grad=True) * 3 + 1
+    y = bn(x)
+    saved = gradcam_replay._saved_statistics(y.grad_fn, 5)
+    call = SimpleNamespace(inputs=[{"tensor": 0}])
+    read = gradcam_replay._statistics_of_input(SimpleNamespace(objects={0: x}), call, bn.eps)
+    assert saved is not None
+    for a, b in zip(saved, read, strict=True):
+        torch.testing.assert_close(a, b)
+    y.relu_()  # an in-place op after it: the output's node is no longer BatchNorm's
+    assert gradcam_replay._saved_statistics(y.grad_fn, 5) is None

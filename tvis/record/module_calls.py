@@ -295,6 +295,8 @@ class ModuleCalls:
             phase = "loss" if call.kind == "loss" else "forward"
             batch.phase_ms[phase] = batch.phase_ms.get(phase, 0) + call.fwd_ms
         self._flag_call(batch, call)
+        if keep and schema.MIXES_SAMPLES in call.flags and self.settings.gradcam:
+            gradcam_replay.note_norm(batch, call, output)
         if keep and torch.is_grad_enabled():
             self.watch_gradients(batch, call)
         for extension in self.extensions:
