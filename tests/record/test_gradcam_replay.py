@@ -335,3 +335,25 @@ def test_batch_statistics_saved_by_autograd_equal_those_of_the_input():
         torch.testing.assert_close(a, b)
     y.relu_()  # an in-place op after it: the output's node is no longer BatchNorm's
     assert gradcam_replay._saved_statistics(y.grad_fn, 5) is None
+
+
+def test_replay_runs_under_the_autocast_of_the_model_call(tmp_path):
+    torch.manual_seed(0)
+    model = ConvNet()
+    reference = copy.deepcopy(model)
+    x, y = _data()
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(x)
+        F.cross_entropy(logits, y).backward()  # the loss outside autocast
+
+    outcome = record_here(step, tmp_path, steps=1)
+    run = RunReader(outcome.run_dir)
+    assert FALLBACK not in _notices(run)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = _full_batch_maps(reference, x, y, ["conv1", "conv2"], k=3)
+    for key, (cam, entry) in _maps(run).items():
+        # bfloat16 activations times gradients of the replay under autocast (bfloat16)
+        assert run.batch(0).tensor(entry["tensor"])["dtype"] == "bfloat16"
+        torch.testing.assert_close(cam.float(), expected[key].float(), rtol=0.02, atol=0.02)

@@ -4,18 +4,19 @@ The maps of the first ``k`` samples (``--samples``) at every conv layer, for the
 class, and for the true class only where some kept sample's prediction differs (where
 they agree, the maps are the same). The gradients come from the kept samples alone: their
 forward is replayed at the loss call with each BatchNorm frozen at the whole batch's
-statistics (gradcam_replay.py), and each pass is a backward of ``k`` samples, not of the
-batch (ResNet-18 at batch 32: two passes of 3 samples instead of two of 32). Each map is
-then that sample's own, with BatchNorm's statistics held constant as Grad-CAM does in
-evaluation mode. Where a replay is not safe or does not give the batch's scores back
-(dropout, hooks of the script's own, scores not made by one model call: see
+statistics and each dropout module applying the batch's masks (gradcam_replay.py), so
+each pass is a backward of ``k`` samples, not of the batch (ResNet-18 at batch 32: two
+passes of 3 samples instead of two of 32). Each map is then that sample's own, with
+BatchNorm's statistics held constant as Grad-CAM does in evaluation mode. Where a replay
+is not safe or does not give the batch's scores back (randomness in the forward outside
+dropout modules, hooks of the script's own, scores not made by one model call: see
 gradcam_replay.py), an info notice says why and the passes run on the training graph:
 from the summed class scores of the kept samples to every conv activation of the batch,
 each about a backward of the batch; summing per-sample scores gives each sample's own
 gradient except through layers that mix samples (BatchNorm in training), and those maps
 are labelled ``approximate``. Neither way writes ``.grad`` or runs tvis's hooks, and it
 runs for the first batch of each optimizer step only (with gradient accumulation, the
-other micro-batches skip it).
+other micro-batches skip it). Each layer's gradient is let go as soon as its map is made.
 
 A patch embedding (a ViT's kernel = stride conv) is not a Grad-CAM layer: its map is the
 input gradient at patch resolution, not class evidence in learned features, and reaching

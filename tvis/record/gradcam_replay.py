@@ -354,8 +354,12 @@ def _call(run: RootRun, args, kwargs):
     buffers = {name: b.clone() for name, b in run.module.named_buffers()}
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.enable_grad())
-        for device, dtype in run.autocast.items():
-            stack.enter_context(torch.autocast(device, dtype=dtype))
+        for device in ("cpu", "cuda"):
+            # Autocast as it was around the model call (the loss may run under another).
+            if device in run.autocast:
+                stack.enter_context(torch.autocast(device, dtype=run.autocast[device]))
+            elif torch.is_autocast_enabled(device):
+                stack.enter_context(torch.autocast(device, enabled=False))
         return torch.func.functional_call(run.module, buffers, args, kwargs, strict=False)
 
 
