@@ -357,3 +357,34 @@ def test_replay_runs_under_the_autocast_of_the_model_call(tmp_path):
         # bfloat16 activations times gradients of the replay under autocast (bfloat16)
         assert run.batch(0).tensor(entry["tensor"])["dtype"] == "bfloat16"
         torch.testing.assert_close(cam.float(), expected[key].float(), rtol=0.02, atol=0.02)
+
+
+@torch.compile(backend="eager")
+def _doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+class CompiledInside(ConvNet):
+    """A forward that calls a compiled function: a replay that compiled it for another
+    batch size (dynamic) could leave training running that code after."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(_doubled(x))
+
+
+def test_compiled_code_runs_eagerly_in_the_replay(tmp_path):
+    from torch._dynamo.utils import counters
+
+    frames, runs = {}, {}
+    for with_cam in (False, True):
+        torch.manual_seed(0)
+        model = CompiledInside()
+        plain, rng = copy.deepcopy(model), torch.get_rng_state()
+        torch._dynamo.reset()
+        counters.clear()
+        runs[with_cam], losses = _record(model, tmp_path / str(with_cam), gradcam=with_cam)
+        frames[with_cam] = dict(counters["frames"])
+        assert losses == _plain(plain, rng)
+    assert frames[True] == frames[False]  # nothing compiled for the kept samples' size
+    assert FALLBACK not in _notices(runs[True])
+    assert runs[True].batch(0).record["gradcam"]

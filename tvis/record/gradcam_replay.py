@@ -4,9 +4,10 @@ Grad-CAM's gradients from the training graph are the whole batch's backward (Bat
 training mode ties every sample to every other), so each pass costs about a backward of
 the batch. Here the model's root call is run again on the first ``k`` samples, with each
 BatchNorm that normalises with batch statistics frozen at the statistics of the whole
-batch (saved by its autograd node, or read from its recorded input), which gives the same scores for those samples
-within float rounding and a graph ``k/B`` the size. A replay runs user code a second
-time, so it is refused where it could be seen, and undone where it can be:
+batch (saved by its autograd node, or read from its recorded input), which gives the same
+scores for those samples within float rounding and a graph ``k/B`` the size. A replay
+runs user code a second time, so it is refused where it could be seen, and undone where
+it can be:
 
 - stood in for: each dropout module applies the masks it drew for those samples in the
   batch (read off its recorded input and output);
@@ -14,10 +15,11 @@ time, so it is refused where it could be seen, and undone where it can be:
   again), alpha dropout, SyncBatchNorm, parallel wrappers (their collectives), a compiled
   root, a sequence-first batch, scores that are not the output of one model call, conv
   layers outside that call;
-- isolated: training's RNG state (CPU and CUDA) is restored after; buffers are swapped for
-  copies during the call (running statistics, counters and EMA tables are never updated);
-  tvis's hooks are paused; attributes the forward sets on its modules are put back;
-  warnings and prints of the replayed forward are swallowed;
+- isolated: compiled functions it calls run eagerly (``set_stance("force_eager")``: nothing
+  is compiled for the new batch size); training's RNG state (CPU and CUDA) is restored
+  after; buffers are swapped for copies during the call (running statistics, counters and
+  EMA tables are never updated); tvis's hooks are paused; attributes the forward sets on
+  its modules are put back; warnings and prints of the replayed forward are swallowed;
 - checked: the replay's scores must equal the batch's scores of those samples (else
   randomness, data-dependent code or an input changed in place made the run differ), and
   no parameter may have changed (its version counter).
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import partial
@@ -201,6 +204,8 @@ def _refusal(rec, root: torch.nn.Module, modules) -> str | None:
         return "the script has global module hooks of its own"
     if type(root).__name__ == "OptimizedModule":
         return "the model is compiled"
+    if _compiled_anything() and not hasattr(torch.compiler, "set_stance"):
+        return "the script uses torch.compile"  # see _call
     own = {h.id for handles in rec.root_hooks.values() for h in handles}
     size = 0
     for m in modules:
@@ -218,6 +223,17 @@ def _refusal(rec, root: torch.nn.Module, modules) -> str | None:
     if size > MAX_BUFFER_BYTES:
         return f"its buffers ({size >> 20} MB) are too large to copy at every step"
     return None
+
+
+def _compiled_anything() -> bool:
+    """Whether torch.compile has compiled any frame in this process (Dynamo's own count;
+    Dynamo not even imported: nothing)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    try:
+        return bool(counters and counters["frames"]["ok"])
+    except Exception:
+        return True  # another layout of Dynamo's counters: assume it did
 
 
 # -- finding what to replay --------------------------------------------------------------
@@ -354,6 +370,11 @@ def _call(run: RootRun, args, kwargs):
     buffers = {name: b.clone() for name, b in run.module.named_buffers()}
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.enable_grad())
+        if "torch._dynamo" in sys.modules and hasattr(torch.compiler, "set_stance"):
+            # Compiled code the forward calls runs as plain Python: another batch size
+            # would compile it again, and training could then run that (dynamic-shape)
+            # code instead of the one it compiled.
+            stack.enter_context(torch.compiler.set_stance("force_eager"))
         for device in ("cpu", "cuda"):
             # Autocast as it was around the model call (the loss may run under another).
             if device in run.autocast:
