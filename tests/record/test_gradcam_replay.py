@@ -388,3 +388,36 @@ def test_compiled_code_runs_eagerly_in_the_replay(tmp_path):
     assert frames[True] == frames[False]  # nothing compiled for the kept samples' size
     assert FALLBACK not in _notices(runs[True])
     assert runs[True].batch(0).record["gradcam"]
+
+
+class Conditioned(ConvNet):
+    """A forward with more than the batch: a per-sample mask (cut to the kept samples),
+    a per-class bias and a number (passed as they are)."""
+
+    def forward(self, x, mask=None, *, class_bias=None, temperature: float = 1.0):
+        return (super().forward(x * mask) + class_bias) / temperature
+
+
+def test_replay_cuts_batch_arguments_and_keeps_the_others(tmp_path):
+    torch.manual_seed(0)
+    model = Conditioned()
+    reference = copy.deepcopy(model)
+    x, y = _data()
+    mask = (torch.rand(8, 1, 16, 16) > 0.2).float()
+    bias = torch.tensor([0.5, -0.5, 0.0, 1.0])
+
+    def step():
+        F.cross_entropy(model(x, mask, class_bias=bias, temperature=2.0), y).backward()
+
+    run = RunReader(record_here(step, tmp_path, steps=1).run_dir)
+    assert FALLBACK not in _notices(run)
+    acts = {}
+    for n in ("conv1", "conv2"):
+        getattr(reference, n).register_forward_hook(lambda m, a, o, n=n: acts.setdefault(n, o))
+    logits = reference(x, mask, class_bias=bias, temperature=2.0)
+    targets = [acts["conv1"], acts["conv2"]]
+    maps = gradcam._maps(logits, logits[:3].argmax(1), targets, [t[:3] for t in targets], True)
+    for (layer, which), (cam, _) in _maps(run).items():
+        if which == "pred":
+            expected = maps[0 if layer == "conv1" else 1].detach()
+            torch.testing.assert_close(cam, expected, rtol=1e-4, atol=1e-6)
