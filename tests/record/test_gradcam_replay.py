@@ -421,3 +421,19 @@ def test_replay_cuts_batch_arguments_and_keeps_the_others(tmp_path):
         if which == "pred":
             expected = maps[0 if layer == "conv1" else 1].detach()
             torch.testing.assert_close(cam, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_the_replay_is_not_recorded(tmp_path):
+    """tvis's hooks are paused during the replay: the batch has the same calls, lines
+    and gradients with Grad-CAM as without."""
+    records = {}
+    for with_cam in (False, True):
+        torch.manual_seed(0)
+        run, _ = _record(BNNet(), tmp_path / str(with_cam), steps=1, gradcam=with_cam)
+        records[with_cam] = run.batch(0).record
+    on, off = records[True], records[False]
+    assert [(c["name"], c["cls"]) for c in on["calls"]] == [
+        (c["name"], c["cls"]) for c in off["calls"]
+    ]
+    assert len(on.get("lines") or []) == len(off.get("lines") or [])
+    assert "gradcam" in on
