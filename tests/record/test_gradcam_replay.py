@@ -313,7 +313,7 @@ def test_scores_of_two_root_calls_fall_back(tmp_path):
 
     outcome = record_here(step, tmp_path, steps=1)
     run = RunReader(outcome.run_dir)
-    assert "outside the model call that made the scores" in _notices(run)
+    assert FALLBACK in _notices(run)  # the head, a root call of its own, made the scores
     assert run.batch(0).record["gradcam"]
 
 

@@ -50,6 +50,9 @@ MAX_BUFFER_BYTES = 64 << 20
 # magnitude (float32 kernels pick other algorithms for another batch size: ~1e-6).
 TOLERANCE = 1e-3
 
+# Grad-CAM's layers (gradcam._conv_outputs).
+_CONV = ("Conv2d", "LazyConv2d")
+
 # Dropout that zeroes and scales: its masks are read off its recorded input and output.
 _DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d)
 # Dropout that shifts what it drops (SELU's): refused.
@@ -69,7 +72,10 @@ class RootRun:
 
 
 def note_root(batch, call, module, args, kwargs, output) -> None:
-    """Remember a training batch's root call (held until the batch is released)."""
+    """Remember a training batch's root call (held until the batch is released), when it
+    ran a conv layer: only those calls are replayed for Grad-CAM."""
+    if not any(c.cls in _CONV for c in batch.calls[call.id :]):
+        return
     autocast = {
         device: torch.get_autocast_dtype(device)
         for device in ("cpu", "cuda")
