@@ -552,7 +552,8 @@ def test_recorded_classifier_feeds_every_image_insight(recorded_run):
         found = client.call("insights", run=".")
         assert found["gradcam"] and found["embeddings"] and not found["attention"]
         cam = client.call("gradcam", run=".", batch=0, sample=0)
-        assert cam["map"].shape == cam["image"].shape[:2] and cam["approximate"]
+        # BatchNorm and dropout replayed for the kept samples: each map is its own
+        assert cam["map"].shape == cam["image"].shape[:2] and not cam["approximate"]
         pipe = client.call("pipeline", run=".", batch=0, sample=0)
         assert pipe["raw"]["kind"] == "image" and pipe["input"]["kind"] == "image"
         assert pipe["stages"] and pipe["index"] is not None

@@ -189,6 +189,10 @@ class BatchBuilder:
         # and the result of the loss analysed in sections["loss"].
         self.scalars: dict[int, tuple] = {}
         self.loss_tensor: torch.Tensor | None = None
+        # Root module calls as they were made, and the autograd nodes of BatchNorm calls
+        # (holding the batch's statistics), for Grad-CAM's replay (gradcam_replay.py).
+        self.root_runs: list = []
+        self.norm_nodes: dict[int, Any] = {}
         self.dropped_calls = 0
         # Calls left out past the cap: (name, cls, id of the recorded call they ran in) -> n
         self.dropped_sites: Counter[tuple[str, str | None, int]] = Counter()
@@ -466,6 +470,8 @@ class BatchBuilder:
         self.objects.clear()
         self._by_identity.clear()
         self.scalars.clear()
+        self.root_runs.clear()
+        self.norm_nodes.clear()
         self.loss_tensor = None
         for call in self.calls:
             call.frame = None

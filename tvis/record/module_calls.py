@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tvis.record import backward_loss, cuda_timing, ops, seq_first
+from tvis.record import backward_loss, cuda_timing, gradcam_replay, ops, seq_first
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder, Call
 from tvis.record.compiled import compiling
@@ -284,6 +284,9 @@ class ModuleCalls:
         keep = not batch.light
         if keep:
             backward_loss.note_scalar(batch, output, ("call", call, module, args, kwargs or {}))
+            grad = torch.is_grad_enabled()
+            if call.depth == 0 and call.kind == "module" and self.settings.gradcam and grad:
+                gradcam_replay.note_root(batch, call, module, args, kwargs, output)
         if kwargs:
             call.inputs += batch.args(list(kwargs.items()), keep)
         call.outputs = batch.args([("out", output)], keep)
@@ -292,6 +295,8 @@ class ModuleCalls:
             phase = "loss" if call.kind == "loss" else "forward"
             batch.phase_ms[phase] = batch.phase_ms.get(phase, 0) + call.fwd_ms
         self._flag_call(batch, call)
+        if keep and schema.MIXES_SAMPLES in call.flags and self.settings.gradcam:
+            gradcam_replay.note_norm(batch, call, output)
         if keep and torch.is_grad_enabled():
             self.watch_gradients(batch, call)
         for extension in self.extensions:

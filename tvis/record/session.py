@@ -186,6 +186,7 @@ class Recorder(ModuleCalls, Repeats, Steps):
         self._loud_again = None  # undoes quiet_hooks_warning
         self.rank_stop = None  # under a launcher: where all ranks stop (rank_stop.py)
         self.paused = False  # set while tvis runs its own autograd passes (Grad-CAM)
+        self.replay_refused: str | None = None  # why Grad-CAM may not replay (for the run)
         self.extensions: list = []
         self.carried: list[Call] = []
         self.stack_watchers: list = []
