@@ -71,6 +71,14 @@ class Tmux:
             time.sleep(0.1)
         raise AssertionError(f"{text!r} never appeared on the terminal:\n{self.screen()}")
 
+    def wait_gone(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text not in self.screen():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} stayed on the terminal:\n{self.screen()}")
+
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
@@ -92,6 +100,9 @@ def _drive(term: Tmux) -> str:
     term.keys("?")
     term.wait("Keys —")
     term.keys("Escape")
+    # A busy app reads ESC and a q that follows at once as one key, alt+q, as any terminal
+    # program does: a user presses q once the help has gone.
+    term.wait_gone("Keys —")
     term.keys("q")
     screen = term.wait("TVIS-EXIT=0")
     assert "Traceback" not in screen and not STRAY_ESCAPES.search(screen), screen
