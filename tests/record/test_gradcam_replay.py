@@ -100,29 +100,24 @@ def _data(n: int = 8):
 
 
 def _record(model, tmp_path, steps: int = 2, **settings):
-    x, y = _data()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-
-    def train():
-        for _ in range(steps):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-
+    losses: list[float] = []
     # One step more than the script runs: it ends on its own, after its last loss.
-    outcome = record_here(train, tmp_path, steps=steps + 1, **settings)
+    outcome = record_here(
+        lambda: _train(model, steps, losses), tmp_path, steps=steps + 1, **settings
+    )
     run = RunReader(outcome.run_dir)
     return run, losses
 
 
 def _plain(model, rng: torch.Tensor, steps: int = 2):
     torch.set_rng_state(rng)
+    return _train(model, steps, [])
+
+
+def _train(model, steps: int, losses: list[float]) -> list[float]:
+    """SGD on the fixed data for ``steps`` steps, each loss appended to ``losses``."""
     x, y = _data()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
     for _ in range(steps):
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
