@@ -122,3 +122,25 @@ def test_evaluation_under_inference_mode_is_a_light_group(tmp_path):
     record = run.batch(light[0]["index"]).record
     out = record["tensors"][record["calls"][-1]["outputs"][0]["tensor"]]
     assert out["shape"] == [64, 2] and out["stats"]["numel"] == 128 and "mean" in out["stats"]
+
+
+def test_a_step_that_raises_and_is_caught_leaves_the_next_batches_whole(record):
+    """An out-of-memory skip: the step of batch 1 raises and the loop goes on. The next
+    batch is a training batch of its own step, not an LBFGS closure pass of a step that
+    never ended, and batch 1 belongs to no step."""
+    run = record("failed_step_skipped.py", steps=3)
+    index = run.index()
+    batches = index["batches"]
+    assert [(b["index"], b["light"], b.get("step")) for b in batches] == [
+        (0, False, 0),
+        (1, False, None),
+        (2, False, 1),
+        (3, False, 2),
+    ]
+    assert [s["batches"] for s in index["steps"]] == [[0], [2], [3]]
+    assert any("raised an error that the script caught" in n["text"] for n in index["notices"])
+
+    def phases(i: int) -> list[tuple[str, str]]:
+        return [(c["name"], c["phase"]) for c in run.batch(i).record["calls"]]
+
+    assert phases(2) == phases(0)

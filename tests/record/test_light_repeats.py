@@ -91,7 +91,12 @@ def test_generate_loop_records_the_first_forwards_in_full_and_counts_the_rest(tm
         assert site["why"] == "repeat" and site["recorded"] == LIGHT_REPEATS
         assert (site["name"], site["cls"]) == ("_Net", "_Net")
         assert site["count"] == group["repeats"] == group["dropped_calls"] == 40 - LIGHT_REPEATS
-        assert group["n_calls"] == 4 * LIGHT_REPEATS  # nothing inside the counted ones
+        # The sampling function, begun before its first forward, is the group's root
+        # call; nothing is recorded inside the counted forwards.
+        (sample,) = [c for c in record["calls"] if c["depth"] == 0]
+        assert (sample["kind"], sample["name"]) == ("function", "_sample")
+        assert all(root["parent"] == sample["id"] for root in roots)
+        assert group["n_calls"] == 1 + 4 * LIGHT_REPEATS
         # The calling line still counts every forward, and the group's time includes them.
         (line,) = [ln for ln in record["lines"] if ln["op"] == "_Net"]
         assert line["count"] == 40 and group["phase_ms"]["forward"] > 0
@@ -260,13 +265,15 @@ def test_call_tree_and_replay_say_how_many_forwards_were_counted(tmp_path):
     outcome = record_here(train, tmp_path, steps=3)
     api, name = AgentAPI(outcome.run_dir.parent), outcome.run_dir.name
     group = _light_groups(RunReader(outcome.run_dir))[0]
-    (site,) = api.calls(name, group["index"])["dropped"]
+    (sample,) = api.calls(name, group["index"])["calls"]  # the sampling function
+    assert sample["name"] == "_sample"
+    (site,) = api.calls(name, group["index"], parent=sample["id"])["dropped"]
     assert dropped_label(site) == (
         f"×{12 - LIGHT_REPEATS} more _Net (repeated forward: the first {LIGHT_REPEATS} from "
         "its line recorded in full, these counted, not recorded)"
     )
     events = [e for e in api.replay(name, limit=5000)["events"] if e["kind"] == "light"]
     assert [e["repeats"] for e in events] == [12 - LIGHT_REPEATS] * 2
-    assert all(e["n_calls"] == 4 * LIGHT_REPEATS and e["dropped"] == 0 for e in events)
+    assert all(e["n_calls"] == 1 + 4 * LIGHT_REPEATS and e["dropped"] == 0 for e in events)
     note = f" · {12 - LIGHT_REPEATS} repeated forwards counted, not recorded"
     assert counted_note(ReplayEvent.decode(events[0])) == note

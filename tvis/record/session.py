@@ -150,7 +150,9 @@ class Recorder(ModuleCalls, Repeats, Steps):
         self.steps_per_optimizer: dict[int, int] = {}
         self.first_step = 0  # the script's step number of the first step recorded
         self.step_index = 0
-        self.in_step = 0
+        self.in_step = 0  # optimizer steps open now: len(step_frames)
+        self.step_frames: list = []  # torch's step wrapper's frame per open step
+        self.stepless: set[int] = set()  # batches whose step raised
         self.in_backward = 0
         self.noted_reruns: set[str] = set()
         self.in_loss = 0
@@ -378,6 +380,7 @@ class Recorder(ModuleCalls, Repeats, Steps):
 
     def _start_train_batch(self) -> BatchBuilder:
         """A grad-enabled root forward: the current batch, or a new one after a backward."""
+        self.settle_failed_steps()
         batch = self.batch
         if batch is not None and batch.root_forwards >= FORWARDS_WITHOUT_BACKWARD:
             self.notice(
@@ -425,10 +428,16 @@ class Recorder(ModuleCalls, Repeats, Steps):
         if batch is not None and batch.mode == "train":
             self._close_batch()
             batch = None
+        if batch is not None and batch is not self.light_group:
+            # Calls begun before the first forward (a ``generate()`` or ``estimate_loss()``
+            # called between steps) belong to the group.
+            self._carry_open_calls(batch)
         group = self.light_group
         if group is None:
             group = self.light_group = self._new_batch(light=True)
             group.step = self.step_index
+        else:
+            self._reopen_carried(group)
         if batch is not None and batch is not group:
             # Data fetched for what turned out to be an evaluation batch.
             group.phase_ms["data"] = group.phase_ms.get("data", 0) + batch.phase_ms.get("data", 0)
@@ -600,7 +609,14 @@ class Recorder(ModuleCalls, Repeats, Steps):
     def first_batch_of_step(self) -> bool:
         """Whether the open batch is the first of its optimizer step (no earlier batch is
         waiting for a step)."""
-        return not any(b.get("step") is None and not b["light"] for b in self.batch_maps)
+        return not self.batches_waiting_for_a_step()
+
+    def batches_waiting_for_a_step(self) -> list[dict]:
+        return [
+            b
+            for b in self.batch_maps
+            if b.get("step") is None and not b["light"] and b["index"] not in self.stepless
+        ]
 
     def count_train_batch(self) -> None:
         self.train_batches += 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import sys
 import threading
 
 import torch
@@ -11,6 +13,8 @@ import torch
 from tvis.record import params as param_records
 from tvis.record.builder import BatchBuilder
 from tvis.record.compiled import compiling
+
+_RECORD_DIR = os.path.dirname(__file__)
 
 
 class Steps:
@@ -126,6 +130,7 @@ class Steps:
     def function_boundary(self) -> None:
         """A project function called at the top of a batch after its backward starts the
         next batch (training code without nn.Module: a plain ``forward(params, x)``)."""
+        self.settle_failed_steps()
         batch = self.batch
         if batch is None or not batch.had_backward or self.in_step or self.in_backward:
             return
@@ -144,7 +149,9 @@ class Steps:
         if self.stopped or self.stop_due:
             self.check_stop()
         self.stop_counting()
-        self.in_step += 1
+        self.settle_failed_steps()
+        self.step_frames.append(_caller_outside_tvis())
+        self.in_step = len(self.step_frames)
         self.stack_changed()  # the optimizer's own ops are no project line's
         with self.work:
             try:
@@ -162,7 +169,9 @@ class Steps:
     def _step_post(self, optimizer, args, kwargs) -> None:
         if compiling() or threading.get_ident() != self.thread or self.paused:
             return
-        self.in_step = max(0, self.in_step - 1)
+        if self.step_frames:
+            self.step_frames.pop()
+        self.in_step = len(self.step_frames)
         self.stack_changed()
         snap, self._step_snapshot = self._step_snapshot, None
         index = self.optimizers.setdefault(id(optimizer), len(self.optimizers))
@@ -183,10 +192,37 @@ class Steps:
         if done and self.ranks_agree_to_stop():
             self.stop()
 
+    def settle_failed_steps(self) -> None:
+        """Forget optimizer steps that raised. A step that raises never runs its post
+        hook; a script that catches the error (skipping a batch after an out-of-memory
+        error) would otherwise stay "inside a step" for good, its next batches taken for
+        LBFGS closure passes. A step whose frame has left the stack has ended."""
+        if not self.step_frames:
+            return
+        alive = set()
+        frame = sys._getframe(1)
+        while frame is not None:
+            alive.add(id(frame))
+            frame = frame.f_back
+        live = [f for f in self.step_frames if id(f) in alive]
+        if len(live) == len(self.step_frames):
+            return
+        self.step_frames = live
+        self.in_step = len(live)
+        self._step_snapshot = None
+        self.stack_changed()
+        batch = self.batch
+        if batch is not None and batch.had_backward and batch.step is None:
+            self.stepless.add(batch.index)
+            self.notice(
+                f"an optimizer step raised an error that the script caught, after batch "
+                f"{batch.index}; that batch belongs to no recorded step."
+            )
+
     def _write_step(self, snapshot: dict, optimizer) -> None:
         step = self.step_index
         self.step_index += 1
-        earlier = [b for b in self.batch_maps if b.get("step") is None and not b["light"]]
+        earlier = self.batches_waiting_for_a_step()
         for micro, b in enumerate(earlier):
             b["step"], b["micro"] = step, micro
         batch_ids = [b["index"] for b in earlier]
@@ -269,3 +305,11 @@ class Steps:
             if name is not None:
                 names[id(p)] = (name, "")
         return names
+
+
+def _caller_outside_tvis():
+    """The frame that called into tvis's hook: torch's ``step`` wrapper."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == _RECORD_DIR:
+        frame = frame.f_back
+    return frame
