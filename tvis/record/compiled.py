@@ -13,8 +13,10 @@ and change the compiled code.
 
 from __future__ import annotations
 
+import sys
+import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from torch.compiler import is_compiling as compiling
 
@@ -43,3 +45,57 @@ def quiet_hooks_warning() -> Callable[[], None]:
                 return
 
     return restore
+
+
+def never_compiled(package: str = "tvis") -> None:
+    """Mark every function of ``package`` as code Dynamo runs as it is.
+
+    While a ``torch.compile``'d function runs, Dynamo's frame callback is on, and every
+    Python frame that starts is handed to it to compile, tvis's trace callbacks and all
+    they call included: each became graphs, graph breaks and recompiles of their own (27
+    graphs where a plain run compiles 1). Marked, they run as written; a marked function
+    Dynamo meets while tracing is still inlined (where ``compiling()`` makes it return)."""
+    try:
+        from torch._C._dynamo.eval_frame import (
+            _FrameAction,
+            _FrameExecStrategy,
+            set_code_exec_strategy,
+        )
+    except ImportError:  # a torch without Dynamo
+        return
+    as_is = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT)
+    for code in _codes(package):
+        set_code_exec_strategy(code, as_is)
+
+
+def _codes(package: str) -> Iterator[types.CodeType]:
+    """The code objects of the loaded modules of ``package``, nested ones included."""
+    seen: set[int] = set()
+    todo: list[types.CodeType] = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(package + ".")):
+            continue
+        for value in vars(module).values():
+            members = vars(value).values() if isinstance(value, type) else (value,)
+            for member in members:
+                for fn in _functions(member):
+                    if fn.__module__ == name:
+                        todo.append(fn.__code__)
+    while todo:
+        code = todo.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        yield code
+        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _functions(member: object) -> list[types.FunctionType]:
+    """The plain functions behind a class member (methods, properties, static methods)."""
+    if isinstance(member, property):
+        candidates = (member.fget, member.fset, member.fdel)
+    elif isinstance(member, (staticmethod, classmethod)):
+        candidates = (member.__func__,)
+    else:
+        candidates = (member,)
+    return [fn for fn in candidates if isinstance(fn, types.FunctionType)]

@@ -31,7 +31,7 @@ from tvis.record.builder import (
     Settings,
     first_line,
 )
-from tvis.record.compiled import quiet_hooks_warning
+from tvis.record.compiled import never_compiled, quiet_hooks_warning
 from tvis.record.extension import Extension
 from tvis.record.module_calls import ModuleCalls
 from tvis.record.patches import Patches
@@ -217,6 +217,7 @@ class Recorder(ModuleCalls, Repeats, Steps):
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_module
 
+        never_compiled()
         module_hooks = [
             nn_module.register_module_forward_pre_hook(self._module_pre),
             nn_module.register_module_forward_hook(
