@@ -509,7 +509,13 @@ async def test_replay_is_readable_at_80x24(run_dir: Path):
     async with app.run_test(size=(80, 24)) as pilot:
         page = await open_replay(pilot)
         assert page.has_class("-compact")
+        # The batch loading: the input card (the sample and its transforms) is on screen.
+        cards, stack = page.query_one("#cards"), page.query_one(LayerStack)
+        assert page.current_event().kind == "batch"
+        await wait_for(pilot, lambda: "dataset[" in screen_text(app), "the input card")
+        assert cards.display and not stack.display
         await seek_to(pilot, page, "features.0.0")
+        assert stack.display and not cards.display
         await picture_drawn(pilot, page.query_one(OnImageView))
         text = screen_text(app)
         assert "features.0.0" in text and "sample 0" in text and "paused" in text

@@ -110,6 +110,8 @@ class ReplayPage(PlaceKeys, Screen):
     ReplayPage #missing { height: 1; padding: 0 1; }
     ReplayPage #key { height: 1; padding: 0 1; }
     ReplayPage.-compact #cards { display: none; }
+    ReplayPage.-compact.-loading #cards { display: block; }
+    ReplayPage.-compact.-loading #stack { display: none; }
     ReplayPage.-compact #summary { display: block; }
     ReplayPage.-compact #key { display: none; }
     """
@@ -267,6 +269,9 @@ class ReplayPage(PlaceKeys, Screen):
         views = self.query_one(LayerViews)
         # Data, update and collapsed events have no layer of their own: the cards say it all.
         views.display = kind in ("layer", "grad", "loss")
+        # While the batch loads, compact terminals show the input card where the layers
+        # will be: no layer has a value yet, and the sample is what there is to see.
+        self.set_class(kind in ("batch", "stage") and event.group is None, "-loading")
         if kind in ("layer", "grad"):
             views.show(self._layer(event))
         elif kind == "loss":
