@@ -209,3 +209,22 @@ def test_the_walker_sees_a_lazy_import(tmp_path: Path):
     modules = [m for _, m in imported_modules(source)]
     assert breaks(modules[0], ("tvis.record",)) and "torch.nn" in modules
     assert lazy_lines(source) == {2, 3}
+
+
+def test_tvis_tui_starts_its_local_agent_before_the_heavy_imports(tmp_path: Path):
+    """`tvis tui FOLDER` starts `tvis agent --stdio` first, so that the agent's imports
+    overlap the viewer's: nothing on the way there imports numpy, textual, rich or the
+    agent's API (which the viewer, talking to another process, never needs)."""
+    code = (
+        "import argparse\n"
+        "from tvis.tui import command\n"
+        "args = argparse.Namespace(via=[], remote_tvis=None)\n"
+        f"dialer, label = command._connector({str(tmp_path)!r}, args, allow_empty=True)\n"
+        "started = dialer._started\n"
+        "assert type(started).__name__ == 'LocalProcessClient', started\n"
+        "started.close()\n"
+    )
+    loaded = _loaded_after(code)
+    assert "tvis.agent.client" in loaded
+    heavy = ("numpy", "textual", "rich", "tvis.agent.api", "tvis.agent.dispatch", "tvis.tui.app")
+    assert not {m for m in loaded if breaks(m, heavy)}
