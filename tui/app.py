@@ -311,6 +311,10 @@ class TvisApp(Asks, App[None]):
 
     def _build_page(self, spec: PageSpec) -> Screen:
         screen = self.page_screens[spec.id] = build(spec, self)
+        # Its widgets are styled from the current stylesheet as they register. Textual takes
+        # a screen that was never shown for stale and, on the switch to it, re-parses every
+        # CSS source and restyles every widget of every page (a tenth of a first visit).
+        screen._css_update_count = self._css_update_count
         return screen
 
     async def _decorate(self, screen: Screen) -> None:
