@@ -228,3 +228,16 @@ def test_tvis_tui_starts_its_local_agent_before_the_heavy_imports(tmp_path: Path
     assert "tvis.agent.client" in loaded
     heavy = ("numpy", "textual", "rich", "tvis.agent.api", "tvis.agent.dispatch", "tvis.tui.app")
     assert not {m for m in loaded if breaks(m, heavy)}
+
+
+def test_the_first_pages_load_no_syntax_highlighter_and_build_no_256_colour_table():
+    """Replay and Explore open with the source pane closed and in truecolor or halfcell:
+    pygments (Rich's Syntax) and the 256-colour table wait until they are needed."""
+    code = (
+        "import tvis.tui.app, tvis.tui.pages.replay, tvis.tui.pages.explore\n"
+        "from tvis.tui.picture import colormaps\n"
+        "assert colormaps._sent_256.cache_info().currsize == 0\n"
+    )
+    loaded = _loaded_after(code)
+    assert "tvis.tui.widgets.source_view" in loaded
+    assert not {m for m in loaded if breaks(m, ("pygments", "rich.syntax"))}
