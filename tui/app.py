@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
 
-from tvis.agent.replies import CallsAnswer
+from tvis.agent.replies import CallsAnswer, replay_query
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
@@ -216,7 +216,10 @@ class TvisApp(Asks, App[None]):
 
     def answered(self, tag: str, info: dict[str, Any]) -> None:
         if tag == "run" and self._asked_run is not None:
+            first_visit = self.run_name is None
             self._run_loaded(self._asked_run, info)
+            if first_visit and self.run_status != "running" and self.pages()[0].id == "replay":
+                self._prefetch_replay(self._asked_run, self.sample)
             if self.batch_count:
                 self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
         elif tag != "run" and self._polled_run is not None:
@@ -225,6 +228,15 @@ class TvisApp(Asks, App[None]):
     def failed(self, tag: str, message: str) -> None:
         if tag == "run":
             self.not_connected(message)
+
+    @work(thread=True, exclusive=True, group="prefetch-replay", exit_on_error=False)
+    def _prefetch_replay(self, run: str, sample: int) -> None:
+        """Ask for the event list Replay, the first page, opens on (the agent's one long
+        answer to it) while the page is being built: its own request then finds it ready or
+        on its way (``Data`` sends identical requests once)."""
+        data = self.data
+        if data is not None:
+            data.prefetch("replay", **replay_query(run, sample, "layer", []))
 
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
     def _prefetch_first_screen(self, run: str, first: int) -> None:
