@@ -170,25 +170,30 @@ class TvisApp(Asks, App[None]):
         quits = f"{keys.shown(self, 'app.quit')} quits"
         self._say(f"Could not connect to {self.target_label}", f"{message}\n\n{quits}", error=True)
 
-    def connected(self, runs: list[dict[str, Any]]) -> None:
-        """The link is up (``data``): open the run asked for, the only one, or a picker."""
-        self.runs = runs
-        if self.data is not None:
-            self.target_label = self.data.describe()
-        self.status_note = ""
+    def run_to_open(self, runs: list[dict[str, Any]]) -> str | None:
+        """The run the viewer opens on connecting: the one asked for, or the only one."""
         if self.wanted_run:
             match = next(
                 (r for r in runs if self.wanted_run in (r.get("run"), r.get("run_id"))), None
             )
-            if match is None:
-                self.not_connected(
-                    f"there is no run {self.wanted_run!r} under {self.target_label}; "
-                    "leave out --run to pick one."
-                )
-                return
-            self.open_run(match["run"])
-        elif len(runs) == 1:
-            self.open_run(runs[0]["run"])
+            return match["run"] if match else None
+        return runs[0]["run"] if len(runs) == 1 else None
+
+    def connected(self, runs: list[dict[str, Any]], info: dict[str, Any] | None = None) -> None:
+        """The link is up (``data``): open the run asked for, the only one, or a picker.
+        ``info``: that run's index, when the link already asked for it."""
+        self.runs = runs
+        if self.data is not None:
+            self.target_label = self.data.describe()
+        self.status_note = ""
+        run = self.run_to_open(runs)
+        if run is not None:
+            self.open_run(run, info)
+        elif self.wanted_run:
+            self.not_connected(
+                f"there is no run {self.wanted_run!r} under {self.target_label}; "
+                "leave out --run to pick one."
+            )
         elif runs:
             self._say(
                 "pick a run",
@@ -205,9 +210,13 @@ class TvisApp(Asks, App[None]):
 
     # -- runs ----------------------------------------------------------------------------
 
-    def open_run(self, run: str) -> None:
+    def open_run(self, run: str, info: dict[str, Any] | None = None) -> None:
         self._say(f"opening {run} …")
-        self._load_run(run)
+        if info is None:
+            self._load_run(run)
+        else:
+            self._asked_run = run
+            self.answered("run", info)
 
     def _load_run(self, run: str) -> None:
         self._asked_run = run
