@@ -22,14 +22,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tvis import __version__
 from tvis.agent import ssh
-from tvis.agent.api import AgentAPI
-from tvis.agent.dispatch import handle
 from tvis.agent.protocol import (
     AGENT_FAULT,
     BAD_REQUEST,
@@ -63,6 +59,14 @@ from tvis.agent.protocol import (
     widen_pipe,
 )
 from tvis.agent.target import Target
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tvis.agent.api import AgentAPI
+
+# numpy and the agent's API are imported where they are used: `tvis tui` starts its agent
+# process through this module before anything else, and the viewer never needs the API.
 
 __all__ = [
     "AgentError",
@@ -202,16 +206,20 @@ class LocalClient(Client):
     def __init__(self, root: Path | str) -> None:
         if not Path(root).is_dir():
             raise AgentError(f"{root} is not a folder.", NOT_FOUND)
+        from tvis.agent.api import AgentAPI
+        from tvis.agent.dispatch import handle
+
         self.root = str(root)
-        self.api = AgentAPI(root)
+        self.api: AgentAPI = AgentAPI(root)
+        self._handle = handle
 
     def call(self, method: str, **params: Any) -> Any:
-        reply = handle(self.api, {"id": 0, "method": method, "params": params})
+        reply = self._handle(self.api, {"id": 0, "method": method, "params": params})
         return result_of(decode(reply_body(reply), clean=True))
 
     def read_chunk(self, into: memoryview, **params: Any) -> Future[Any]:
         # One copy, from the memory-mapped blob into the caller's buffer: memory speed.
-        reply = handle(self.api, {"id": 0, "method": "read", "params": params})
+        reply = self._handle(self.api, {"id": 0, "method": "read", "params": params})
         result = reply.get("result")
         if isinstance(result, RawBytes):
             reply = _fill(into, result.data, reply["id"])
@@ -623,6 +631,8 @@ def empty_for(value: Any, what: str) -> np.ndarray:
     """A new array to read the values an entry's ``value`` record describes into, after
     checking the record, so a record that is not a tensor's (an object dtype, a shape of
     strings, more bytes than this machine holds) is one sentence and nothing allocated."""
+    import numpy as np
+
     try:
         dtype = np.dtype(value["dtype"])
         shape = tuple(value["shape"])
@@ -659,6 +669,8 @@ def _touch(region: memoryview) -> None:
     there. A fresh array's first touch inside the kernel's pipe read, on huge pages, cost
     0.3–0.6 s of kernel time per 196 MiB over the loopback sshd and halved the throughput;
     touched here, while earlier chunks are still on their way, it costs a few ms."""
+    import numpy as np
+
     np.frombuffer(region, np.uint8)[::4096] = 0
 
 

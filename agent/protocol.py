@@ -3,18 +3,24 @@
 A frame is a 4-byte big-endian length followed by one msgpack map of that many bytes.
 Numpy arrays travel as ``{"__nd__": 1, "dtype", "shape", "data": bin}`` and come back as
 read-only numpy arrays; nothing here unpickles or evaluates anything.
+
+numpy is imported when the first array or numpy scalar crosses (the functions below):
+`tvis tui` imports this module to start its agent before anything else, and that start
+should not wait for numpy.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
-import numpy as np
 
 from tvis.store.printable import printable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PROTOCOL_VERSION = 1
 
@@ -117,6 +123,8 @@ def _wire_array(array: np.ndarray) -> tuple[dict[str, Any], memoryview | bytes]:
 
 
 def _default(obj: Any) -> Any:
+    import numpy as np
+
     if isinstance(obj, RawBytes):  # where a reply cannot go as a data frame
         return obj.data
     if isinstance(obj, np.ndarray):
@@ -132,6 +140,8 @@ def _default(obj: Any) -> Any:
 def _array_hook(obj: dict) -> Any:
     if obj.get(ND_KEY) != 1:
         return obj
+    import numpy as np
+
     try:
         dtype = np.dtype(obj["dtype"])
         shape = tuple(int(s) for s in obj["shape"])
@@ -340,6 +350,8 @@ def _bin_header(size: int) -> bytes:
 
 
 def _parts(reply: dict[str, Any]) -> list[bytes | memoryview]:
+    import numpy as np
+
     packer = msgpack.Packer(default=_default, use_bin_type=True)
     result = reply.get("result")
     if set(reply) != {"id", "result"} or not isinstance(result, dict):

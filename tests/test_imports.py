@@ -209,3 +209,35 @@ def test_the_walker_sees_a_lazy_import(tmp_path: Path):
     modules = [m for _, m in imported_modules(source)]
     assert breaks(modules[0], ("tvis.record",)) and "torch.nn" in modules
     assert lazy_lines(source) == {2, 3}
+
+
+def test_tvis_tui_starts_its_local_agent_before_the_heavy_imports(tmp_path: Path):
+    """`tvis tui FOLDER` starts `tvis agent --stdio` first, so that the agent's imports
+    overlap the viewer's: nothing on the way there imports numpy, textual, rich or the
+    agent's API (which the viewer, talking to another process, never needs)."""
+    code = (
+        "import argparse\n"
+        "from tvis.tui import command\n"
+        "args = argparse.Namespace(via=[], remote_tvis=None)\n"
+        f"dialer, label = command._connector({str(tmp_path)!r}, args, allow_empty=True)\n"
+        "started = dialer._started\n"
+        "assert type(started).__name__ == 'LocalProcessClient', started\n"
+        "started.close()\n"
+    )
+    loaded = _loaded_after(code)
+    assert "tvis.agent.client" in loaded
+    heavy = ("numpy", "textual", "rich", "tvis.agent.api", "tvis.agent.dispatch", "tvis.tui.app")
+    assert not {m for m in loaded if breaks(m, heavy)}
+
+
+def test_the_first_pages_load_no_syntax_highlighter_and_build_no_256_colour_table():
+    """Replay and Explore open with the source pane closed and in truecolor or halfcell:
+    pygments (Rich's Syntax) and the 256-colour table wait until they are needed."""
+    code = (
+        "import tvis.tui.app, tvis.tui.pages.replay, tvis.tui.pages.explore\n"
+        "from tvis.tui.picture import colormaps\n"
+        "assert colormaps._sent_256.cache_info().currsize == 0\n"
+    )
+    loaded = _loaded_after(code)
+    assert "tvis.tui.widgets.source_view" in loaded
+    assert not {m for m in loaded if breaks(m, ("pygments", "rich.syntax"))}

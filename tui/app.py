@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
 
-from tvis.agent.replies import CallsAnswer
+from tvis.agent.replies import CallsAnswer, replay_query
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
@@ -170,25 +170,30 @@ class TvisApp(Asks, App[None]):
         quits = f"{keys.shown(self, 'app.quit')} quits"
         self._say(f"Could not connect to {self.target_label}", f"{message}\n\n{quits}", error=True)
 
-    def connected(self, runs: list[dict[str, Any]]) -> None:
-        """The link is up (``data``): open the run asked for, the only one, or a picker."""
-        self.runs = runs
-        if self.data is not None:
-            self.target_label = self.data.describe()
-        self.status_note = ""
+    def run_to_open(self, runs: list[dict[str, Any]]) -> str | None:
+        """The run the viewer opens on connecting: the one asked for, or the only one."""
         if self.wanted_run:
             match = next(
                 (r for r in runs if self.wanted_run in (r.get("run"), r.get("run_id"))), None
             )
-            if match is None:
-                self.not_connected(
-                    f"there is no run {self.wanted_run!r} under {self.target_label}; "
-                    "leave out --run to pick one."
-                )
-                return
-            self.open_run(match["run"])
-        elif len(runs) == 1:
-            self.open_run(runs[0]["run"])
+            return match["run"] if match else None
+        return runs[0]["run"] if len(runs) == 1 else None
+
+    def connected(self, runs: list[dict[str, Any]], info: dict[str, Any] | None = None) -> None:
+        """The link is up (``data``): open the run asked for, the only one, or a picker.
+        ``info``: that run's index, when the link already asked for it."""
+        self.runs = runs
+        if self.data is not None:
+            self.target_label = self.data.describe()
+        self.status_note = ""
+        run = self.run_to_open(runs)
+        if run is not None:
+            self.open_run(run, info)
+        elif self.wanted_run:
+            self.not_connected(
+                f"there is no run {self.wanted_run!r} under {self.target_label}; "
+                "leave out --run to pick one."
+            )
         elif runs:
             self._say(
                 "pick a run",
@@ -205,9 +210,13 @@ class TvisApp(Asks, App[None]):
 
     # -- runs ----------------------------------------------------------------------------
 
-    def open_run(self, run: str) -> None:
+    def open_run(self, run: str, info: dict[str, Any] | None = None) -> None:
         self._say(f"opening {run} …")
-        self._load_run(run)
+        if info is None:
+            self._load_run(run)
+        else:
+            self._asked_run = run
+            self.answered("run", info)
 
     def _load_run(self, run: str) -> None:
         self._asked_run = run
@@ -216,7 +225,10 @@ class TvisApp(Asks, App[None]):
 
     def answered(self, tag: str, info: dict[str, Any]) -> None:
         if tag == "run" and self._asked_run is not None:
+            first_visit = self.run_name is None
             self._run_loaded(self._asked_run, info)
+            if first_visit and self.run_status != "running" and self.pages()[0].id == "replay":
+                self._prefetch_replay(self._asked_run, self.sample)
             if self.batch_count:
                 self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
         elif tag != "run" and self._polled_run is not None:
@@ -225,6 +237,15 @@ class TvisApp(Asks, App[None]):
     def failed(self, tag: str, message: str) -> None:
         if tag == "run":
             self.not_connected(message)
+
+    @work(thread=True, exclusive=True, group="prefetch-replay", exit_on_error=False)
+    def _prefetch_replay(self, run: str, sample: int) -> None:
+        """Ask for the event list Replay, the first page, opens on (the agent's one long
+        answer to it) while the page is being built: its own request then finds it ready or
+        on its way (``Data`` sends identical requests once)."""
+        data = self.data
+        if data is not None:
+            data.prefetch("replay", **replay_query(run, sample, "layer", []))
 
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
     def _prefetch_first_screen(self, run: str, first: int) -> None:
@@ -311,6 +332,10 @@ class TvisApp(Asks, App[None]):
 
     def _build_page(self, spec: PageSpec) -> Screen:
         screen = self.page_screens[spec.id] = build(spec, self)
+        # Its widgets are styled from the current stylesheet as they register. Textual takes
+        # a screen that was never shown for stale and, on the switch to it, re-parses every
+        # CSS source and restyles every widget of every page (a tenth of a first visit).
+        screen._css_update_count = self._css_update_count
         return screen
 
     async def _decorate(self, screen: Screen) -> None:

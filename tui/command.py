@@ -91,10 +91,10 @@ def _live_address(flag: str | None) -> str | None:
 def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[Callable, str]:
     """How the app gets its agent client, and how the target reads in the status line.
 
-    A local agent is started here, before the viewer's own imports, which it overlaps. A
-    remote target is connected here, before the app owns the terminal, so that ssh can ask
-    for a password or a second factor."""
-    from tvis.agent.protocol import AgentError
+    The agent is started here, before the viewer's own imports, which it overlaps: a local
+    one as a process, a remote one through ssh. A remote target's handshake is awaited
+    before the app owns the terminal (``Dialer.connect_now``), so that ssh can ask for a
+    password or a second factor."""
     from tvis.targets import TargetError
     from tvis.targets import resolve as resolve_target
 
@@ -104,14 +104,9 @@ def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[
         raise _Refused(str(e), 2) from None
     label = target.describe()
     dialer = Dialer(target, allow_empty=allow_empty)
-    try:
-        if target.is_local:
-            dialer.start()
-        else:
-            sys.stderr.write(f"tvis: connecting to {label} …\n")
-            dialer.first = dialer()
-    except AgentError as e:
-        raise _Refused(e.message, 1) from None
+    if not target.is_local:
+        sys.stderr.write(f"tvis: connecting to {label} …\n")
+    dialer.start()
     return dialer, label
 
 
@@ -138,8 +133,8 @@ class Dialer:
         """ssh may ask for a password or a second factor: the app lends it the terminal."""
 
     def start(self) -> None:
-        """Start the agent now, so that it gets ready while the viewer does; a failure is
-        the first call's to report, inside the app."""
+        """Start the agent (or ssh) now, so that it gets ready while the viewer does; a
+        failure is the first call's to report (``connect_now``'s, or the app's)."""
         from tvis.agent.protocol import AgentError
 
         try:
@@ -157,6 +152,11 @@ class Dialer:
             echo_stderr=False,
             own_process=True,
         )
+
+    def connect_now(self) -> None:
+        """Shake hands with what ``start`` began, before the app takes the terminal: ssh
+        asks for its password or second factor, and a failure is one sentence on stderr."""
+        self.first = self()
 
     def __call__(self) -> Client:
         from tvis.agent.client import greet
@@ -188,9 +188,18 @@ def main(args: argparse.Namespace) -> int:
         sys.stderr.write(f"tvis: {e}\n")
         return e.code
 
-    images.prepare(mode)
     from tvis.tui import keys
     from tvis.tui.app import TvisApp
+
+    if isinstance(connector, Dialer) and connector.may_prompt:
+        from tvis.agent.protocol import AgentError
+
+        try:
+            connector.connect_now()  # ssh has connected while the viewer imported
+        except AgentError as e:
+            sys.stderr.write(f"tvis: {e.message}\n")
+            return 1
+    images.prepare(mode)  # after ssh's prompts: it may ask the terminal a question
 
     keymap, keymap_error = keys.load_keymap()
     app = TvisApp(

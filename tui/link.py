@@ -85,12 +85,21 @@ class Link:
         except Exception as e:
             self.app.call_from_thread(self.app.not_connected, sentence(e))
             return
-        self.app.call_from_thread(self._connected, data, runs)
+        # The run it will open is asked for here, in the same breath: not one hop to the
+        # UI thread (busy drawing "connecting …") and back first. A failure is left to the
+        # app's own request, which says it.
+        run, info = self.app.run_to_open(runs), None
+        if run is not None:
+            try:
+                info = data.call("run", run=run)
+            except Exception:
+                info = None
+        self.app.call_from_thread(self._connected, data, runs, info)
 
-    def _connected(self, data: Data, runs: list[dict[str, Any]]) -> None:
+    def _connected(self, data: Data, runs: list[dict[str, Any]], info: dict | None) -> None:
         self.data = data
         self._watch(data)
-        self.app.connected(runs)
+        self.app.connected(runs, info)
 
     def _watch(self, data: Data) -> None:
         """Go offline as soon as the client sees the connection drop, not at the next request."""

@@ -280,3 +280,57 @@ async def test_status_line_in_16_colours_keeps_the_lines_own_colour(run_dir):
         status._changed()
         assert "value" in status.content.plain
         assert not [s for s in status.content.spans if Style.parse(str(s.style)).color]
+
+
+async def test_a_first_visit_restyles_only_the_new_page_and_follows_the_theme(run_dir):
+    """A page shown for the first time is styled as its widgets register: no whole-app
+    re-parse and restyle on the switch (Textual's for a screen it takes for stale), and a
+    theme chosen before the visit is the page's theme."""
+    app = make_app(run_dir)
+    restyles: list[bool] = []
+    whole_app = app.refresh_css
+
+    def counted(animate: bool = True) -> None:
+        restyles.append(animate)
+        whole_app(animate)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        app.theme = "textual-light"
+        await pilot.pause()
+        light = app.screen.query_one("StatusLine").styles.background
+        app.refresh_css = counted  # type: ignore[method-assign]
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.current_mode == "loss", "the Loss page")
+        await wait_for(pilot, lambda: app.screen.query("StatusLine"), "the Loss status line")
+        assert app.screen.query_one("StatusLine").styles.background == light
+        assert restyles == []
+        assert app.internal_errors == []
+
+
+async def test_the_run_is_asked_for_by_the_connection_itself_once(run_dir):
+    """Connecting asks for the run it will open right after the list of runs, from the same
+    worker (no hop to the UI thread, busy drawing "connecting …", and back); once."""
+    import traceback
+
+    app = make_app(run_dir)
+    dial = app.link.connector
+    asked: list[bool] = []  # per `run` request: whether the connection's worker sent it
+
+    class Spy:
+        def __init__(self, client):
+            self.client, self.on_lost = client, None
+
+        def call(self, method, **params):
+            if method == "run":
+                asked.append("_connect" in [f.name for f in traceback.extract_stack()])
+            return self.client.call(method, **params)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    app.link.connector = lambda: Spy(dial())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        assert asked == [True]
+        assert app.run_name is not None and app.internal_errors == []

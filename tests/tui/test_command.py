@@ -72,6 +72,38 @@ def test_an_unreachable_ssh_host_is_one_sentence_and_exit_1(ssh_lab, tmp_path: P
     assert len(lines) == 2 and lines[1].startswith("tvis: ") and "Traceback" not in result.stderr
 
 
+def test_ssh_connects_while_the_viewer_imports_and_is_greeted_before_the_app_starts():
+    """`tvis tui HOST:PATH` starts ssh before importing textual and the viewer, and waits
+    for the handshake (where ssh may ask for a password) only once they are imported, still
+    before the app takes the terminal; a failure there is one sentence and exit 1."""
+    code = (
+        "import sys\n"
+        "from tvis import cli\n"
+        "from tvis.agent.protocol import AgentError\n"
+        "from tvis.tui import command\n"
+        "def start(self):\n"
+        "    print('start', 'textual' in sys.modules, flush=True)\n"
+        "def connect_now(self):\n"
+        "    print('greet', 'tvis.tui.app' in sys.modules, flush=True)\n"
+        "    raise AgentError('ssh: gpu: no route to host.')\n"
+        "command.Dialer.start, command.Dialer.connect_now = start, connect_now\n"
+        "sys.exit(cli.main(['tui', 'gpu:/runs']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.stdout.split() == ["start", "False", "greet", "True"], result.stderr
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "tvis: connecting to ssh gpu:/runs …",
+        "tvis: ssh: gpu: no route to host.",
+    ]
+
+
 def test_keymap_file_is_read_and_a_damaged_one_is_ignored_with_a_sentence(tmp_path: Path):
     good = tmp_path / "keymap.json"
     good.write_text('{"tree.down": "j,down,ctrl+n"}')

@@ -58,6 +58,36 @@ async def picture_drawn(pilot, widget) -> None:
 # -- opening and the transport -----------------------------------------------------------------
 
 
+async def test_the_event_list_is_asked_for_as_the_run_opens_and_sent_once(run_dir: Path):
+    """Replay's event list (the agent's one long answer on the first page) is asked for as
+    soon as the run is loaded, while the page is being built; the page's own request finds
+    it on its way instead of sending a second one."""
+    import traceback
+
+    app = make_app(run_dir)
+    dial = app.link.connector
+    asked: list[bool] = []  # per `replay` request: whether it came from the prefetch
+
+    class Spy:
+        def __init__(self, client):
+            self.client, self.on_lost = client, None
+
+        def call(self, method, **params):
+            if method == "replay":
+                frames = [f.name for f in traceback.extract_stack()]
+                asked.append("_prefetch_replay" in frames)
+            return self.client.call(method, **params)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    app.link.connector = lambda: Spy(dial())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_replay(pilot)
+        assert asked == [True]
+        assert app.internal_errors == []
+
+
 async def test_replay_is_the_default_page_and_starts_at_the_first_batch(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -279,10 +279,12 @@ def gap_rgb(depth: Depth) -> tuple[int, int, int]:
     return (24, 24, 28) if depth == "truecolor" else (0, 0, 0)
 
 
+@cache
 def _sent_256() -> np.ndarray:
     """Per xterm 256-colour number, the entry Rich ends up sending for its RGB: itself,
     except for the cube's greys, which Rich sends as an entry of the grey ramp (followed
-    until Rich sends the entry's RGB as that very entry)."""
+    until Rich sends the entry's RGB as that very entry). Made at the first 256-colour
+    picture, not at import: 240 of Rich's colour downgrades the first screen can skip."""
     sent = np.array([EIGHT_BIT_PALETTE[n] for n in range(256)], dtype=np.uint8)
     for number in range(16, 256):
         at = number
@@ -296,7 +298,6 @@ def _sent_256() -> np.ndarray:
 
 
 _EIGHT = ColorSystem.EIGHT_BIT
-_SENT_256 = _sent_256()
 _ANSI16_INT = np.array(_ANSI16, dtype=np.int64)
 
 
@@ -313,7 +314,7 @@ def fit(rgb: np.ndarray, depth: Depth) -> np.ndarray:
     keys, inverse = np.unique(flat @ np.array([1 << 16, 1 << 8, 1]), return_inverse=True)
     unique = np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=-1)
     if depth == "256":
-        chosen = _SENT_256[_xterm_number(unique)]
+        chosen = _sent_256()[_xterm_number(unique)]
     else:
         chosen = _ANSI16_INT[_nearest_ansi(unique)].astype(np.uint8)
     return chosen[inverse.reshape(-1)].reshape(rgb.shape)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.style import Style
-from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -42,6 +41,10 @@ def annotation_text(anns: list[dict[str, Any]]) -> str:
 
 def highlight(text: str) -> list[Text]:
     """The file's lines, syntax-highlighted with the terminal's own palette."""
+    # Imported here: Rich's Syntax brings pygments (≈ 20–50 ms), which Explore's first
+    # screen, with its source pane closed, does not need.
+    from rich.syntax import Syntax
+
     syntax = Syntax("", "python", theme="ansi_dark", tab_size=4)
     return list(syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True))
 
