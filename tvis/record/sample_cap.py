@@ -4,8 +4,10 @@
 vision model at full resolution is tens of MB (ResNet-18 at 224×224: 60 MB raw, forward
 and backward), and a three-step run would be hundreds of MB for pictures of the same
 kind. When a batch's kept samples come to more than BATCH_VALUES_BYTES, it keeps as many
-as fit (at least one) when it is handed to the writer; statistics still describe every
-tensor whole, and per-sample losses and Grad-CAM maps still cover the whole batch.
+as fit (at least one): the builder cuts them as soon as its captures pass the cap (so the
+batch never holds all of them at once), and the session checks again when it is handed to
+the writer; statistics still describe every tensor whole, and per-sample losses and
+Grad-CAM maps still cover the whole batch.
 """
 
 from __future__ import annotations
