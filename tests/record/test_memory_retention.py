@@ -83,3 +83,61 @@ def test_statistics_copies_held_for_the_writer_stay_small(tmp_path, monkeypatch)
     record_here(train, tmp_path, steps=2)
     assert max(handed) > 0
     assert max(handed) <= builder.DEFER_BYTES <= 16 * 2**20
+
+
+class _Wide(torch.nn.Module):
+    """Activations of 2 MB and more per kept sample, as a realistic model's are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(256, 1024)
+        self.down = torch.nn.Linear(1024, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x)))
+
+
+def _train_wide(log: list) -> None:
+    torch.manual_seed(0)
+    model = _Wide()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        x = torch.randn(4, 512, 256)  # 3 kept samples of the wide layer: 6 MB
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        log.append((loss.detach().clone(), [p.detach().clone() for p in model.parameters()]))
+
+
+def test_large_kept_values_live_outside_the_heap_and_training_stays_bit_identical(
+    tmp_path, monkeypatch
+):
+    """Kept values of large activations are copies in mappings of their own (freed, they go
+    back to the OS rather than pinning the script's heap), and rounding them in place on
+    the writer thread never reaches a tensor of the script's."""
+    from tvis.record.writer_thread import BackgroundWriter
+    from tvis.store import host_memory
+
+    large: list[bool] = []
+    put_batch = BackgroundWriter.put_batch
+
+    def spy_batch(self, index, record, arrays, pending):
+        large.extend(
+            host_memory.mapping(a) is not None
+            for a in arrays.values()
+            if a.nbytes >= host_memory.MMAP_BYTES
+        )
+        return put_batch(self, index, record, arrays, pending)
+
+    monkeypatch.setattr(BackgroundWriter, "put_batch", spy_batch)
+    plain: list = []
+    _train_wide(plain)
+    recorded: list = []
+    outcome = record_here(lambda: _train_wide(recorded), tmp_path, steps=3)
+    assert outcome.steps == 3
+    assert len(large) >= 6 and all(large)
+    assert len(recorded) >= 2  # the third step ends the recording before it is logged
+    for (a, pa), (b, pb) in zip(plain, recorded, strict=False):
+        assert torch.equal(a, b)
+        assert all(torch.equal(p, q) for p, q in zip(pa, pb, strict=True))

@@ -62,9 +62,9 @@ def _slow_disk(monkeypatch) -> None:
     for name in ("write_batch", "write_step"):
         write = getattr(RunWriter, name)
 
-        def slow(self, *args, _write=write):
+        def slow(self, *args, _write=write, **kwargs):
             time.sleep(0.1)
-            return _write(self, *args)
+            return _write(self, *args, **kwargs)
 
         monkeypatch.setattr(RunWriter, name, slow)
 

@@ -109,6 +109,35 @@ def test_huge_samples_keep_one(tmp_path, monkeypatch):
     assert cut > 5
 
 
+def test_huge_samples_are_cut_as_they_are_captured(tmp_path, monkeypatch):
+    """The batch never holds all its samples' values, to cut them only when it closes:
+    from the capture that passes the cap on, it keeps fewer (its peak memory is the
+    cap's, not ``--samples`` times a sample)."""
+    from tvis.record.builder import BatchBuilder
+
+    cap = 20_000  # a sample here: ~11 KB, three ~33 KB
+    monkeypatch.setattr(sample_cap, "BATCH_VALUES_BYTES", cap)
+    held: list[tuple[int, int]] = []  # (bytes of values kept per sample, largest of them)
+    gradient = BatchBuilder.gradient
+
+    def spy(self, of, g):
+        entry_id = gradient(self, of, g)
+        sizes = [
+            a.nbytes
+            for e in self.entries
+            if (a := self.arrays.get(e["id"])) is not None
+            and (e.get("value") or {}).get("kept") == "samples"
+        ]
+        held.append((sum(sizes), max(sizes, default=0)))
+        return entry_id
+
+    monkeypatch.setattr(BatchBuilder, "gradient", spy)
+    one = _record(tmp_path, "one", mantissa_bits=None, samples=3)
+    assert any("keep the values of 1 sample" in n["text"] for n in one.index()["notices"])
+    assert held and max(total for total, _ in held) > 0
+    assert all(total <= cap + largest for total, largest in held), max(held)
+
+
 def test_exact_is_in_the_help():
     result = run_tvis("run", "--help")
     assert result.returncode == 0 and "--exact" in result.stdout

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tvis.record import anomalies, tensors
+from tvis.record import anomalies, sample_cap, tensors
 from tvis.store import schema
 from tvis.store.rounding import MANTISSA_BITS
 
@@ -209,6 +209,10 @@ class BatchBuilder:
         self.pending_bytes = 0
         self.bytes_left = settings.max_bytes  # set by the session from the run's budget
         self.samples = settings.samples  # lowered by the session as the budget runs out
+        # Bytes one sample of the values kept so far takes; the samples kept when they
+        # came to more than a batch may hold (sample_cap.py), else None.
+        self.sample_bytes = 0.0
+        self.samples_capped: int | None = None
         # Position within the batch of the dataset item being fetched (None outside a
         # fetch): per-item values are kept for the first ``samples`` items only.
         self.item: int | None = None
@@ -235,6 +239,7 @@ class BatchBuilder:
         self.entries.append(entry)
         self._by_identity[key] = entry_id
         self.objects[entry_id] = t
+        self._cap_samples(entry)
         return entry_id
 
     def _capture(self, t: torch.Tensor, entry_id: int, keep_values: bool) -> dict:
@@ -322,7 +327,21 @@ class BatchBuilder:
         entry["of"] = of
         self.entries.append(entry)
         self.entries[of]["grad"] = entry_id
+        self._cap_samples(entry)
         return entry_id
+
+    def _cap_samples(self, entry: dict) -> None:
+        """Keep fewer samples from the moment the batch's kept samples pass what a batch
+        may hold (sample_cap.py), cutting what it kept so far: a big model's batch never
+        holds the values of all ``--samples`` samples at once, only to cut them at its end."""
+        array = self.arrays.get(entry["id"])
+        if array is None:
+            return
+        self.sample_bytes += sample_cap.sample_bytes(entry, array)
+        keep = sample_cap.samples_within(self.sample_bytes, self.samples)
+        if keep < self.samples:
+            self.kept_bytes -= sample_cap.cut(self.entries, self.arrays, keep)
+            self.samples = self.samples_capped = keep
 
     def _summarize(self, t: torch.Tensor, entry_id: int, keep_values: bool) -> dict:
         entry = {"id": entry_id, **tensors.describe(t), "grad": None, "of": None}
@@ -377,6 +396,11 @@ class BatchBuilder:
             self.kept_bytes -= old.nbytes
             entry["value"] = None
             self._keep(t, entry, dim, span)
+        self.sample_bytes = sum(
+            sample_cap.sample_bytes(e, self.arrays[e["id"]])
+            for e in self.entries
+            if e["id"] in self.arrays
+        )
 
     def _statistics(self, t: torch.Tensor, entry: dict) -> None:
         """Statistics of ``t`` into ``entry`` now, or a private copy queued for the writer

@@ -503,11 +503,13 @@ class Recorder(ModuleCalls, Repeats, Steps):
             self.guard(f"writing batch {batch.index}", e)
 
     def _cap_samples(self, batch: BatchBuilder) -> None:
-        """A batch whose kept samples are huge keeps fewer (sample_cap.py); one notice."""
+        """A batch whose kept samples are huge keeps fewer (sample_cap.py; the builder cut
+        them already when they passed the cap as they were captured); one notice."""
         keep = sample_cap.samples_that_fit(batch.entries, batch.arrays, batch.samples)
-        if keep >= batch.samples:
+        if keep < batch.samples:
+            batch.kept_bytes -= sample_cap.cut(batch.entries, batch.arrays, keep)
+        elif batch.samples_capped is None:
             return
-        batch.kept_bytes -= sample_cap.cut(batch.entries, batch.arrays, keep)
         if not self._noted_sample_cap:
             self._noted_sample_cap = True
             self.notice(

@@ -16,6 +16,8 @@ import threading
 import numpy as np
 import torch
 
+from tvis.store import host_memory
+
 HIST_BINS = 32
 
 # Beyond this many elements the histogram is taken over a spread-out subset (its shape,
@@ -307,13 +309,34 @@ def _bin(values: np.ndarray, lo: float, hi: float, every: int) -> dict:
 
 def to_numpy(x: torch.Tensor, owned: bool = False) -> np.ndarray:
     """A host copy of ``x`` as numpy (bf16/fp16/fp8 widened to float32, complex as is);
-    a tensor tvis ``owned`` (a copy nobody else holds) is shared on the host, not copied."""
+    a tensor tvis ``owned`` (a copy nobody else holds) is shared on the host, not copied.
+    A large copy lies outside the script's malloc heap (tvis/store/host_memory.py)."""
     x = x.detach()
     if x.is_sparse:
         x = x.to_dense()
-    if x.dtype in _WIDEN or x.dtype in _FLOAT8:
-        x = x.to(torch.float32)
-    return x.to("cpu", copy=not owned).resolve_conj().resolve_neg().numpy()
+    wide = x.dtype in _WIDEN or x.dtype in _FLOAT8
+    dtype = _numpy_dtype(torch.float32 if wide else x.dtype)
+    small = dtype is None or x.numel() * dtype.itemsize < host_memory.MMAP_BYTES
+    if small or (owned and not wide):
+        if wide:
+            x = x.to(torch.float32)
+        return x.to("cpu", copy=not owned).resolve_conj().resolve_neg().numpy()
+    out = host_memory.empty(tuple(x.shape), dtype)
+    torch.from_numpy(out).copy_(x.resolve_conj().resolve_neg())  # widens as it copies
+    return out
+
+
+_NUMPY_DTYPES: dict[torch.dtype, np.dtype | None] = {}
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
+    """numpy's dtype for torch's, or None where numpy has none."""
+    if dtype not in _NUMPY_DTYPES:
+        try:
+            _NUMPY_DTYPES[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+        except (TypeError, RuntimeError):
+            _NUMPY_DTYPES[dtype] = None
+    return _NUMPY_DTYPES[dtype]
 
 
 def keep(

@@ -13,6 +13,7 @@ the disk are left out of the run index, and the recorder keeps statistics only.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import queue
 import threading
@@ -99,7 +100,10 @@ class BackgroundWriter:
         self._failed(builder.settle(record, pending), "tensors")
         if record.get("anomalies"):
             self.origins.append((index, record["anomalies"]))
-        self._write(self.writer.write_batch, self.lost_batches, index, record, arrays)
+        write = functools.partial(
+            self.writer.write_batch, handed_over=True
+        )  # nothing reads it after
+        self._write(write, self.lost_batches, index, record, arrays)
 
     def _write(self, write, lost: set, index: int, record: dict, arrays: dict) -> None:
         try:

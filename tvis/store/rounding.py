@@ -22,6 +22,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from tvis.store import host_memory
+
 # Mantissa bits kept by default: a relative error of at most 2**-11, far below what a
 # heatmap's colours, a histogram's bars or a printed value with 4 significant digits show.
 MANTISSA_BITS = 10
@@ -40,20 +42,39 @@ def rounds(dtype: np.dtype, bits: int | None) -> bool:
     return bits is not None and layout is not None and bits < layout[1]
 
 
-def round_mantissa(values: np.ndarray, bits: int | None) -> np.ndarray:
+def round_mantissa(values: np.ndarray, bits: int | None, in_place: bool = False) -> np.ndarray:
     """``values`` (contiguous, little-endian) with ``bits`` mantissa bits kept: a new
-    array, or ``values`` itself when nothing changes."""
+    array (a large one outside the malloc heap: host_memory.py), ``values`` itself
+    rounded when ``in_place``, or ``values`` untouched when nothing changes. Worked
+    through in blocks, so the temporaries are small whatever the size of ``values``."""
     if bits is None or not rounds(values.dtype, bits):
         return values
-    unsigned, stored, exponent = _LAYOUT[values.dtype]
-    u = values.view(unsigned)
+    unsigned = _LAYOUT[values.dtype][0]
+    out = values if in_place else host_memory.empty(values.shape, values.dtype)
+    u, rounded = values.reshape(-1).view(unsigned), out.reshape(-1).view(unsigned)
+    for start in range(0, u.size, _BLOCK):
+        block = u[start : start + _BLOCK]
+        if in_place:
+            block = block.copy()
+        _round_block(block, rounded[start : start + _BLOCK], values.dtype, bits)
+    return out
+
+
+# Elements rounded at a time (256 KB of float32): each step's temporaries are this size.
+_BLOCK = 1 << 16
+
+
+def _round_block(u: np.ndarray, rounded: np.ndarray, dtype: np.dtype, bits: int) -> None:
+    """Round the bit patterns ``u`` into ``rounded`` (same size)."""
+    unsigned, stored, exponent = _LAYOUT[dtype]
     drop = stored - bits
     one = unsigned.type(1)
     low = unsigned.type((1 << drop) - 1)
     half = unsigned.type(1 << (drop - 1))
     exponent = unsigned.type(exponent)
     # Round half to even: add half - 1, plus one more when the kept part is odd.
-    rounded = (u >> unsigned.type(drop)) & one
+    np.right_shift(u, unsigned.type(drop), out=rounded)
+    rounded &= one
     rounded += half - one
     rounded += u
     rounded &= ~low
@@ -65,7 +86,6 @@ def round_mantissa(values: np.ndarray, bits: int | None) -> np.ndarray:
     odd = was_special | became_special
     if odd.any():
         rounded[odd] = np.where(was_special[odd], u[odd], u[odd] & ~low)
-    return rounded.view(values.dtype)
 
 
 def exact_ids(record: dict) -> set[int]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tvis.store import atomic, chunks, derived, rounding
+from tvis.store import atomic, chunks, derived, host_memory, rounding
 from tvis.store.codec import Encoded
 from tvis.store.format import (
     ALIGN,
@@ -82,18 +82,26 @@ class RunWriter:
                 f.write(atomic.json_bytes(self.meta))
                 f.truncate()
 
-    def write_batch(self, index: int, record: dict, arrays: dict[int, np.ndarray]) -> int:
+    def write_batch(
+        self, index: int, record: dict, arrays: dict[int, np.ndarray], *, handed_over: bool = False
+    ) -> int:
         """Write batch ``index``: ``record["tensors"]`` entries get their ``value`` filled
         from ``arrays`` (tensor id -> array). Returns the bytes written.
 
         Activations and gradients are rounded first (``mantissa_bits``), then the values
-        that follow exactly from a stored neighbour are written as recipes (derived.py)."""
+        that follow exactly from a stored neighbour are written as recipes (derived.py).
+
+        ``handed_over``: the caller is done with ``arrays``, the dict and the copies in it
+        that tvis made itself (host_memory.py mappings): those are rounded in place, and
+        each value leaves the dict once it is written, so a batch never lies in memory
+        twice (its exact and its rounded values side by side)."""
+        arrays = arrays if handed_over else dict(arrays)
         if self.chunked:
             for entry in record.get("tensors", []):
                 value = entry.get("value")
                 if value and ("derive" in value or "bits" in value):  # a run copied
                     entry["value"] = {k: v for k, v in value.items() if k not in ("derive", "bits")}
-            arrays, rounded = self._stored_form(record, arrays)
+            rounded = self._to_stored_form(record, arrays, handed_over)
             recipes = derived.find(record, arrays)
             for entry in record.get("tensors", []):
                 if entry["id"] in rounded:  # the viewer says where values are not whole
@@ -107,23 +115,26 @@ class RunWriter:
                     entry["value"] = value
         return self._write_chunk(self.path / BATCHES / folder_name(index), record, arrays)
 
-    def _stored_form(
-        self, record: dict, arrays: dict[int, np.ndarray]
-    ) -> tuple[dict[int, np.ndarray], set[int]]:
-        """The arrays as they will lie in the blob: contiguous, little-endian, and the
-        activations and gradients rounded; and the ids of those rounded."""
+    def _to_stored_form(self, record: dict, arrays: dict[int, np.ndarray], own: bool) -> set[int]:
+        """Turn ``arrays`` into the values as they will lie in the blob: contiguous,
+        little-endian, and the activations and gradients rounded (in place where ``own``
+        and the array is a mapping of tvis's that no other entry shares). Returns the ids
+        of those rounded."""
         bits = self.mantissa_bits
         exact = rounding.exact_ids(record) if bits is not None else set()
-        out, rounded = {}, set()
+        sharing = Counter(id(host_memory.mapping(a)) for a in arrays.values()) if own else {}
+        rounded = set()
         for tensor_id, array in arrays.items():
             array = np.ascontiguousarray(array)
             if array.dtype.byteorder == ">":
                 array = array.astype(array.dtype.newbyteorder("<"))
             if tensor_id not in exact and array.size and rounding.rounds(array.dtype, bits):
-                array = rounding.round_mantissa(array, bits)
+                mapped = host_memory.mapping(array) if own else None
+                in_place = mapped is not None and sharing[id(mapped)] == 1
+                array = rounding.round_mantissa(array, bits, in_place=in_place)
                 rounded.add(tensor_id)
-            out[tensor_id] = array
-        return out, rounded
+            arrays[tensor_id] = array
+        return rounded
 
     def write_batch_record(self, index: int, record: dict) -> None:
         """Write the record of batch ``index`` again (its values stay where they are)."""
@@ -132,7 +143,7 @@ class RunWriter:
     def write_step(self, index: int, record: dict, arrays: dict[int, Encoded]) -> int:
         """Write optimizer step ``index`` (parameter records, same layout as a batch, values
         encoded by tvis/store/codec.py)."""
-        return self._write_chunk(self.path / STEPS / folder_name(index), record, arrays)
+        return self._write_chunk(self.path / STEPS / folder_name(index), record, dict(arrays))
 
     def write_index(self, index: dict[str, Any]) -> None:
         atomic.write_msgpack(self.path / RUN_INDEX, index)
@@ -141,7 +152,7 @@ class RunWriter:
         atomic.write_msgpack(self.path / SOURCES, sources)
 
     def _write_chunk(
-        self, final: Path, record: dict, arrays: Mapping[int, np.ndarray | Encoded]
+        self, final: Path, record: dict, arrays: dict[int, np.ndarray | Encoded]
     ) -> int:
         # Build the folder under a hidden name, then rename it into place: a reader (or a
         # kill -9) sees either the whole batch or none of it.
@@ -166,12 +177,13 @@ class RunWriter:
 
 
 def _write_blob(
-    path: Path, entries: list[dict], arrays: Mapping[int, np.ndarray | Encoded], chunked: bool
+    path: Path, entries: list[dict], arrays: dict[int, np.ndarray | Encoded], chunked: bool
 ) -> int:
+    """Write the values of ``entries``, taking each out of ``arrays`` as it is written."""
     offset = 0
     with open(path, "wb") as f:
         for entry in entries:
-            array = arrays.get(entry["id"])
+            array = arrays.pop(entry["id"], None)
             if array is None:
                 entry.setdefault("value", None)
                 continue
