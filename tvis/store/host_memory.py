@@ -42,7 +42,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype | type | str) -> np.ndarray:
 
 def mapping(array: np.ndarray) -> mmap.mmap | None:
     """The mapping of ``empty`` that holds ``array``'s memory, if one does."""
-    base = array
+    base: object = array
     while isinstance(base, np.ndarray):
         base = base.base
     if isinstance(base, memoryview):  # what numpy.frombuffer keeps of the mapping

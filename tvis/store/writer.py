@@ -7,7 +7,7 @@ import shutil
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -113,7 +113,9 @@ class RunWriter:
                     value.setdefault("kept", "all")
                     value.update(dtype=array.dtype.str, shape=list(array.shape), derive=recipe)
                     entry["value"] = value
-        return self._write_chunk(self.path / BATCHES / folder_name(index), record, arrays)
+        # The same dict, so that what is written leaves it (a dict is invariant to mypy).
+        values = cast("dict[int, np.ndarray | Encoded]", arrays)
+        return self._write_chunk(self.path / BATCHES / folder_name(index), record, values)
 
     def _to_stored_form(self, record: dict, arrays: dict[int, np.ndarray], own: bool) -> set[int]:
         """Turn ``arrays`` into the values as they will lie in the blob: contiguous,
