@@ -36,7 +36,7 @@ from tvis.agent.samples import model_input
 from tvis.agent.traffic import Traffic
 from tvis.store.format import COMPLETE
 from tvis.store.lru import LRU
-from tvis.store.reader import Chunk
+from tvis.store.reader import CallRecords, Chunk
 from tvis.store.schema import stat_flags
 
 DETAILS = REPLAY_DETAILS
@@ -468,6 +468,7 @@ def _batch_row(info: dict, start: int, count: int, note: str | None) -> dict[str
 def _batch_note(record: dict[str, Any], info: dict[str, Any]) -> str | None:
     """One sentence on what a training batch lacks (a crash mid-forward leaves no loss)."""
     calls = record.get("calls") or []
+    calls = calls.unchecked if isinstance(calls, CallRecords) else calls  # each value guarded
     if not any(isinstance(c, dict) and c.get("phase") == "forward" for c in calls):
         return (
             f"batch {info['index']} has no forward calls: the script stopped before the model ran."
