@@ -8,7 +8,7 @@ page's help: the tree's, the lists', the layers table's, the inspector's, Replay
 Weights', Insights' and Live's, plus `g`, `.`/`,`, `[`/`]`, `Tab`, `Enter` and `/`. Each
 figure is from writing the key to the last byte the viewer writes before 150 ms of silence
 (`tui_bench.SETTLED_S`); a key after which nothing is written within 1 s reads as "—" (it
-changed nothing on screen). Keys that toggle or cycle are pressed until they come back, so
+changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
 every state is timed and the next key finds the page as a user left it. The table is
 sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
 
@@ -36,6 +36,10 @@ from tui_bench import SETTLED_S, PtyViewer  # noqa: E402
 
 NOTHING_S = 1.0
 """A key after which the viewer writes nothing for this long changed nothing on screen."""
+
+QUIET_S = 0.5
+"""Silence waited for before each key (not timed), so that an answer of the agent arriving
+late for one key is not counted as the next key's drawing."""
 
 KEYS = {
     "down": "\x1b[B",
@@ -186,6 +190,12 @@ def settle(viewer: PtyViewer, t0: float) -> float | None:
 
 
 def press(viewer: PtyViewer, key: str) -> float:
+    while True:  # the previous key's late drawing belongs to it, not to this one
+        with viewer._lock:
+            last = viewer.chunks[-1][0] if viewer.chunks else 0.0
+        if time.perf_counter() - last >= QUIET_S:
+            break
+        time.sleep(0.01)
     return viewer.press(KEYS.get(key, key))
 
 
@@ -223,8 +233,8 @@ def cold_layers(run: str) -> tuple[float, float]:
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
         t_page = press(viewer, "2")
         viewer.wait_for("Explore", t_page, timeout=60)
-        t0 = press(viewer, "y")
-        rows = viewer.wait_for("‖grad‖", t0, timeout=120)
+        t0 = viewer.press("y")  # at once, not after a quiet moment
+        rows = viewer.wait_for("layers · call order", t0, timeout=120)  # the caption, once filled
         return rows, viewer.wait_settled(t0, timeout=120)
     finally:
         viewer.close()
