@@ -177,6 +177,9 @@ def settle(viewer: PtyViewer, t0: float) -> float | None:
     nothing at all is written within NOTHING_S."""
     deadline = t0 + 60.0
     while time.perf_counter() < deadline:
+        if os.waitpid(viewer.pid, os.WNOHANG)[0]:
+            text, _ = viewer.text_since(t0)
+            raise RuntimeError(f"the viewer exited; its last output:\n{text[-3000:]}")
         with viewer._lock:
             recent = [t for t, _ in viewer.chunks if t >= t0]
         now = time.perf_counter()
@@ -216,12 +219,20 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
                 figures.setdefault((title, label), []).append(settle(viewer, press(viewer, str(n))))
                 for step in PAGE_KEYS[title]:
                     t0 = press(viewer, step.key)
-                    took = settle(viewer, t0)
+                    try:
+                        took = settle(viewer, t0)
+                    except RuntimeError as e:
+                        raise RuntimeError(
+                            f"round {round_ + 1}, {title}, {step.label}: {e}"
+                        ) from None
                     if step.timed:
                         figures.setdefault((title, step.label), []).append(took)
         return figures
     finally:
-        viewer.close()
+        try:
+            viewer.close()
+        except (OSError, ChildProcessError):
+            pass  # it had exited already
 
 
 def cold_layers(run: str) -> tuple[float, float]:
