@@ -12,6 +12,10 @@ changed nothing on screen), and each key is pressed only after 0.5 s of silence.
 every state is timed and the next key finds the page as a user left it. The table is
 sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
 
+``--weights-all`` times, in the app itself (headless, 120×40), Weights' `a` (a thumbnail of
+every parameter) from the key to the first thumbnail asking for its picture, with the
+thumbnails mounted and the memory it took.
+
 ``--cold-layers`` instead times the layers table on a batch the agent has not read yet:
 `2` then `y` as soon as the Explore page has drawn anything, to the table's rows on screen
 and to the screen settled (the 20,000-call run of `bench/layers_bench.py` is the case).
@@ -251,6 +255,40 @@ def cold_layers(run: str) -> tuple[float, float]:
         viewer.close()
 
 
+def weights_all(run: str, timeout: float) -> str:
+    """Weights' `a` in the headless app, once its list is filled: a sentence of figures."""
+    import asyncio
+    import resource
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "tests"), str(root / "tests" / "tui")]
+    from viewer_support import goto_page, make_app, open_explore, wait_for
+
+    from tvis.tui.pages.weights import AllLayers, ParamList, Thumb
+
+    async def measure() -> str:
+        app = make_app(Path(run).parent)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_explore(pilot)
+            await goto_page(pilot, "weights")
+            table = await wait_for(pilot, lambda: app.screen.query_one(ParamList), "the list")
+            await wait_for(pilot, lambda: table.row_count, "the list's rows", timeout=600)
+            await pilot.pause(1.0)
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            t0 = time.perf_counter()
+            await pilot.press("a")
+            grid = app.screen.query_one(AllLayers)
+            await wait_for(pilot, lambda: grid.loaded_count, "a thumbnail", timeout=timeout)
+            took = time.perf_counter() - t0
+            grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+            return (
+                f"weights a: first thumbnail {took * 1000:.0f} ms, {len(grid.query(Thumb))} "
+                f"thumbnails mounted for {table.row_count} parameters, peak memory +{grown:.0f} MB"
+            )
+
+    return asyncio.run(measure())
+
+
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
@@ -279,8 +317,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pages", help="page numbers to visit, e.g. 2,3 (default: all)")
     parser.add_argument("--cold-layers", type=int, metavar="N", default=0, help="N cold `y`")
+    parser.add_argument("--weights-all", action="store_true", help="Weights' `a`, in process")
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.weights_all:
+        print(weights_all(args.run, timeout=600))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.cold_layers:
         rows, settled = zip(*(cold_layers(args.run) for _ in range(args.cold_layers)), strict=True)
         for what, values in (("rows on screen", rows), ("screen settled", settled)):
