@@ -201,6 +201,8 @@ def test_a_corrupt_call_is_named_by_the_request_that_reads_it_and_no_other(tmp_p
     assert len(first["result"]["rows"]) == sum(
         1 for c in calls[:victim] if c.get("kind") in ("module", "function", "loss")
     )
+    replay = ask("replay", sample=0)  # reads every call: the batch is named, not the run lost
+    assert any(f"calls[{victim}].outputs is 7" in m for m in replay["result"]["missing"]), replay
     named = ask("call", batch=0, call=calls[victim]["id"])
     assert named["status"] in (400, 404), named
     assert f"calls[{victim}].outputs is 7, not a list" in named["error"]
