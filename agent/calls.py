@@ -34,11 +34,9 @@ def _layer_calls(tree: CallTree, skip_data: bool) -> tuple[list[tuple[int, int]]
     """``(position in call order, call id)`` of each layer row kept, in call order, and how
     many data-pipeline rows were left out. Cheap: no row is built."""
     every = [
-        (i, cid) for i, cid in enumerate(tree.order) if tree.by_id[cid].get("kind") in LAYER_KINDS
+        (i, cid) for i, cid in enumerate(tree.order) if tree.scalar(cid, "kind") in LAYER_KINDS
     ]
-    kept = [
-        (i, cid) for i, cid in every if not (skip_data and tree.by_id[cid].get("phase") == "data")
-    ]
+    kept = [(i, cid) for i, cid in every if not (skip_data and tree.scalar(cid, "phase") == "data")]
     return kept, len(every) - len(kept)
 
 

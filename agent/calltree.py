@@ -6,13 +6,34 @@ output's shape and stats and the norm of that output's gradient.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tvis.store.reader import CallRecords
 from tvis.store.schema import LAYER_KINDS
 
 OUTPUT_STATS = {"out_numel": "numel", "std": "std", "absmean": "absmean", "zeros": "zeros"}
 """Layer-row columns read from the first output's stats, with the stat each holds."""
+
+
+class CallsById(Mapping[int, dict[str, Any]]):
+    """A batch's calls by id, each checked against the schema when first read."""
+
+    def __init__(self, calls: CallRecords) -> None:
+        self._calls = calls
+        self.positions: dict[int, int] = {}  # call id -> its place in the record
+
+    def __getitem__(self, call_id: Any) -> dict[str, Any]:
+        return self._calls[self.positions[call_id]]
+
+    def __contains__(self, call_id: object) -> bool:
+        return call_id in self.positions
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 class CallTree:
@@ -20,24 +41,38 @@ class CallTree:
 
     def __init__(self, record: dict[str, Any], tensors: Mapping[int, dict[str, Any]]) -> None:
         calls = record.get("calls") or []
+        if not isinstance(calls, CallRecords):  # a record built in memory: already sound
+            calls = CallRecords(list(calls), "the batch", checked=True)
         self.order: list[int] = []
-        self.by_id: dict[int, dict[str, Any]] = {}
+        self.by_id = CallsById(calls)
         self.children: dict[int, list[int]] = {-1: []}
         self.parent: dict[int, int] = {}
-        for call in calls:
-            if not isinstance(call, dict) or not isinstance(call.get("id"), int):
+        # Only ids and parents are read here, each guarded: a call is checked against the
+        # schema when something reads it through ``by_id`` (a corrupt one is named then).
+        raw = calls.unchecked
+        positions = self.by_id.positions
+        for i, call in enumerate(raw):
+            cid = call.get("id") if type(call) is dict else None
+            if type(cid) is not int or cid in positions:
                 continue
-            cid = call["id"]
             self.order.append(cid)
-            self.by_id[cid] = call
-            self.children.setdefault(cid, [])
+            positions[cid] = i
+            self.children[cid] = []
         for cid in self.order:
-            parent = self.by_id[cid].get("parent", -1)
-            if not isinstance(parent, int) or parent == cid or parent not in self.by_id:
+            parent = raw[positions[cid]].get("parent", -1)
+            if type(parent) is not int or parent == cid or parent not in positions:
                 parent = -1
             self.parent[cid] = parent
             self.children[parent].append(cid)
         self.tensors = tensors  # decoded as rows ask for them (tvis/store/reader.py)
+        self._raw = raw
+
+    def scalar(self, call_id: int, name: str) -> str | int | float | None:
+        """A call's text or number field read without checking the call (anything else
+        reads as None): for scans of every call, such as which calls are layers, that a
+        corrupt call they do not show must not break."""
+        value = self._raw[self.by_id.positions[call_id]].get(name)
+        return value if type(value) in (str, int, float) else None
 
     def path(self, call_id: int) -> list[int]:
         """Ancestor ids of a call, the root first."""

@@ -36,7 +36,7 @@ from tvis.agent.samples import model_input
 from tvis.agent.traffic import Traffic
 from tvis.store.format import COMPLETE
 from tvis.store.lru import LRU
-from tvis.store.reader import Chunk
+from tvis.store.reader import CallRecords, Chunk, StoreError
 from tvis.store.schema import stat_flags
 
 DETAILS = REPLAY_DETAILS
@@ -157,12 +157,16 @@ class ReplayAPI:
             try:
                 chunk = self.store.chunk(run, "batch", b)
                 tree = self.lookups.tree(run, b)
+                built = batch_events(chunk, tree, info, sample, detail, self.traffic.give_way)
+                kept_here = _kept_samples(chunk, tree)
             except AgentError as e:
                 missing.append(f"batch {b} cannot be read: {e.message}")
                 continue
-            built = batch_events(chunk, tree, info, sample, detail, self.traffic.give_way)
+            except StoreError as e:  # a corrupt call or entry, met as the events read it
+                missing.append(f"batch {b} cannot be read: {e}")
+                continue
             events.extend(built)
-            kept = _min(kept, _kept_samples(chunk, tree))
+            kept = _min(kept, kept_here)
             note = _batch_note(chunk.record, info)
             if note:
                 missing.append(note)
@@ -468,6 +472,7 @@ def _batch_row(info: dict, start: int, count: int, note: str | None) -> dict[str
 def _batch_note(record: dict[str, Any], info: dict[str, Any]) -> str | None:
     """One sentence on what a training batch lacks (a crash mid-forward leaves no loss)."""
     calls = record.get("calls") or []
+    calls = calls.unchecked if isinstance(calls, CallRecords) else calls  # each value guarded
     if not any(isinstance(c, dict) and c.get("phase") == "forward" for c in calls):
         return (
             f"batch {info['index']} has no forward calls: the script stopped before the model ran."

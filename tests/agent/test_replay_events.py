@@ -211,7 +211,11 @@ def rewrite(
     )
     for b in source.batch_ids():
         chunk = source.batch(b)
-        record = {**chunk.record, "tensors": list(chunk.record["tensors"])}
+        record = {
+            **chunk.record,
+            "tensors": list(chunk.record["tensors"]),
+            "calls": list(chunk.record["calls"]),
+        }
         arrays = {t["id"]: np.array(chunk.array(t["id"])) for t in record["tensors"] if t["value"]}
         edit(b, record, arrays)
         writer.write_batch(b, record, arrays)

@@ -178,3 +178,32 @@ def test_agent_answers_every_method_on_a_corrupt_run_with_a_sentence(root, name)
         {"id": 3, "method": "calls", "params": {"run": "20300101-000000_good_000000", "batch": 0}},
     )
     assert "result" in good
+
+
+def test_a_corrupt_call_is_named_by_the_request_that_reads_it_and_no_other(tmp_path):
+    """Calls are checked as they are read: the tree's roots and the layers table's first
+    page still answer; asking for the corrupt call answers a sentence naming it."""
+    out = tmp_path / "runs"
+    outcome = record(_train, Settings(steps=1), HERE, out / "20300101-000000_deep_000000")
+    path = outcome.run_dir / "batches" / "000000" / "index.msgpack"
+    calls = msgpack.unpackb(path.read_bytes(), strict_map_key=False)["calls"]
+    victim = max(i for i, c in enumerate(calls) if c.get("parent", -1) != -1)  # not a root
+    _edit_msgpack(path, lambda b: b["calls"][victim].update(outputs=7))
+    api = AgentAPI(out)
+    run = outcome.run_dir.name
+
+    def ask(method: str, **params):
+        return handle(api, {"id": 1, "method": method, "params": {"run": run, **params}})
+
+    roots = ask("calls", batch=0, parent=-1)
+    assert "result" in roots, roots
+    first = ask("layers", batch=0, offset=0, limit=victim)  # the rows before it
+    assert len(first["result"]["rows"]) == sum(
+        1 for c in calls[:victim] if c.get("kind") in ("module", "function", "loss")
+    )
+    replay = ask("replay", sample=0)  # reads every call: the batch is named, not the run lost
+    assert any(f"calls[{victim}].outputs is 7" in m for m in replay["result"]["missing"]), replay
+    named = ask("call", batch=0, call=calls[victim]["id"])
+    assert named["status"] in (400, 404), named
+    assert f"calls[{victim}].outputs is 7, not a list" in named["error"]
+    assert named["error"].endswith(".") and "Traceback" not in named["error"]

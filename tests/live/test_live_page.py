@@ -148,3 +148,17 @@ def test_fit_wraps_vectors_and_leaves_small_arrays_to_the_picture():
     assert image.pixels.shape == (3, 10) and np.isnan(image.pixels[2, 5:]).all()
     small = fit(np.eye(2), cols=10, pixel_rows=10, vmin=0, vmax=1)
     assert small.pixels.shape == (2, 2) and small.note == ""  # the picture magnifies it
+
+
+async def test_the_keys_on_an_empty_live_page_leave_the_app_running():
+    """With nothing caught yet, `j` then `]` highlighted "no row" and the viewer exited with
+    an AttributeError (found by bench/keys_bench.py)."""
+    app = PageApp("127.0.0.1:0", listen=False)
+    async with app.run_test(size=(100, 40)) as pilot:
+        page = app.screen
+        assert isinstance(page, LivePage) and page.query_one(DataTable).row_count == 0
+        for key in ("j", "k", "right_square_bracket", "left_square_bracket", "end", "f"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        assert app.is_running and app.screen is page
+        assert app._exit_renderables == []

@@ -72,6 +72,19 @@ def test_a_corrupt_tensor_entry_is_named_when_it_is_read(run):
         batch.tensor(2)
 
 
+def test_a_corrupt_call_is_named_when_it_is_read_and_the_others_still_read(tmp_path):
+    writer = RunWriter(tmp_path / "r", {"script": "train.py", "pid": -1, "host": "x"})
+    calls = [{"id": i, "name": f"layer{i}", "kind": "module", "parent": -1} for i in range(3)]
+    calls[2]["name"] = 5
+    writer.write_batch(0, {"batch": {"index": 0}, "calls": calls, "tensors": []}, {})
+    record = RunReader(writer.path).batch(0).record  # opens: calls are checked as read
+    assert record["calls"][0]["name"] == "layer0" and record["calls"][1]["name"] == "layer1"
+    with pytest.raises(StoreError, match=r"calls\[2\]\.name is 5, not text"):
+        record["calls"][2]
+    with pytest.raises(StoreError, match=r"calls\[2\]\.name"):
+        list(record["calls"])  # a reader of every call meets it too
+
+
 def test_unfinished_batch_folder_is_invisible(run):
     (run.path / "batches" / ".000001.tmp").mkdir()
     assert RunReader(run.path).batch_ids() == [0]

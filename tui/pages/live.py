@@ -184,6 +184,8 @@ class LivePage(Screen):
             self.server.stop()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is None:  # an empty table (nothing caught yet) "highlights" no row
+            return
         name = event.row_key.value
         if name != self.selected:
             self.selected, self._pin, self._step = name, None, 0

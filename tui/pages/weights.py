@@ -393,40 +393,115 @@ class Thumb(AgentPane):
 
 
 class AllLayers(VerticalScroll):
-    """Thumbnails of every parameter, three a row, fetched as they scroll into view."""
+    """Thumbnails of every parameter, three a row, fetched as they scroll into view.
+
+    Only the rows in view (and one either side) are mounted, between two spacers that hold
+    the height of the rest: a model of 20,000 parameters is ~20 thumbnails, not 20,000
+    (mounting them all took minutes and gigabytes)."""
 
     DEFAULT_CSS = """
     AllLayers { height: 1fr; }
     AllLayers > Horizontal { height: 8; }
+    AllLayers > .spacer { height: 0; }
     """
 
     PER_ROW = 3
+    ROW_HEIGHT = 8  # a Thumb's height
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.step: int | None = None
         self.which = "weight"
+        self.params: list[dict[str, Any]] = []
+        self._rows: dict[int, Horizontal] = {}  # mounted rows by their index
+        self._top = Static(classes="spacer")
+        self._bottom = Static(classes="spacer")
+        self._stale = False
+        self._busy = self._again = False
+
+    def compose(self) -> ComposeResult:
+        yield self._top
+        yield self._bottom
+
+    @property
+    def row_count(self) -> int:
+        return -(-len(self.params) // self.PER_ROW)
 
     async def show(self, params: list[dict[str, Any]], step: int | None, which: str) -> None:
-        self.step, self.which = step, which
-        await self.remove_children()
-        rows = []
-        for i in range(0, len(params), self.PER_ROW):
-            rows.append(Horizontal(*(Thumb(p) for p in params[i : i + self.PER_ROW])))
-        await self.mount_all(rows)
+        self.step, self.which, self.params = step, which, params
+        self._stale = True  # the mounted rows show the previous parameters
+        await self._update_window()
+
+    def _rewindow(self) -> None:
+        if self._busy:
+            self._again = True  # the update running now goes round once more
+        else:
+            self.run_worker(self._update_window(), group="window")
+
+    async def _update_window(self) -> None:
+        """Mount the rows of the window, one update at a time (a scroll during a mount
+        asks for one more round instead of racing it)."""
+        if self._busy:
+            self._again = True
+            return
+        self._busy = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                await self._mount_window()
+        finally:
+            self._busy = False
+
+    def _window(self) -> range:
+        """The rows in view, with one more either side."""
+        height = self.size.height or self.app.size.height
+        first = max(0, int(self.scroll_y) // self.ROW_HEIGHT - 1)
+        last = min(self.row_count, (int(self.scroll_y) + height) // self.ROW_HEIGHT + 2)
+        return range(first, max(first, last))
+
+    def _row(self, index: int) -> Horizontal:
+        start = index * self.PER_ROW
+        return Horizontal(*(Thumb(p) for p in self.params[start : start + self.PER_ROW]))
+
+    async def _mount_window(self) -> None:
+        window = self._window()
+        if self._stale:
+            self._stale, window_kept = False, range(0)
+        else:
+            window_kept = window
+        gone = [row for i, row in self._rows.items() if i not in window_kept]
+        if gone:
+            await self.remove_children(gone)
+        self._rows = {i: row for i, row in self._rows.items() if i in window_kept}
+        above = [i for i in window if not self._rows or i < min(self._rows)]
+        below = [i for i in window if i not in self._rows and i not in above]
+        new = {i: self._row(i) for i in (*above, *below)}
+        self._top.styles.height = window.start * self.ROW_HEIGHT
+        self._bottom.styles.height = (self.row_count - window.stop) * self.ROW_HEIGHT
+        if above:
+            await self.mount_all([new[i] for i in above], after=self._top)
+        if below:
+            await self.mount_all([new[i] for i in below], before=self._bottom)
+        self._rows.update(new)
         self.call_after_refresh(self.load_visible)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        self.load_visible()
+        mounted = range(min(self._rows, default=0), max(self._rows, default=-1) + 1)
+        if self.params and self._window() != mounted:
+            self._rewindow()
+        else:
+            self.load_visible()
 
     def on_resize(self) -> None:
-        self.load_visible()
+        if self.params:
+            self._rewindow()
 
     def load_visible(self) -> None:
         if self.step is None:
             return
-        rows = list(self.query(Horizontal))
+        rows = list(self._rows.values())
         if not self.size.height or any(r.virtual_region.height == 0 for r in rows):
             self.call_after_refresh(self.load_visible)  # not laid out yet
             return

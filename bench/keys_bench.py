@@ -1,0 +1,347 @@
+"""Every key a user presses in normal use, on every page, to a settled screen.
+
+    .venv/bin/python bench/keys_bench.py RUN [--repeat 3] [--pages 1,2,3,4,5,6] [--cold-layers]
+
+Drives a real `tvis tui RUN` on a pseudo-terminal of its own (120×40, `tui_bench.PtyViewer`)
+and, for each page of the tab bar, switches to it (`1`–`7`) and presses the keys of that
+page's help: the tree's, the lists', the layers table's, the inspector's, Replay's, Loss's,
+Weights', Insights' and Live's, plus `g`, `.`/`,`, `[`/`]`, `Tab`, `Enter` and `/`. Each
+figure is from writing the key to the last byte the viewer writes before 150 ms of silence
+(`tui_bench.SETTLED_S`); a key after which nothing is written within 1 s reads as "—" (it
+changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
+every state is timed and the next key finds the page as a user left it. The table is
+sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
+
+``--weights-all`` times, in the app itself (headless, 120×40), Weights' `a` (a thumbnail of
+every parameter) from the key to the first thumbnail asking for its picture, with the
+thumbnails mounted and the memory it took.
+
+``--cold-layers`` instead times the layers table on a batch the agent has not read yet:
+`2` then `y` as soon as the Explore page has drawn anything, to the table's rows on screen
+and to the screen settled (the 20,000-call run of `bench/layers_bench.py` is the case).
+
+Run it from outside the worktree with ``PYTHONPATH`` naming the sources to measure (the
+viewer under test is the `tvis tui` the bench starts, which inherits it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tui_bench import SETTLED_S, PtyViewer  # noqa: E402
+
+NOTHING_S = 1.0
+"""A key after which the viewer writes nothing for this long changed nothing on screen."""
+
+QUIET_S = 0.5
+"""Silence waited for before each key (not timed), so that an answer of the agent arriving
+late for one key is not counted as the next key's drawing."""
+
+KEYS = {
+    "down": "\x1b[B",
+    "up": "\x1b[A",
+    "right": "\x1b[C",
+    "left": "\x1b[D",
+    "home": "\x1b[H",
+    "end": "\x1b[F",
+    "pagedown": "\x1b[6~",
+    "pageup": "\x1b[5~",
+    "shift+up": "\x1b[1;2A",
+    "shift+down": "\x1b[1;2B",
+    "shift+right": "\x1b[1;2C",
+    "shift+left": "\x1b[1;2D",
+    "tab": "\t",
+    "enter": "\r",
+    "escape": "\x1b",
+    "backspace": "\x7f",
+}
+"""What a terminal sends for the keys that are not one printable character."""
+
+
+@dataclass(frozen=True)
+class Press:
+    label: str  # what the table shows, e.g. "j (tree)"
+    key: str  # a printable character or a name in KEYS
+    timed: bool = True
+
+
+def _p(label: str, key: str | None = None, timed: bool = True) -> Press:
+    return Press(label, key if key is not None else label.split()[0], timed)
+
+
+def _keys(*labels: str) -> list[Press]:
+    return [_p(label) for label in labels]
+
+
+# What a user presses on each page, in an order that leaves the page as it was found.
+# The first word of a label is the key (a name in KEYS or one character).
+REPLAY = [
+    *_keys("l step", "l step", "h step", "h step", "n phase", "N phase"),
+    *_keys("z size", "z size", "z size", "z size"),
+    *_keys("v view", "v view", "v view"),
+    *_keys("end end", "home start"),
+    *_keys("pagedown neurons", "pageup neurons"),
+    *_keys("+ speed", "- speed"),
+    *_keys("o light", "o light"),
+    *_keys("] sample", "[ sample", "g grad", "g grad"),
+    *_keys(". batch", ", batch"),
+    *_keys("? help"),
+    _p("escape help", "escape", timed=False),
+    *_keys("enter explore"),
+    _p("1", "1", timed=False),
+]
+
+EXPLORE = [
+    *_keys("j tree", "k tree", "j tree", "l tree", "h tree", "space tree", "space tree"),
+    *_keys("end tree", "home tree", "pagedown tree", "pageup tree", "k tree"),
+    *_keys("enter tree", "g grad", "g grad", "] sample", "[ sample"),
+    *_keys("i inspector", "j card", "j card", "k card", "k card", "> index", "< index"),
+    *_keys("v view", "v view", "v view", "c tree", "tab focus"),
+    *_keys("s source", "j source", "k source", "n source", "N source", "F source", "c tree"),
+    *_keys("y layers", "j layers", "k layers", "G layers", "g layers", "o layers", "O layers"),
+    *_keys("enter layers", "y layers"),
+    *_keys("t timeline", "l timeline", "h timeline", "j timeline", "k timeline"),
+    *_keys("+ timeline", "- timeline", "enter timeline"),
+    *_keys("p step", "j step", "k step", "a samples", "j samples", "k samples", "c tree"),
+    *_keys("m mode", "m mode", "f filter", "f filter", "f filter", "f filter"),
+    *_keys("d def", "u site", "c tree", "/ search"),
+    _p("escape search", "escape"),
+    *_keys(". batch", ", batch", "? help"),
+    _p("escape help", "escape", timed=False),
+]
+
+LOSS = [
+    *_keys("j list", "j list", "k list", "G list", "g list", "o sort", "o sort"),
+    *_keys("l token", "h token", "shift+right cell", "shift+down cell"),
+    *_keys("shift+left cell", "shift+up cell", "b scope", "b scope"),
+    *_keys("enter row", ". batch", ", batch", "tab focus", "? help"),
+    _p("escape help", "escape", timed=False),
+    *_keys("u loss call"),
+    _p("3", "3", timed=False),
+]
+
+WEIGHTS = [
+    *_keys("j list", "j list", "k list", "G list", "g list", "enter row"),
+    *_keys("w which", "w which", "w which", "n step", "p step"),
+    *_keys("o sort", "o sort", "O sort", "O sort", "a all", "a all", "> filters", "< filters"),
+    *_keys(". batch", ", batch", "tab focus", "? help"),
+    _p("escape help", "escape", timed=False),
+]
+
+INSIGHTS = [
+    *_keys("l cursor", "h cursor", "j cursor", "k cursor", "> layer", "< layer"),
+    *_keys("m mode", "m mode", "m mode", "t which", "t which"),
+    *_keys("a attention", "{ head", "} head", "o rollout", "o rollout", "w heads", "w heads"),
+    *_keys("e embeddings", "j cursor", "k cursor", "/ search"),
+    _p("escape search", "escape"),
+    *_keys("c gradcam", ". batch", ", batch", "? help"),
+    _p("escape help", "escape", timed=False),
+]
+
+LIVE = [
+    *_keys("j list", "k list", "] newer", "[ older", "end newest", "f rank", "? help"),
+    _p("escape help", "escape", timed=False),
+]
+
+RANKS = [*_keys("j list", "k list", "x failure", "enter row")]
+
+PAGE_KEYS = {
+    "Replay": REPLAY,
+    "Explore": EXPLORE,
+    "Loss": LOSS,
+    "Weights": WEIGHTS,
+    "Insights": INSIGHTS,
+    "Ranks": RANKS,
+    "Live": LIVE,
+}
+
+
+def tab_titles(viewer: PtyViewer) -> list[str]:
+    """The pages of the tab bar as the viewer wrote it ("1 Replay  2 Explore …")."""
+    seen, _ = viewer.text_since(0.0)
+    titles = []
+    for n in range(1, 10):
+        found = [name for name in PAGE_KEYS if f"{n} {name}" in seen]
+        if not found:
+            break
+        titles.append(found[0])
+    return titles
+
+
+def settle(viewer: PtyViewer, t0: float) -> float | None:
+    """Seconds from ``t0`` to the last byte written before SETTLED_S of silence; None when
+    nothing at all is written within NOTHING_S."""
+    deadline = t0 + 60.0
+    while time.perf_counter() < deadline:
+        if os.waitpid(viewer.pid, os.WNOHANG)[0]:
+            text, _ = viewer.text_since(t0)
+            raise RuntimeError(f"the viewer exited; its last output:\n{text[-3000:]}")
+        with viewer._lock:
+            recent = [t for t, _ in viewer.chunks if t >= t0]
+        now = time.perf_counter()
+        if not recent:
+            if now - t0 >= NOTHING_S:
+                return None
+        elif now - recent[-1] >= SETTLED_S:
+            return recent[-1] - t0
+        time.sleep(0.002)
+    raise RuntimeError("the screen never settled")
+
+
+def press(viewer: PtyViewer, key: str) -> float:
+    while True:  # the previous key's late drawing belongs to it, not to this one
+        with viewer._lock:
+            last = viewer.chunks[-1][0] if viewer.chunks else 0.0
+        if time.perf_counter() - last >= QUIET_S:
+            break
+        time.sleep(0.01)
+    return viewer.press(KEYS.get(key, key))
+
+
+def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str], list]:
+    """Per (page, key label): the settle times of each press (None: nothing written)."""
+    viewer = PtyViewer(run)
+    figures: dict[tuple[str, str], list] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        time.sleep(0.5)
+        titles = tab_titles(viewer)
+        chosen = [n for n in range(1, len(titles) + 1) if pages is None or n in pages]
+        for round_ in range(repeat):
+            for n in chosen:
+                title = titles[n - 1]
+                label = f"{n} (page, first visit)" if round_ == 0 else f"{n} (page)"
+                figures.setdefault((title, label), []).append(settle(viewer, press(viewer, str(n))))
+                for step in PAGE_KEYS[title]:
+                    t0 = press(viewer, step.key)
+                    try:
+                        took = settle(viewer, t0)
+                    except RuntimeError as e:
+                        raise RuntimeError(
+                            f"round {round_ + 1}, {title}, {step.label}: {e}"
+                        ) from None
+                    if step.timed:
+                        figures.setdefault((title, step.label), []).append(took)
+        return figures
+    finally:
+        try:
+            viewer.close()
+        except (OSError, ChildProcessError):
+            pass  # it had exited already
+
+
+def cold_layers(run: str) -> tuple[float, float]:
+    """`y` right after Explore first draws (its batch not yet read by the agent): seconds to
+    the table's rows on screen and to the screen settled."""
+    viewer = PtyViewer(run)
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        t_page = press(viewer, "2")
+        viewer.wait_for("Explore", t_page, timeout=60)
+        t0 = viewer.press("y")  # at once, not after a quiet moment
+        rows = viewer.wait_for("layers · call order", t0, timeout=120)  # the caption, once filled
+        return rows, viewer.wait_settled(t0, timeout=120)
+    finally:
+        viewer.close()
+
+
+def weights_all(run: str, timeout: float) -> str:
+    """Weights' `a` in the headless app, once its list is filled: a sentence of figures."""
+    import asyncio
+    import resource
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "tests"), str(root / "tests" / "tui")]
+    from viewer_support import goto_page, make_app, open_explore, wait_for
+
+    from tvis.tui.pages.weights import AllLayers, ParamList, Thumb
+
+    async def measure() -> str:
+        app = make_app(Path(run).parent)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_explore(pilot)
+            await goto_page(pilot, "weights")
+            table = await wait_for(pilot, lambda: app.screen.query_one(ParamList), "the list")
+            await wait_for(pilot, lambda: table.row_count, "the list's rows", timeout=600)
+            await pilot.pause(1.0)
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            t0 = time.perf_counter()
+            await pilot.press("a")
+            grid = app.screen.query_one(AllLayers)
+            await wait_for(pilot, lambda: grid.loaded_count, "a thumbnail", timeout=timeout)
+            took = time.perf_counter() - t0
+            grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+            return (
+                f"weights a: first thumbnail {took * 1000:.0f} ms, {len(grid.query(Thumb))} "
+                f"thumbnails mounted for {table.row_count} parameters, peak memory +{grown:.0f} MB"
+            )
+
+    return asyncio.run(measure())
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1000:.0f}"
+
+
+def table(figures: dict[tuple[str, str], list]) -> list[str]:
+    def median(values: list) -> float | None:
+        drawn = [v for v in values if v is not None]
+        return statistics.median(drawn) if drawn else None
+
+    rows = sorted(figures.items(), key=lambda kv: -(median(kv[1]) or -1.0))
+    lines = [f"{'page':<9} {'key':<26} {'median':>7} {'max':>7}  n   (ms to a settled screen)"]
+    for (page, label), values in rows:
+        drawn = [v for v in values if v is not None]
+        top = max(drawn) if drawn else None
+        over = " *" if (median(values) or 0) > 0.05 else ""
+        lines.append(
+            f"{page:<9} {label:<26} {_ms(median(values)):>7} {_ms(top):>7} "
+            f"{len(drawn)}/{len(values)}{over}"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", help="a recorded run (or a folder holding one)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pages", help="page numbers to visit, e.g. 2,3 (default: all)")
+    parser.add_argument("--cold-layers", type=int, metavar="N", default=0, help="N cold `y`")
+    parser.add_argument("--weights-all", action="store_true", help="Weights' `a`, in process")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    if args.weights_all:
+        print(weights_all(args.run, timeout=600))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.cold_layers:
+        rows, settled = zip(*(cold_layers(args.run) for _ in range(args.cold_layers)), strict=True)
+        for what, values in (("rows on screen", rows), ("screen settled", settled)):
+            ms = sorted(v * 1000 for v in values)
+            print(
+                f"cold y, {what}: median {statistics.median(ms):.0f} ms "
+                f"(min {ms[0]:.0f}, max {ms[-1]:.0f}, n={len(ms)})"
+            )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    pages = [int(p) for p in args.pages.split(",")] if args.pages else None
+    figures = sweep(args.run, args.repeat, pages)
+    print("\n".join(table(figures)))
+    over = sum(1 for v in figures.values() if (statistics.median([x or 0 for x in v]) or 0) > 0.05)
+    print(f"{over} of {len(figures)} keys over 50 ms (*)")
+    print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
