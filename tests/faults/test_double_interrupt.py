@@ -29,6 +29,12 @@ SCRIPT = """
 """
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    # A suite started in the background by a shell without job control inherits SIGINT
+    # ignored, and so would tvis (as plain python does, it keeps an ignored SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("gap", [0.02, 0.04, 0.08])
 def test_two_interrupts_apart_by_gap_end_quietly_with_the_run_saved(tmp_path: Path, gap: float):
     script = tmp_path / "train.py"
@@ -36,6 +42,7 @@ def test_two_interrupts_apart_by_gap_end_quietly_with_the_run_saved(tmp_path: Pa
     proc = subprocess.Popen(
         [TVIS, "run", "--steps", "1000000", str(script)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )  # fmt: skip
     try:
         assert proc.stdout.readline().strip() == "training"
