@@ -71,7 +71,7 @@ def never_compiled(package: str = "tvis") -> None:
 def _codes(package: str) -> Iterator[types.CodeType]:
     """The code objects of the loaded modules of ``package``, nested ones included."""
     seen: set[int] = set()
-    todo: list[types.CodeType] = []
+    found: list[types.CodeType] = []
     for name, module in list(sys.modules.items()):
         if module is None or not (name == package or name.startswith(package + ".")):
             continue
@@ -80,14 +80,14 @@ def _codes(package: str) -> Iterator[types.CodeType]:
             for member in members:
                 for fn in _functions(member):
                     if fn.__module__ == name:
-                        todo.append(fn.__code__)
-    while todo:
-        code = todo.pop()
+                        found.append(fn.__code__)
+    while found:
+        code = found.pop()
         if id(code) in seen:
             continue
         seen.add(id(code))
         yield code
-        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        found.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
 
 
 def _functions(member: object) -> list[types.FunctionType]:

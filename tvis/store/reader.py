@@ -339,7 +339,26 @@ def _index_record(data: bytes, what: str) -> dict[str, Any] | None:
     return record if unpacker.tell() == len(data) else None
 
 
-class TensorEntries(Sequence[dict[str, Any]]):
+class _ReadOnFirstUse(Sequence[dict[str, Any]]):
+    """Records of a file, each made ready (decoded, checked) the first time it is asked
+    for: subclasses give ``_item(i)`` for one index (negative ones included)."""
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self._item(j) for j in range(*i.indices(len(self)))]
+        return self._item(i)
+
+    def _item(self, i: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class TensorEntries(_ReadOnFirstUse):
     """The tensor entries of an index record, in file order; each is decoded and checked
     against ``schema.TensorEntry`` the first time it is asked for."""
 
@@ -364,15 +383,7 @@ class TensorEntries(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def _item(self, i: int) -> dict[str, Any]:
         entry = self._entries[i]
         if entry is None:
             i = range(len(self))[i]
@@ -395,7 +406,7 @@ class TensorEntries(Sequence[dict[str, Any]]):
         return entry
 
 
-class CallRecords(Sequence[dict[str, Any]]):
+class CallRecords(_ReadOnFirstUse):
     """The calls of a batch record, in file order; each is checked against ``schema.Call``
     the first time it is asked for, so a corrupt call is named by whatever reads it and a
     call nothing reads costs nothing (checking 20,000 calls up front was ~0.2 s of opening
@@ -412,15 +423,7 @@ class CallRecords(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return len(self.unchecked)
 
-    @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def _item(self, i: int) -> dict[str, Any]:
         call = self.unchecked[i]
         if self._ok is not None and not self._ok[i]:
             i = range(len(self))[i]
