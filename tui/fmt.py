@@ -88,12 +88,52 @@ def clip_middle(text: str, width: int) -> str:
 
 def clip_start(text: str, width: int) -> str:
     """``text`` cut at its start (``…0.bn1.weight``): a dotted path keeps its most specific
-    part."""
+    part. Block indices are what tell ``layers.0.attention.wq`` from ``layers.1.attention.wq``,
+    so when a plain cut would lose one, the middle goes instead (``layers.0…wq``)."""
     if len(text) <= width:
         return text
     if width <= 0:
         return ""
-    return "…" + text[len(text) - width + 1 :]
+    start = len(text) - width + 1
+    cut = "…" + text[start + 1 if text[start : start + 1] == "." else start :]
+    parts = text.split(".")
+    last_index = max((i for i, p in enumerate(parts) if p.isdigit()), default=-1)
+    if last_index < 0 or _keeps_every_index(text, start):
+        return cut
+    head, tail = parts[: last_index + 1], parts[last_index + 1 :]
+    for keep in range(len(tail), 0, -1):
+        rest = ".".join(tail[len(tail) - keep :])
+        joint = "." if keep == len(tail) else "…"
+        for lead in _heads(head):
+            if len(lead) + len(joint) + len(rest) <= width:
+                return lead + joint + rest
+    return cut
+
+
+def _keeps_every_index(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` still holds every numeric segment of the dotted path whole."""
+    offset = 0
+    for part in text.split("."):
+        if part.isdigit() and offset < start:
+            return False
+        offset += len(part) + 1
+    return True
+
+
+def _heads(parts: list[str]) -> list[str]:
+    """The path up to its last block index, longest first, every index kept: whole, then cut
+    at a segment before its first index (``…layers.0``), then its indices alone (``…3.2``)."""
+    first = next(i for i, p in enumerate(parts) if p.isdigit())
+    heads = [".".join(parts)]
+    heads += ["…" + ".".join(parts[i:]) for i in range(1, first + 1)]
+    heads.append("…" + ".".join(p for p in parts if p.isdigit()))
+    return heads
+
+
+def token_ids(rows: list[Any], key: str) -> str:
+    """The ids under ``key`` of a sample's token rows, padding left out, spaced: what shows
+    where the run has no vocabulary to decode them."""
+    return " ".join(str(r.get(key)) for r in rows if not r.get("pad") and key in r)
 
 
 def where(loc: Any) -> str:

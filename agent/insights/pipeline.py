@@ -9,8 +9,9 @@ import numpy as np
 
 from tvis.agent import views
 from tvis.agent.calltree import CallTree
+from tvis.agent.decode import Vocabulary
 from tvis.agent.dispatch import rpc
-from tvis.agent.insights.common import InsightBase, section_list, token
+from tvis.agent.insights.common import InsightBase, section_list
 from tvis.agent.protocol import NOT_FOUND, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.store.reader import Chunk
@@ -183,7 +184,7 @@ class _Renderer:
         self.chunk = chunk
         self.batch_size = size
         self.tree = tree
-        self.vocab = data.get("vocab")
+        self.vocab = Vocabulary(data)
         self.normalize = data.get("normalize")
         self.width = width
         self.height = height
@@ -220,8 +221,16 @@ class _Renderer:
             return {"kind": "image", **base, **picture}
         if values.ndim == 1 and values.dtype.kind in "iu":
             ids = [int(v) for v in values[:MAX_TOKENS]]
-            tokens = [token(self.vocab, i) for i in ids] if isinstance(self.vocab, list) else None
-            return {"kind": "ids", **base, "ids": ids, "tokens": tokens}
+            if not self.vocab.known:
+                return {"kind": "ids", **base, "ids": ids, "tokens": None}
+            tokens = [self.vocab.token(i) for i in ids]
+            return {
+                "kind": "ids",
+                **base,
+                "ids": ids,
+                "tokens": tokens,
+                "text": self.vocab.text(ids),
+            }
         return {"kind": "tensor", **base, "stats": entry.get("stats")}
 
 

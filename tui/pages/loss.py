@@ -447,9 +447,9 @@ class LossView(AgentPane):
         texts = tokens.get("text") or {}
         note = position_text(rows[self.token_cursor] if rows else None)
         note.append("\n\ntarget    ", style=colors.MUTED)
-        note.append(texts.get("target") or "—")
+        note.append(texts.get("target") or fmt.token_ids(rows, "target") or "—")
         note.append("\npredicted ", style=colors.MUTED)
-        note.append(texts.get("pred") or "—")
+        note.append(texts.get("pred") or fmt.token_ids(rows, "pred") or "—")
         self.query_one("#loss-note", Static).update(note)
 
     def move_token(self, delta: int) -> None:

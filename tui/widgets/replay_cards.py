@@ -35,9 +35,8 @@ def _value_text(value: PipelineValue | None) -> Text:
     if kind == "text":
         return Text(fmt.clip(str(value.get("text") or ""), TEXT_CHARS))
     if kind == "ids":
-        tokens = value.get("tokens")
-        if tokens:
-            return Text(fmt.clip("".join(str(t) for t in tokens), TEXT_CHARS))
+        if value.get("text"):  # joined as the vocabulary joins (words get their spaces)
+            return Text(fmt.clip(str(value["text"]), TEXT_CHARS))
         return Text(fmt.clip(" ".join(str(i) for i in value.get("ids") or []), TEXT_CHARS))
     if kind == "tensor":
         stats = value.get("stats") or {}
@@ -149,8 +148,10 @@ class InputCard(AgentPane):
 
 def _target_text(table: SampleTableReply, sample: int) -> str:
     if table.get("kind") == "tokens":
-        texts = table.get("text")
-        return fmt.clip(str(texts["target"] if texts else ""), TEXT_CHARS)
+        text = (table.get("text") or {}).get("target")
+        if text is None:  # no vocabulary: the ids, as the input shows them
+            text = fmt.token_ids(table.get("rows") or [], "target")
+        return fmt.clip(text, TEXT_CHARS)
     row = next((r for r in table.get("rows") or [] if r.get("sample") == sample), None)
     if row is None:
         return ""

@@ -1,0 +1,104 @@
+"""The viewer's pages on scripts written the way public code is (tests/wild/scripts), read as
+a user reads them: a LLaMA-style model's blocks told apart in narrow name columns, a
+word-level language model's input shown as words, token ids where no vocabulary decodes
+them (never the word "None")."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from support import run_tvis
+from viewer_support import goto_page, make_app, screen_text, wait_for
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "wild" / "scripts"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """``name`` recorded once (`tvis run --steps 1`); the folder of its runs."""
+    runs: dict[str, Path] = {}
+
+    def record(name: str) -> Path:
+        if name not in runs:
+            folder = tmp_path_factory.mktemp(name)
+            shutil.copytree(SCRIPTS / name, folder, dirs_exist_ok=True)
+            result = run_tvis("run", "--steps", "1", "--out", "runs", "train.py", cwd=folder)
+            assert result.returncode == 0, result.stderr
+            runs[name] = folder / "runs"
+        return runs[name]
+
+    return record
+
+
+def _names(text: str, leaf: str) -> list[str]:
+    """Every name on the screen that ends in ``leaf`` (``layers.0…wq``, ``…0.attention.wq``)."""
+    return re.findall(rf"\S*{re.escape(leaf)}\b", text)
+
+
+async def test_a_llama_style_models_blocks_stay_apart_in_replay_and_weights(recorded):
+    app = make_app(recorded("gqa_llama"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "replay")
+        text = await wait_for(
+            pilot, lambda: "norm" in (t := screen_text(app)) and t, "Replay's layer stack"
+        )
+        wq = _names(text, "wq")
+        assert len(wq) == 2 and len(set(wq)) == 2, wq  # layers.0 and layers.1, told apart
+        await goto_page(pilot, "weights")
+        text = await wait_for(
+            pilot,
+            lambda: "output.weight" in (t := screen_text(app)) and t,
+            "the Weights list",
+        )
+        wk = _names(text.split("\n", 3)[3], "wk.weight")  # the list's rows, below its header
+        assert len(wk) >= 2 and len(set(wk[:2])) == 2, wk
+
+
+async def test_a_word_models_input_reads_as_words_and_ids_stay_ids_without_a_vocabulary(
+    recorded,
+):
+    app = make_app(recorded("lstm_idx2word_dict"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "replay")
+        text = await wait_for(
+            pilot, lambda: "target" in (t := screen_text(app)) and t, "Replay's input card"
+        )
+        assert "the cat sat on the mat" in text  # the words, spaced as the vocabulary joins
+        assert "thecatsat" not in text
+    app = make_app(recorded("gqa_llama"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "replay")
+        text = await wait_for(
+            pilot, lambda: "target" in (t := screen_text(app)) and t, "Replay's input card"
+        )
+        assert "None" not in text
+        assert re.search(r"target (\d+ ){3}", text), text  # the target's ids, like the input's
+        await goto_page(pilot, "loss")
+        await wait_for(  # the predicted ids under the token strip, as the targets show
+            pilot,
+            lambda: re.search(r"predicted (\d+ ){3}", screen_text(app)),
+            "the predicted ids",
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "width", "shown"),
+    [
+        ("layers.0.attention.wk.weight", 19, "layers.0…wk.weight"),
+        ("layers.0.attention.wq", 12, "layers.0…wq"),
+        ("layers.0.ffn_norm", 12, "…0.ffn_norm"),
+        ("model.layers.31.self_attn.q_proj.weight", 19, "…31…q_proj.weight"),
+        ("encoder.layers.3.blocks.2.mlp.fc1.weight", 19, "…3.2.mlp.fc1.weight"),
+        ("layer1.0.conv1.weight", 19, "…er1.0.conv1.weight"),  # a plain cut keeps the 0
+        ("tok_embeddings.weight", 19, "…_embeddings.weight"),  # no index: a plain cut
+        ("layers.0.feed_forward.w1", 5, "…0…w1"),
+        ("a.b", 1, "…"),
+    ],
+)
+def test_a_dotted_name_keeps_its_block_indices_when_clipped(name, width, shown):
+    from tvis.tui.fmt import clip_start
+
+    assert clip_start(name, width) == shown
