@@ -89,7 +89,7 @@ def clip_middle(text: str, width: int) -> str:
 def clip_start(text: str, width: int) -> str:
     """``text`` cut at its start (``…0.bn1.weight``): a dotted path keeps its most specific
     part. Block indices are what tell ``layers.0.attention.wq`` from ``layers.1.attention.wq``,
-    so when a plain cut would lose one, the middle goes instead (``layers.0…wq``)."""
+    so when a plain cut would lose one, the middle is shortened instead (``…0.atten.wq``)."""
     if len(text) <= width:
         return text
     if width <= 0:
@@ -100,14 +100,32 @@ def clip_start(text: str, width: int) -> str:
     last_index = max((i for i, p in enumerate(parts) if p.isdigit()), default=-1)
     if last_index < 0 or _keeps_every_index(text, start):
         return cut
-    head, tail = parts[: last_index + 1], parts[last_index + 1 :]
-    for keep in range(len(tail), 0, -1):
-        rest = ".".join(tail[len(tail) - keep :])
-        joint = "." if keep == len(tail) else "…"
-        for lead in _heads(head):
-            if len(lead) + len(joint) + len(rest) <= width:
-                return lead + joint + rest
+    heads = _heads(parts[: last_index + 1])
+    tail = parts[last_index + 1 :]
+    rest = "".join("." + p for p in tail)
+    for lead in heads:
+        if len(lead) + len(rest) <= width:
+            return lead + rest
+    lead = heads[-1]  # the indices alone: the tail gets the room
+    shrunk = _shrink(tail, len(lead) + len(rest) - width)
+    if shrunk is not None:
+        return lead + shrunk
+    for i in range(1, len(tail)):
+        if len(lead) + len("…" + ".".join(tail[i:])) <= width:
+            return lead + "…" + ".".join(tail[i:])
     return cut
+
+
+def _shrink(parts: list[str], excess: int) -> str | None:
+    """``.a.b.c`` with its segments but the last cut from the left by ``excess`` characters
+    in all (each keeps one: ``.attn.c_proj`` → ``.at.c_proj``), or None when that is not
+    enough."""
+    cut = []
+    for part in parts[:-1]:
+        take = min(excess, len(part) - 1)
+        cut.append(part[: len(part) - take])
+        excess -= take
+    return None if excess > 0 else "".join("." + p for p in cut + parts[-1:])
 
 
 def _keeps_every_index(text: str, start: int) -> bool:

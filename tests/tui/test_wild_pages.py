@@ -34,7 +34,7 @@ def recorded(tmp_path_factory):
 
 
 def _names(text: str, leaf: str) -> list[str]:
-    """Every name on the screen that ends in ``leaf`` (``layers.0…wq``, ``…0.attention.wq``)."""
+    """Every name on the screen that ends in ``leaf`` (``…0.attent.wq``, ``layers.1.attention.wq``)."""
     return re.findall(rf"\S*{re.escape(leaf)}\b", text)
 
 
@@ -87,10 +87,12 @@ async def test_a_word_models_input_reads_as_words_and_ids_stay_ids_without_a_voc
 @pytest.mark.parametrize(
     ("name", "width", "shown"),
     [
-        ("layers.0.attention.wk.weight", 19, "layers.0…wk.weight"),
-        ("layers.0.attention.wq", 12, "layers.0…wq"),
+        ("layers.0.attention.wk.weight", 19, "…0.attent.wk.weight"),
+        ("layers.0.attention.wq", 12, "…0.attent.wq"),
         ("layers.0.ffn_norm", 12, "…0.ffn_norm"),
-        ("model.layers.31.self_attn.q_proj.weight", 19, "…31…q_proj.weight"),
+        ("transformer.h.0.attn.c_proj", 12, "…0.at.c_proj"),  # told from mlp.c_proj
+        ("transformer.h.0.mlp.c_proj", 12, "…0.ml.c_proj"),
+        ("model.layers.31.self_attn.q_proj.weight", 19, "…31.s.q_proj.weight"),
         ("encoder.layers.3.blocks.2.mlp.fc1.weight", 19, "…3.2.mlp.fc1.weight"),
         ("layer1.0.conv1.weight", 19, "…er1.0.conv1.weight"),  # a plain cut keeps the 0
         ("tok_embeddings.weight", 19, "…_embeddings.weight"),  # no index: a plain cut
