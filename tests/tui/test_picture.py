@@ -138,6 +138,23 @@ async def test_labels_and_legend_are_drawn_beside_the_values():
         assert "a" in str(picture.query_one(".xlabels").render())
 
 
+async def test_tokens_in_brackets_are_labels_not_markup():
+    """[CLS] and [PAD] vanished as markup tags, and a closing one such as [/INST] raised
+    MarkupError and ended the viewer."""
+    picture = Picture(max_rows=8)
+    app = _One(picture)
+    async with app.run_test(size=(60, 16)) as pilot:
+        tokens = ["[CLS]", "[/INST]", "p1"]
+        picture.show_values(np.eye(3), y_labels=tokens, x_labels=tokens)
+        await pilot.pause()
+        rows = "".join(
+            "".join(s.text for s in picture.query_one(".ylabels").render_line(y))
+            for y in range(6)
+        )
+        assert "[CLS]" in rows and "[/INST]" in rows
+        assert "[CLS]" in str(picture.query_one(".xlabels").render())
+
+
 async def test_click_names_the_value_under_the_pointer():
     picture = Picture(max_rows=8, legend=False)
     app = _One(picture)

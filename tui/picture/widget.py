@@ -475,7 +475,7 @@ class Picture(Steady, Widget):
                 text = content.y_labels[row] if row != last and row < len(content.y_labels) else ""
                 lines.append(text[:LABEL_CHARS].rjust(label_w - 1) + " ")
                 last = row
-            ylabels.update("\n".join(lines))
+            ylabels.update(Text("\n".join(lines)))  # tokens such as [CLS] are not markup
         xlabels.display = bool(content.x_labels)
         if content.x_labels:
             line, end = [" "] * (label_w + -(-px_w // cw) + LABEL_CHARS), 0
@@ -485,7 +485,7 @@ class Picture(Steady, Widget):
                 if x >= end:
                     line[x : x + len(text)] = list(text)
                     end = x + len(text) + 1
-            xlabels.update("".join(line).rstrip())
+            xlabels.update(Text("".join(line).rstrip()))
 
     def _legend(self, content: _Content, width: int, depth: Depth) -> Text:
         assert content.scale is not None and content.values is not None  # drawn for values

@@ -129,7 +129,7 @@ class GradcamView(AgentPane):
         else:
             grid = self.query_one("#gradcam-grid", Grid)
             grid.remove_children()
-            grid.mount(Static(message))
+            grid.mount(Static(Text(message)))
 
     # -- what the keys do -------------------------------------------------------------------
 
