@@ -148,8 +148,7 @@ async def test_tokens_in_brackets_are_labels_not_markup():
         picture.show_values(np.eye(3), y_labels=tokens, x_labels=tokens)
         await pilot.pause()
         rows = "".join(
-            "".join(s.text for s in picture.query_one(".ylabels").render_line(y))
-            for y in range(6)
+            "".join(s.text for s in picture.query_one(".ylabels").render_line(y)) for y in range(6)
         )
         assert "[CLS]" in rows and "[/INST]" in rows
         assert "[CLS]" in str(picture.query_one(".xlabels").render())
