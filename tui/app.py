@@ -88,6 +88,11 @@ class TvisApp(Asks, App[None]):
         self._asked_run: str | None = None  # the run the "run" reply in flight is for
         self._polled_run: str | None = None  # and the run the poll in flight is for
 
+    def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
+        """A notice is a plain sentence: the paths, tokens and agent errors in it are never
+        markup (``[/INST]`` raised MarkupError), whatever a widget's ``notify`` passes."""
+        super().notify(message, markup=False, **kwargs)
+
     # -- shared state --------------------------------------------------------------------
 
     @property

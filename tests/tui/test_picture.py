@@ -210,3 +210,17 @@ async def test_a_place_on_a_shrunk_photo_keeps_its_whole_frame():
         bottom = [bg for bg in (row[-1][1] for row in pixels)]
         assert bottom[-1] == white  # the frame's bottom edge is on the last pixel row
         assert pixels[0][-1] != (white, white)  # and the top-left of the photo is untouched
+
+
+async def test_a_notice_with_brackets_is_shown_as_written(tmp_path):
+    """Notices carry paths, tokens and agent errors; as markup, "[/INST]" raised MarkupError."""
+    from textual.widgets._toast import Toast
+    from viewer_support import make_app
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.notify("no token [/INST] in [CLS]")
+        app.screen.notify("from a widget: [/x]")
+        await pilot.pause()
+        shown = [Toast(n).render().plain for n in app._notifications]
+        assert shown == ["no token [/INST] in [CLS]", "from a widget: [/x]"]
