@@ -91,7 +91,7 @@ class RunPicker(Asks, ModalScreen[str | None]):
                     style="bold" if r.get("run") == self.current else "",
                 ),
                 status_text(r.get("status")),
-                r.get("script") or "",
+                Text(r.get("script") or ""),  # a path, not markup
                 Text(str(r.get("steps", "—")), justify="right"),
                 Text(str(r.get("batches", "—")), justify="right"),
                 Text(fmt.num(r.get("calls")), justify="right"),

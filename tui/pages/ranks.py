@@ -282,5 +282,5 @@ def param_table(reply: RankParamsReply) -> Table:
         mark = Text("=", style=colors.GOOD) if same else Text("≠", style=colors.BAD)
         if same is None:
             mark = Text("no grad" if not any(row["has_grad"]) else "—", style=colors.MUTED)
-        table.add_row(row["name"], *(_num(n) for n in row["norms"]), mark)
+        table.add_row(Text(row["name"]), *(_num(n) for n in row["norms"]), mark)
     return table
