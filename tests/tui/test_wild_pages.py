@@ -104,3 +104,16 @@ def test_a_dotted_name_keeps_its_block_indices_when_clipped(name, width, shown):
     from tvis.tui.fmt import clip_start
 
     assert clip_start(name, width) == shown
+
+
+async def test_a_gans_embeddings_count_samples_and_offer_no_token_search(recorded):
+    app = make_app(recorded("dcgan"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "insights")
+        await pilot.press("e")
+        text = await wait_for(
+            pilot,
+            lambda: "PCA of" in (t := screen_text(app)) and " samples" in t.split("\n", 4)[4] and t,
+            "the embeddings' legend",
+        )
+        assert "finds a token" not in text and " rows" not in text

@@ -237,7 +237,11 @@ class EmbeddingsView(AgentPane):
         reply, scatter = self.reply or {}, self.query_one(Scatter)
         legend = Text()
         labels = reply.get("labels")
-        if reply.get("kind") != "repr" or labels is None:
+        if reply.get("kind") == "repr" and labels is None:  # a GAN's or a regressor's samples
+            legend.append(f"{len(reply.get('points', []))} samples", style="bold")
+            self.query_one("#embeddings-legend", Static).update(legend)
+            return
+        if reply.get("kind") != "repr":
             words = "tokens" if reply.get("vocab") else "rows"
             legend.append(f"{len(reply.get('points', []))} {words}\n", style="bold")
             legend.append("/ finds a token;\nhits are white")
