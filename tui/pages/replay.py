@@ -77,7 +77,14 @@ class EventFeed(AgentPane):
         self, run: str, sample: int, detail: ReplayDetail, expand: list[int], offset: int = 0
     ) -> None:
         query = replay_query(run, sample, detail, expand, offset)
+        if not offset:
+            self.cancel("rest")  # the rest of a list asked for before
         self.ask("replay", tag=f"page:{offset // PAGE}" if offset else "first", **query)
+
+    def load_rest(self, run: str, sample: int, detail: ReplayDetail, expand: list[int]) -> None:
+        """The whole run's outline, after a first answer that covered part of it."""
+        query = replay_query(run, sample, detail, expand, whole=True)
+        self.ask("replay", tag="rest", **query)
 
     def answered(self, tag: str, result: ReplayAnswer) -> None:
         page = self.screen
@@ -133,6 +140,8 @@ class ReplayPage(PlaceKeys, Screen):
         self._note = ""
         self._texts: dict[str, Text] = {}
         self._origin: Place | None = None  # the NaN origin to open on, until found
+        self._landed: int | None = None  # where a partial first answer put the cursor
+        self._landed_keep: ReplayEvent | Place | None = None  # what it was to land on
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -196,20 +205,42 @@ class ReplayPage(PlaceKeys, Screen):
             # recorded reloads, and a key pressed meanwhile must not be undone.
             keep = self.current_event() or self._keep
             self.recording = Recording.from_reply(result)
-            target = self.recording.find(keep) if keep else self._batch_start()
-            if self._opening is not None:
-                target = opening_seq(self.recording, self._opening)
             self._keep = None
             if first and self._opening is None:  # a run that went wrong opens where it did
                 self._origin = first_nonfinite(self.app.run_info)
-                target = self._seek_origin(target)
-            self.cursor = max(0, min(target, self.recording.total - 1))
+            self.cursor = self._landing(keep, first and self._opening is None)
+            self._landed = None
+            if not self.recording.complete:  # a big run's first page: now the rest
+                self._landed, self._landed_keep = self.cursor, keep
+                self.query_one(EventFeed).load_rest(
+                    self.app.run_name or "", result.sample, result.detail, sorted(self.expanded)
+                )
+            self._show_missing()
+        elif tag == "rest" and self.recording is not None:
+            self.recording.completed(result)
+            if self._landed is not None and self.cursor == self._landed:
+                # Not moved since the first page: land where the whole list says.
+                self.cursor = self._landing(self._landed_keep, self._origin is not None)
+            self._landed = self._landed_keep = None
             self._show_missing()
         elif self.recording is not None:
             self.recording.add_page(offset, result.events)
             if self._origin is not None:  # its page came: from its phase to its call
                 self.cursor = self._seek_origin(self.cursor)
         self.frame()
+
+    def _landing(self, keep: ReplayEvent | Place | None, seek_origin: bool) -> int:
+        """Where a (re)loaded recording opens: on ``keep``, else the app's batch; on a
+        watched run's anomaly; with ``seek_origin``, on the first non-finite value."""
+        rec = self.recording
+        if rec is None:
+            return 0
+        target = rec.find(keep) if keep else self._batch_start()
+        if self._opening is not None:
+            target = opening_seq(rec, self._opening)
+        if seek_origin:
+            target = self._seek_origin(target)
+        return max(0, min(target, rec.total - 1))
 
     def _seek_origin(self, otherwise: int) -> int:
         """Where the first non-finite value arose (``otherwise`` in a run without one);
