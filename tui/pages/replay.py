@@ -142,6 +142,8 @@ class ReplayPage(PlaceKeys, Screen):
         self._origin: Place | None = None  # the NaN origin to open on, until found
         self._landed: int | None = None  # where a partial first answer put the cursor
         self._landed_keep: ReplayEvent | Place | None = None  # what it was to land on
+        self._unseen = False  # the cursor moved while another page was shown
+        self._rest_wanted = False  # the rest of a partly built list, not asked yet
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -186,6 +188,7 @@ class ReplayPage(PlaceKeys, Screen):
         if self.recording is None:  # a watched run opens on its anomaly
             self._keep = self._opening = opening_event(self.app.run_info)
         self._asked_pages = {0}
+        self._rest_wanted = False  # the new first answer says whether a rest is wanted
         self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
 
     def _run_changed(self, *_: Any) -> None:
@@ -210,11 +213,10 @@ class ReplayPage(PlaceKeys, Screen):
                 self._origin = first_nonfinite(self.app.run_info)
             self.cursor = self._landing(keep, first and self._opening is None)
             self._landed = None
-            if not self.recording.complete:  # a big run's first page: now the rest
+            if not self.recording.complete:  # a big run's first page: the rest once shown
                 self._landed, self._landed_keep = self.cursor, keep
-                self.query_one(EventFeed).load_rest(
-                    self.app.run_name or "", result.sample, result.detail, sorted(self.expanded)
-                )
+                self._rest_wanted = True
+                self._load_rest()
             self._show_missing()
         elif tag == "rest" and self.recording is not None:
             self.recording.completed(result)
@@ -464,8 +466,34 @@ class ReplayPage(PlaceKeys, Screen):
         if event is not None and event.batch == index:
             return
         row = rec.batch_row(index)
-        if row is not None:
+        if row is None:
+            return
+        if self.is_current:
             self.seek(int(row["start"]))
+        else:
+            # Switched on another page: no frame (its pictures, cards and the agent's
+            # requests for them) until this page is shown again.
+            self._origin = None
+            self.cursor = max(0, min(rec.total - 1, int(row["start"])))
+            self._unseen = True
+            if self.ended and self.cursor < rec.total - 1:
+                self.ended = False
+                self._draw_missing()
+
+    def _load_rest(self) -> None:
+        """Ask for the rest of a partly built list while this page is shown: the agent's
+        longest build then never competes with the page the user went to instead."""
+        rec, run = self.recording, self.app.run_name
+        if not self._rest_wanted or not self.is_current or rec is None or run is None:
+            return
+        self._rest_wanted = False
+        self.query_one(EventFeed).load_rest(run, rec.sample, rec.detail, sorted(self.expanded))
+
+    def on_screen_resume(self) -> None:
+        self._load_rest()
+        if self._unseen:
+            self._unseen = False
+            self.frame()
 
     # -- prefetch ------------------------------------------------------------------------------
 
