@@ -85,6 +85,7 @@ class EventList:
         self._pieces = build(self)
         self._building = threading.Lock()
         self._reading = threading.Lock()
+        self._failed: BaseException | None = None
 
     def publish(self, row: dict[str, Any] | None = None, **changes: Any) -> None:
         """Make every event and batch row built so far visible to replies (with
@@ -106,6 +107,8 @@ class EventList:
         """Build pieces until ``enough(self)`` or the list is complete."""
         while not (self.complete or enough(self)):
             with self._building:
+                if self._failed is not None:  # another request's build broke: not complete
+                    raise self._failed
                 if self.complete or enough(self):
                     return
                 try:
@@ -113,6 +116,9 @@ class EventList:
                 except StopIteration:
                     self.publish()
                     self.complete = True
+                except BaseException as e:
+                    self._failed = e
+                    raise
 
     def outline(self, published: int) -> list[dict[str, Any]]:
         if not self.complete:
