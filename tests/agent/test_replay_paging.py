@@ -170,3 +170,20 @@ def test_requests_opening_one_batch_at_once_read_it_once(deep, monkeypatch):
     assert len(got) == 4 and all(c is got[0] for c in got)
     assert len(reads) == 1, reads
     assert store.chunk(run, "batch", 0) is got[0] and len(reads) == 1
+
+
+def test_a_build_that_broke_is_built_again_by_the_next_request(deep, eager_none, monkeypatch):
+    root, run = deep
+    whole = AgentAPI(root).replay(run, offset=0, limit=PAGE)
+    api = AgentAPI(root)
+    assert not api.replay(run, offset=0, limit=PAGE, whole=False)["complete"]
+    real = replay_module.batch_backward
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the gradients' piece broke")
+
+    monkeypatch.setattr(replay_module, "batch_backward", broken)
+    with pytest.raises(RuntimeError):
+        api.replay(run, offset=0, limit=PAGE)
+    monkeypatch.setattr(replay_module, "batch_backward", real)
+    assert api.replay(run, offset=0, limit=PAGE) == whole
