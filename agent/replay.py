@@ -19,7 +19,8 @@ after it, so a player steps through them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +55,83 @@ TOP_PARAMS = 5
 # Event lists kept built (per run, followed sample and detail): a viewer follows one
 # sample at a time and prefetches its neighbours.
 EVENT_CACHE = 16
+# Calls built before a first page goes out even when the page itself is built: a small
+# run's whole list then comes in one reply, a big run's (20,000 calls) page first.
+EAGER_CALLS = 2_000
 # Layers read between two chances for a short request to pass (agent/traffic.py): a few
 # milliseconds of work.
 GIVE_WAY_EVERY = 256
 
 
+class EventList:
+    """One run's events for one followed sample, detail and set of opened groups, built a
+    piece at a time (a training batch's data and forward events, then its gradients, then
+    its step's updates) as far as the pages asked for need.
+
+    Only whole pieces are published: ``published`` events and ``rows`` batch rows never
+    change once a reply has sent them (a light group is published when it closes), so
+    a first page can go out while the rest of a big run is still being built. Reading
+    what is published takes no lock; building takes ``_building``, one piece at a time."""
+
+    def __init__(self, build: Callable[[EventList], Iterator[None]]) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.batches: list[dict[str, Any]] = []
+        self.missing: list[str] = []
+        self.published = 0
+        self.rows = 0
+        self.calls_built = 0  # calls of the batches built so far (``EAGER_CALLS``)
+        self.complete = False
+        self._outline: list[dict[str, Any]] | None = None  # of the complete list
+        self._pieces = build(self)
+        self._building = threading.Lock()
+        self._reading = threading.Lock()
+        self._failed: BaseException | None = None
+
+    def publish(self, row: dict[str, Any] | None = None, **changes: Any) -> None:
+        """Make every event and batch row built so far visible to replies (with
+        ``changes`` to a published ``row``: its batch's count grew)."""
+        with self._reading:
+            for i in range(self.published, len(self.events)):
+                self.events[i]["seq"] = i
+            if row is not None:
+                row.update(changes)
+            self.published, self.rows = len(self.events), len(self.batches)
+
+    def snapshot(self) -> tuple[int, list[dict[str, Any]], list[str]]:
+        """The events published, copies of their batch rows, and the notes so far."""
+        with self._reading:
+            rows = [dict(b) for b in self.batches[: self.rows]]
+            return self.published, rows, list(self.missing)
+
+    def fill(self, enough: Callable[[EventList], bool]) -> None:
+        """Build pieces until ``enough(self)`` or the list is complete."""
+        while not (self.complete or enough(self)):
+            with self._building:
+                if self._failed is not None:  # another request's build broke: not complete
+                    raise self._failed
+                if self.complete or enough(self):
+                    return
+                try:
+                    next(self._pieces)
+                except StopIteration:
+                    self.publish()
+                    self.complete = True
+                except BaseException as e:
+                    self._failed = e
+                    raise
+
+    def outline(self, published: int) -> list[dict[str, Any]]:
+        if not self.complete:
+            return _outline(self.events[:published])
+        if self._outline is None:
+            self._outline = _outline(self.events)
+        return self._outline
+
+
 class ReplayAPI:
     """``replay`` over the runs ``lookups`` reads; a build gives way to the short requests
-    ``traffic`` counts. The event lists built are kept, keyed by run, sample, detail, the
-    index's stamp and the groups opened."""
+    ``traffic`` counts. The event lists built (whole or in part) are kept, keyed by run,
+    sample, detail, the index's stamp and the groups opened."""
 
     def __init__(self, lookups: Lookups, traffic: Traffic) -> None:
         self.lookups = lookups
@@ -79,10 +148,16 @@ class ReplayAPI:
         offset: int = 0,
         limit: int = 200,
         expand: list[int] | None = None,
+        whole: bool = True,
     ) -> dict[str, Any]:
         """One page of the run's events for followed ``sample``, with the outline of the
         whole recording (phase runs and batch starts) a scrubber draws. ``expand`` names
-        light groups (by their first batch) whose forward calls become events."""
+        light groups (by their first batch) whose forward calls become events.
+
+        With ``whole`` false the answer goes out once the page is built (and the first
+        ``EAGER_CALLS`` calls): ``complete`` false then says that ``total``, ``outline``,
+        ``batches`` and ``missing`` cover the events built so far, and asking again with
+        ``whole`` gives them for the whole run."""
         if detail not in DETAILS:
             raise AgentError(f"detail must be one of {', '.join(DETAILS)}.", BAD_REQUEST)
         if sample < 0 or offset < 0 or limit < 0:
@@ -92,34 +167,68 @@ class ReplayAPI:
         opened = frozenset(expand or [])
         index = self.store.index(run)
         key = (str(self.store.run_path(run)), sample, detail, stamp(index), opened)
-        whole = self._event_lists.get(key, lambda: self._build(run, index, sample, detail, opened))
-        events = whole["events"]
+
+        def build(listed: EventList) -> Iterator[None]:
+            return self._pieces(listed, run, index, sample, detail, opened)
+
+        listed = self._event_lists.get(key, lambda: EventList(build))
+        end = offset + min(limit, MAX_EVENTS)
+        try:
+            if whole:
+                listed.fill(lambda e: False)
+            else:
+                listed.fill(lambda e: e.published >= end and e.calls_built >= EAGER_CALLS)
+        except BaseException:
+            # A build that failed is not kept half done: the next request starts again.
+            self._event_lists.put(key, EventList(build))
+            raise
+        complete = listed.complete
+        published, rows, missing = listed.snapshot()
+        trees: dict[int, CallTree] = {}  # a page's batches' trees, each looked up once
         return {
-            "total": len(events),
+            "total": published,
+            "complete": complete,
             "sample": sample,
             "detail": detail,
             "status": self.store.reader(run).status,
-            "outline": whole["outline"],
-            "batches": whole["batches"],
-            "missing": whole["missing"],
+            "outline": listed.outline(published),
+            "batches": rows,
+            "missing": missing,
             "events": [
-                self._with_tensors(run, e) for e in events[offset : offset + min(limit, MAX_EVENTS)]
+                self._with_tensors(run, e, trees)
+                for e in listed.events[offset : min(end, published)]
             ],
         }
 
-    def _with_tensors(self, run: str, event: dict[str, Any]) -> dict[str, Any]:
+    def _with_tensors(
+        self, run: str, event: dict[str, Any], trees: dict[int, CallTree]
+    ) -> dict[str, Any]:
         """``event`` with its tensor fields, added in place the first time it is sent (one
-        ``update``: a reply encoded on another thread sees all of them or none)."""
+        ``update``: a reply encoded on another thread sees all of them or none). A call
+        that cannot be read leaves them empty (the build names it in ``missing``)."""
         if event["kind"] in ("layer", "grad") and "flags" not in event:
-            event.update(_tensor_fields(self.lookups.tree(run, event["batch"]), event["call"]))
+            batch = event["batch"]
+            try:
+                if batch not in trees:
+                    trees[batch] = self.lookups.tree(run, batch)
+                fields = _tensor_fields(trees[batch], event["call"])
+            except StoreError:
+                fields = dict.fromkeys(("tensor", "grad", "shape", "absmean", "grad_norm"))
+                fields["flags"] = []
+            event.update(fields)
         return event
 
-    def _build(
-        self, run: str, index: dict[str, Any], sample: int, detail: str, opened: frozenset[int]
-    ) -> dict[str, Any]:
-        events: list[dict[str, Any]] = []
-        batches: list[dict[str, Any]] = []
-        missing: list[str] = []
+    def _pieces(
+        self,
+        listed: EventList,
+        run: str,
+        index: dict[str, Any],
+        sample: int,
+        detail: str,
+        opened: frozenset[int],
+    ) -> Iterator[None]:
+        """Builds ``listed``'s events, yielding after each piece (see ``EventList``)."""
+        events, batches, missing = listed.events, listed.batches, listed.missing
         steps = {s["index"]: s for s in index.get("steps") or [] if isinstance(s, dict)}
         last_of_step = {max(s.get("batches") or [-1]): i for i, s in steps.items()}
         kept: int | None = None
@@ -151,13 +260,16 @@ class ReplayAPI:
                 if start == len(events):  # opened but without forward calls of its own
                     start = light_at
                 batches.append(_batch_row(info, start, max(1, len(events) - start), None))
+                listed.calls_built += int(info.get("n_calls") or 0)
+                yield  # not published: the group's event changes until the group closes
                 continue
             light = None
+            listed.publish()  # a light group before this batch is closed
             start = len(events)
             try:
                 chunk = self.store.chunk(run, "batch", b)
                 tree = self.lookups.tree(run, b)
-                built = batch_events(chunk, tree, info, sample, detail, self.traffic.give_way)
+                forward = batch_forward(chunk, tree, info, sample, detail)
                 kept_here = _kept_samples(chunk, tree)
             except AgentError as e:
                 missing.append(f"batch {b} cannot be read: {e.message}")
@@ -165,7 +277,13 @@ class ReplayAPI:
             except StoreError as e:  # a corrupt call or entry, met as the events read it
                 missing.append(f"batch {b} cannot be read: {e}")
                 continue
-            events.extend(built)
+            events.extend(forward)
+            row = _batch_row(info, start, len(events) - start, None)
+            batches.append(row)
+            listed.calls_built += len(tree.order)
+            listed.publish()
+            yield
+            events.extend(batch_backward(tree, info, forward, missing, self.traffic.give_way))
             kept = _min(kept, kept_here)
             note = _batch_note(chunk.record, info)
             if note:
@@ -174,21 +292,16 @@ class ReplayAPI:
             if step is not None and step in steps:
                 self.traffic.give_way()
                 events.extend(self._update_events(run, steps[step], info))
-            batches.append(_batch_row(info, start, len(events) - start, note))
-        for i, event in enumerate(events):
-            event["seq"] = i
+            listed.publish(row, count=len(events) - start, note=note)
+            yield
         stopped = self._stopped_batch(run, index)
         crash = crash_note(self.store.reader(run).meta, index, stopped)
+        notes = list(missing)
         if crash and stopped:
             # The crash note says what the stopped batch lacks: one line, not two.
-            missing = [m for m in missing if not m.startswith(f"batch {stopped['batch']} ")]
-        missing[:0] = self._run_notes(run, index, kept, sample, crash)
-        return {
-            "events": events,
-            "outline": _outline(events),
-            "batches": batches,
-            "missing": missing,
-        }
+            notes = [m for m in notes if not m.startswith(f"batch {stopped['batch']} ")]
+        notes[:0] = self._run_notes(run, index, kept, sample, crash)
+        listed.missing[:] = notes
 
     def _light_calls(
         self, run: str, info: dict[str, Any], detail: str, group: int, missing: list[str]
@@ -326,37 +439,38 @@ def _event(phase: str, kind: str, info: dict[str, Any], **fields: Any) -> dict[s
 def _forward_calls(tree: CallTree, detail: str, owners: set[int]) -> list[int]:
     """The calls a forward pass shows, in the order they returned: every module and project
     function (``call``), or the leaf modules, project functions and attention owners
-    (``layer``)."""
+    (``layer``). Kinds and phases are read unchecked (``CallTree.scalar``): this scans
+    every call of the batch, and a call is checked when its event is built from it."""
+    kind = {cid: tree.scalar(cid, "kind") for cid in tree.order}
     forward = [
         cid
         for cid in tree.order
-        if tree.by_id[cid].get("phase") == "forward"
-        and tree.by_id[cid].get("kind") in ("module", "function")
+        if kind[cid] in ("module", "function") and tree.scalar(cid, "phase") == "forward"
     ]
-    first_module = min((c for c in forward if tree.by_id[c].get("kind") == "module"), default=None)
+    first_module = min((c for c in forward if kind[c] == "module"), default=None)
     if first_module is not None:
-        forward = [c for c in forward if not _prepares_batch(tree, c, first_module)]
+        forward = [c for c in forward if not _prepares_batch(tree, kind, c, first_module)]
     if detail == "layer":
         forward = [
             cid
             for cid in forward
-            if tree.by_id[cid].get("kind") == "function"
+            if kind[cid] == "function"
             or cid in owners
-            or not any(tree.by_id[c].get("kind") == "module" for c in tree.children.get(cid, []))
+            or not any(kind[c] == "module" for c in tree.children.get(cid, []))
         ]
     return returned_order(tree, forward)
 
 
-def _prepares_batch(tree: CallTree, cid: int, first_module: int) -> bool:
+def _prepares_batch(tree: CallTree, kind: dict[int, Any], cid: int, first_module: int) -> bool:
     """A project function that ran before the batch's first module call and calls no module
     (a ``get_batch()`` or ``collate()`` of a script without a DataLoader): it built the
     batch, it is not a layer of the forward. Call ids follow the order calls began."""
-    if cid > first_module or tree.by_id[cid].get("kind") != "function":
+    if cid > first_module or kind[cid] != "function":
         return False
     below = list(tree.children.get(cid, []))
     while below:
         child = below.pop()
-        if tree.by_id[child].get("kind") == "module":
+        if kind[child] == "module":
             return False
         below.extend(tree.children.get(child, []))
     return True
@@ -365,16 +479,16 @@ def _prepares_batch(tree: CallTree, cid: int, first_module: int) -> bool:
 def _layer_event(tree: CallTree, cid: int, phase: str, info: dict[str, Any]) -> dict[str, Any]:
     """A layer's event without its tensors' fields: ``_tensor_fields`` adds them when a page
     first holds the event, so a run of 20,000 layers decodes the entries a viewer shows, not
-    all of them, before the first page goes out."""
-    call = tree.by_id[cid]
+    all of them, before the first page goes out (the call's own fields are read unchecked:
+    the gradients' piece checks every call)."""
     return _event(
         phase,
         "layer" if phase == "forward" else "grad",
         info,
         call=cid,
-        name=call.get("name"),
-        cls=call.get("cls"),
-        depth=call.get("depth"),
+        name=tree.scalar(cid, "name"),
+        cls=tree.scalar(cid, "cls"),
+        depth=tree.scalar(cid, "depth"),
     )
 
 
@@ -400,15 +514,11 @@ def _tensor_fields(tree: CallTree, cid: int) -> dict[str, Any]:
     }
 
 
-def batch_events(
-    chunk: Chunk,
-    tree: CallTree,
-    info: dict[str, Any],
-    sample: int,
-    detail: str,
-    give_way: Callable[[], None],
+def batch_forward(
+    chunk: Chunk, tree: CallTree, info: dict[str, Any], sample: int, detail: str
 ) -> list[dict[str, Any]]:
-    """The events of one training batch, data to backward (see the module docstring)."""
+    """A training batch's events up to its loss: the batch, the followed sample's stages,
+    the forward layers and the loss (see the module docstring)."""
     record = chunk.record
     events = [_event("data", "batch", info, name=f"batch {info['index']}", loss=info.get("loss"))]
     section_given = record.get("data")
@@ -426,8 +536,9 @@ def batch_events(
         for a in record.get("attention") or []
         if isinstance(a, dict) and isinstance(a.get("call"), int)
     }
-    forward = _forward_calls(tree, detail, owners)
-    events.extend(_layer_event(tree, cid, "forward", info) for cid in forward)
+    events.extend(
+        _layer_event(tree, cid, "forward", info) for cid in _forward_calls(tree, detail, owners)
+    )
     loss_given = record.get("loss")
     loss: dict[str, Any] = loss_given if isinstance(loss_given, dict) else {}
     if loss.get("call") in tree.by_id:
@@ -444,16 +555,44 @@ def batch_events(
                 reduction=loss.get("reduction"),
             )
         )
+    return events
+
+
+def batch_backward(
+    tree: CallTree,
+    info: dict[str, Any],
+    forward: list[dict[str, Any]],
+    missing: list[str],
+    give_way: Callable[[], None],
+) -> list[dict[str, Any]]:
+    """A training batch's gradient events, in the order the gradients arrived, for the
+    ``forward`` events ``batch_forward`` made. Every call of the batch is checked here: one
+    that cannot be read is named in ``missing`` (once per batch) and has no gradient event;
+    the batch's other events still play."""
+    layers = [e["call"] for e in forward if e["kind"] == "layer"]
     arrived = []
-    for position, cid in enumerate(forward):
+    problem: str | None = None
+    for position, cid in enumerate(layers):
         if position % GIVE_WAY_EVERY == 0:
             give_way()
-        # The gradient's id, read off the output's entry: its own entry waits for a page.
-        grad = (tree.grad_output(tree.by_id[cid]) or {}).get("grad")
+        try:
+            # The gradient's id, read off the output's entry: its own entry waits for a page.
+            grad = (tree.grad_output(tree.by_id[cid]) or {}).get("grad")
+        except StoreError as e:
+            problem = problem or str(e)
+            continue
         if isinstance(grad, int):
             arrived.append((grad, -position, cid))
-    events.extend(_layer_event(tree, cid, "backward", info) for _, _, cid in sorted(arrived))
-    return events
+    for position, cid in enumerate(tree.order):  # the calls no event reads, checked too
+        if position % GIVE_WAY_EVERY == 0:
+            give_way()
+        try:
+            tree.by_id[cid]
+        except StoreError as e:
+            problem = problem or str(e)
+    if problem is not None:
+        missing.append(f"batch {info['index']} cannot be read whole: {problem}")
+    return [_layer_event(tree, cid, "backward", info) for _, _, cid in sorted(arrived)]
 
 
 def _batch_row(info: dict, start: int, count: int, note: str | None) -> dict[str, Any]:

@@ -415,14 +415,27 @@ class ReplayQuery(TypedDict):
     offset: int  # the first event sent
     limit: int  # events sent at most
     expand: list[int]  # light groups (by their first batch) opened into their calls
+    whole: bool  # build every event before answering (else: the page, then ``complete``)
 
 
 def replay_query(
-    run: str, sample: int, detail: ReplayDetail, expand: list[int], offset: int = 0
+    run: str,
+    sample: int,
+    detail: ReplayDetail,
+    expand: list[int],
+    offset: int = 0,
+    whole: bool = False,
 ) -> ReplayQuery:
-    """The page of ``REPLAY_PAGE`` events starting at ``offset``."""
+    """The page of ``REPLAY_PAGE`` events starting at ``offset``; without ``whole`` the
+    agent answers once that page is built (``ReplayAnswer.complete`` says if the rest is)."""
     return ReplayQuery(
-        run=run, sample=sample, detail=detail, offset=offset, limit=REPLAY_PAGE, expand=expand
+        run=run,
+        sample=sample,
+        detail=detail,
+        offset=offset,
+        limit=REPLAY_PAGE,
+        expand=expand,
+        whole=whole,
     )
 
 
@@ -490,7 +503,8 @@ class ReplayBatch(TypedDict):
 
 
 class ReplayReply(TypedDict):
-    total: int
+    total: int  # events built; all of the run's when ``complete``
+    complete: bool  # false: total, outline, batches and missing cover the events built so far
     sample: int
     detail: str
     status: str
@@ -955,6 +969,7 @@ class ReplayAnswer:
     stay the declared maps: the viewer only reads their numbers)."""
 
     total: int
+    complete: bool
     sample: int
     detail: ReplayDetail
     status: str
@@ -968,6 +983,7 @@ class ReplayAnswer:
         r = reply if isinstance(reply, dict) else {}
         return cls(
             total=_int_or_none(r.get("total")) or 0,
+            complete=r.get("complete") is not False,
             sample=_int_or_none(r.get("sample")) or 0,
             detail="call" if r.get("detail") == "call" else "layer",
             status=str(r.get("status") or ""),

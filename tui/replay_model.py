@@ -42,9 +42,12 @@ class Place:
 
 @dataclass
 class Recording:
-    """One ``replay`` answer's outline and the event pages fetched so far."""
+    """One ``replay`` answer's outline and the event pages fetched so far. An answer not
+    ``complete`` covers the events the agent had built (a big run's first page comes
+    first); ``completed`` takes the whole run's outline when it comes."""
 
     total: int = 0
+    complete: bool = True
     detail: ReplayDetail = "layer"
     sample: int = 0
     status: str = ""
@@ -57,6 +60,7 @@ class Recording:
     def from_reply(cls, reply: ReplayAnswer, offset: int = 0) -> Recording:
         rec = cls(
             total=reply.total,
+            complete=reply.complete,
             detail=reply.detail,
             sample=reply.sample,
             status=reply.status,
@@ -66,6 +70,15 @@ class Recording:
         )
         rec.add_page(offset, reply.events)
         return rec
+
+    def completed(self, reply: ReplayAnswer) -> None:
+        """Take the whole run's total, outline, batches and notes from ``reply`` (of the
+        same query): the events fetched so far stay, they do not change as the rest is
+        built."""
+        self.total, self.complete, self.status = reply.total, reply.complete, reply.status
+        self.outline, self.batches = list(reply.outline), list(reply.batches)
+        self.missing = list(reply.missing)
+        self.add_page(reply.events[0].seq if reply.events else 0, reply.events)
 
     def add_page(self, offset: int, events: Sequence[ReplayEvent]) -> None:
         for i in range(0, len(events), PAGE):

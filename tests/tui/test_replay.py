@@ -601,3 +601,132 @@ async def test_a_nan_run_opens_on_the_first_non_finite_value(tmp_path: Path):
         )
         assert event.batch == 1 and app.batch == 1
         assert "Shaky" in screen_text(app)
+
+
+DEEP = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(*[m for _ in range(300) for m in (nn.Linear(4, 4), nn.ReLU())])
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(2, 4), torch.randn(2, 4)
+for _ in range(2):
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+async def test_a_big_run_plays_its_first_page_then_takes_the_whole_outline(
+    tmp_path: Path, monkeypatch
+):
+    """A run too big to build whole before the first frame (here: any run, EAGER_CALLS
+    0) shows its first page from a partial answer, then asks for the rest: the total and
+    the scrubber's outline become the whole run's, the cursor stays, and the end is the
+    last update."""
+    from tvis.agent import replay as replay_module
+    from tvis.agent.client import LocalClient
+    from tvis.tui.app import TvisApp
+    from tvis.tui.pages.replay import ReplayPage
+
+    monkeypatch.setattr(replay_module, "EAGER_CALLS", 0)  # the agent in this process
+    run = record_script(tmp_path, DEEP, "--steps", "1", "--no-functions", "--no-ops")
+    answers: list[tuple[str, bool, int]] = []
+    arrived = ReplayPage.events_arrived
+
+    def spied(self, tag, result):
+        answers.append((tag, result.complete, result.total))
+        arrived(self, tag, result)
+
+    monkeypatch.setattr(ReplayPage, "events_arrived", spied)
+    app = TvisApp(lambda: LocalClient(run.parent), f"local {run.parent}")
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await wait_for(pilot, lambda: page.recording.complete, "the whole outline")
+        assert answers[0] == ("first", False, 1 + 600 + 1), answers
+        assert ("rest", True, 1 + 600 + 1 + 600 + 1) in answers, answers
+        rec = page.recording
+        assert rec.total == 1203 and page.cursor == 0
+        assert [r["phase"] for r in rec.outline] == [
+            "data",
+            "forward",
+            "loss",
+            "backward",
+            "optimizer",
+        ]
+        await pilot.press("end")
+        await wait_for(pilot, lambda: page.current_event(), "the last page")
+        assert page.cursor == 1202 and page.current_event().kind == "update"
+        assert "1203" in screen_text(app) or "1,203" in screen_text(app)
+
+
+async def test_a_batch_switched_on_another_page_is_drawn_when_replay_shows_again(
+    run_dir: Path, monkeypatch
+):
+    """`.` on Explore moves Replay to the next batch without drawing it (its pictures and
+    cards would ask the agent for a page nobody sees); Replay draws it when shown again."""
+    from tvis.tui.pages.replay import ReplayPage
+
+    frames: list[int | None] = []
+    drawn = ReplayPage.frame
+
+    def counted(self):
+        frames.append(self.current_event().batch if self.current_event() else None)
+        drawn(self)
+
+    monkeypatch.setattr(ReplayPage, "frame", counted)
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        assert page.current_event().batch == 0
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "explore", "Explore")
+        before = len(frames)
+        await pilot.press(".")
+        await wait_for(pilot, lambda: app.batch == 1, "the next batch")
+        await pilot.pause(0.3)
+        assert frames[before:] == [], "Replay drew a frame while hidden"
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.current_mode == "replay", "Replay again")
+        await wait_for(pilot, lambda: frames[before:], "Replay's frame")
+        assert page.current_event().batch == 1 and frames[-1] == 1
+        assert "batch 1 loads" in screen_text(app)
+        assert app.internal_errors == []
+
+
+async def test_the_rest_of_a_big_run_is_asked_for_once_replay_is_shown(tmp_path: Path, monkeypatch):
+    """A partial first answer that arrives while another page is shown waits to ask for
+    the rest (the agent's longest build) until Replay is shown again."""
+    import threading
+
+    from tvis.agent import replay as replay_module
+    from tvis.agent.client import LocalClient
+    from tvis.tui.app import TvisApp
+
+    monkeypatch.setattr(replay_module, "EAGER_CALLS", 0)  # the agent in this process
+    run = record_script(tmp_path, DEEP, "--steps", "1", "--no-functions", "--no-ops")
+    release, asked = threading.Event(), []
+
+    class Held(LocalClient):
+        def call(self, method, **params):
+            if method == "replay":
+                release.wait(30)  # the first answer waits until the user left Replay
+                asked.append(params.get("whole"))
+            return super().call(method, **params)
+
+    app = TvisApp(lambda: Held(run.parent), f"local {run.parent}")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        page = app.screen
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "explore", "Explore")
+        release.set()
+        await wait_for(pilot, lambda: page.recording, "the first answer")
+        await pilot.pause(0.3)
+        assert not page.recording.complete and True not in asked, asked
+        await pilot.press("1")
+        await wait_for(pilot, lambda: page.recording.complete, "the rest, once shown")
+        assert asked.count(True) == 1 and page.recording.total == 1203
+        assert app.internal_errors == []

@@ -77,7 +77,14 @@ class EventFeed(AgentPane):
         self, run: str, sample: int, detail: ReplayDetail, expand: list[int], offset: int = 0
     ) -> None:
         query = replay_query(run, sample, detail, expand, offset)
+        if not offset:
+            self.cancel("rest")  # the rest of a list asked for before
         self.ask("replay", tag=f"page:{offset // PAGE}" if offset else "first", **query)
+
+    def load_rest(self, run: str, sample: int, detail: ReplayDetail, expand: list[int]) -> None:
+        """The whole run's outline, after a first answer that covered part of it."""
+        query = replay_query(run, sample, detail, expand, whole=True)
+        self.ask("replay", tag="rest", **query)
 
     def answered(self, tag: str, result: ReplayAnswer) -> None:
         page = self.screen
@@ -133,6 +140,10 @@ class ReplayPage(PlaceKeys, Screen):
         self._note = ""
         self._texts: dict[str, Text] = {}
         self._origin: Place | None = None  # the NaN origin to open on, until found
+        self._landed: int | None = None  # where a partial first answer put the cursor
+        self._landed_keep: ReplayEvent | Place | None = None  # what it was to land on
+        self._unseen = False  # the cursor moved while another page was shown
+        self._rest_wanted = False  # the rest of a partly built list, not asked yet
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -177,6 +188,7 @@ class ReplayPage(PlaceKeys, Screen):
         if self.recording is None:  # a watched run opens on its anomaly
             self._keep = self._opening = opening_event(self.app.run_info)
         self._asked_pages = {0}
+        self._rest_wanted = False  # the new first answer says whether a rest is wanted
         self.query_one(EventFeed).load(run, self.app.sample, self._detail(), sorted(self.expanded))
 
     def _run_changed(self, *_: Any) -> None:
@@ -196,20 +208,41 @@ class ReplayPage(PlaceKeys, Screen):
             # recorded reloads, and a key pressed meanwhile must not be undone.
             keep = self.current_event() or self._keep
             self.recording = Recording.from_reply(result)
-            target = self.recording.find(keep) if keep else self._batch_start()
-            if self._opening is not None:
-                target = opening_seq(self.recording, self._opening)
             self._keep = None
             if first and self._opening is None:  # a run that went wrong opens where it did
                 self._origin = first_nonfinite(self.app.run_info)
-                target = self._seek_origin(target)
-            self.cursor = max(0, min(target, self.recording.total - 1))
+            self.cursor = self._landing(keep, first and self._opening is None)
+            self._landed = None
+            if not self.recording.complete:  # a big run's first page: the rest once shown
+                self._landed, self._landed_keep = self.cursor, keep
+                self._rest_wanted = True
+                self._load_rest()
+            self._show_missing()
+        elif tag == "rest" and self.recording is not None:
+            self.recording.completed(result)
+            if self._landed is not None and self.cursor == self._landed:
+                # Not moved since the first page: land where the whole list says.
+                self.cursor = self._landing(self._landed_keep, self._origin is not None)
+            self._landed = self._landed_keep = None
             self._show_missing()
         elif self.recording is not None:
             self.recording.add_page(offset, result.events)
             if self._origin is not None:  # its page came: from its phase to its call
                 self.cursor = self._seek_origin(self.cursor)
         self.frame()
+
+    def _landing(self, keep: ReplayEvent | Place | None, seek_origin: bool) -> int:
+        """Where a (re)loaded recording opens: on ``keep``, else the app's batch; on a
+        watched run's anomaly; with ``seek_origin``, on the first non-finite value."""
+        rec = self.recording
+        if rec is None:
+            return 0
+        target = rec.find(keep) if keep else self._batch_start()
+        if self._opening is not None:
+            target = opening_seq(rec, self._opening)
+        if seek_origin:
+            target = self._seek_origin(target)
+        return max(0, min(target, rec.total - 1))
 
     def _seek_origin(self, otherwise: int) -> int:
         """Where the first non-finite value arose (``otherwise`` in a run without one);
@@ -433,8 +466,34 @@ class ReplayPage(PlaceKeys, Screen):
         if event is not None and event.batch == index:
             return
         row = rec.batch_row(index)
-        if row is not None:
+        if row is None:
+            return
+        if self.is_current:
             self.seek(int(row["start"]))
+        else:
+            # Switched on another page: no frame (its pictures, cards and the agent's
+            # requests for them) until this page is shown again.
+            self._origin = None
+            self.cursor = max(0, min(rec.total - 1, int(row["start"])))
+            self._unseen = True
+            if self.ended and self.cursor < rec.total - 1:
+                self.ended = False
+                self._draw_missing()
+
+    def _load_rest(self) -> None:
+        """Ask for the rest of a partly built list while this page is shown: the agent's
+        longest build then never competes with the page the user went to instead."""
+        rec, run = self.recording, self.app.run_name
+        if not self._rest_wanted or not self.is_current or rec is None or run is None:
+            return
+        self._rest_wanted = False
+        self.query_one(EventFeed).load_rest(run, rec.sample, rec.detail, sorted(self.expanded))
+
+    def on_screen_resume(self) -> None:
+        self._load_rest()
+        if self._unseen:
+            self._unseen = False
+            self.frame()
 
     # -- prefetch ------------------------------------------------------------------------------
 
