@@ -249,12 +249,12 @@ async def test_weights_list_keeps_the_update_ratio_in_view_and_names_their_ends(
         page, table = await _param_list(pilot)
         name = "backbone_stage_one.downsample.0.weight"  # 128×128×3×3
         ratio = fmt.num(next(p for p in table.params if p["name"] == name)["norms"]["ratio"])
-        shown = str(table.get_row(name)[0])
+        shown = table.shown_name(name)
         row = next(line for line in screen_text(app).splitlines() if shown in line)
         assert ratio in row  # ‖Δw‖/‖w‖, the column that matters most, is not cut off
         assert shown == "…" + name[1 - len(shown) :]  # a path keeps its specific end
         await pilot.resize_terminal(160, 40)  # room for longer names beside the picture
-        await wait_for(pilot, lambda: len(str(table.get_row(name)[0])) > len(shown), "more")
+        await wait_for(pilot, lambda: len(table.shown_name(name)) > len(shown), "more")
 
 
 async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):

@@ -9,6 +9,9 @@ is cut down on the agent to what the pane shows (``kernel_grid``, ``matrix``).
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -20,14 +23,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from tvis.tui import colors, export, fmt, keys
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, Picture, Scale
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
-from tvis.tui.widgets.lists import ListTable
+from tvis.tui.widgets.lists import LineColumn, LineTable
 from tvis.tui.widgets.sparkline import signed_sparkline
 
 WHICH = ("weight", "grad", "update")
@@ -53,6 +56,10 @@ scrollbar): the name gets what is left, so ‖Δw‖/‖w‖ stays in view."""
 
 THUMB_PX = (24, 12)
 """Thumbnail values (width × height) asked per parameter: 288 floats, ~1 KiB a reply."""
+
+PICTURE_DELAY = 0.1
+"""Seconds a parameter's picture waits after a list move that follows another this soon
+(a key held down): the picture is drawn for the row the cursor stops on."""
 
 MAX_FILTERS = 32
 """Kernels per column of the grid; ``<``/``>`` page through more (the agent's limit)."""
@@ -82,26 +89,32 @@ def norms_text(param: dict[str, Any]) -> Text:
     return text
 
 
-class ParamList(ListTable):
-    """Every parameter of the step with headed, sortable norm columns."""
+class ParamList(LineTable):
+    """Every parameter of the step with headed, sortable norm columns.
+
+    Drawn line by line: a model of 20,000 parameters fills at once and only the rows in
+    view are rendered. Each column's sort keys are computed the first time it sorts."""
+
+    columns = tuple(LineColumn(label, right=key not in ("name", "numel")) for label, key in COLUMNS)
 
     sort_column: var[int] = var(0, init=False)
     """The headed column the rows are sorted by (an index of ``COLUMNS``)."""
     descending: var[bool] = var(False, init=False)
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", **kwargs)
+        super().__init__(**kwargs)
         self.params: list[dict[str, Any]] = []
-
-    def on_mount(self) -> None:
-        for label, key in COLUMNS:
-            self.add_column(label, key=key)
+        """The parameters in the order listed."""
+        self._given: list[dict[str, Any]] = []  # as the agent gave them
+        self._sort_keys: dict[str, list[Any]] = {}  # per column key, in the given order
+        self._widths: list[int] = [len(c.label) for c in self.columns]
+        self._rows: dict[str, int] = {}  # parameter name → its row
 
     def watch_sort_column(self) -> None:
-        self.fill(self.params, self._chosen())
+        self.fill(self._given, self._chosen())
 
     def watch_descending(self) -> None:
-        self.fill(self.params, self._chosen())
+        self.fill(self._given, self._chosen())
 
     def sort_next(self) -> None:
         """Sort by the next column: names and shapes A→Z, norms largest first."""
@@ -114,28 +127,61 @@ class ParamList(ListTable):
         return self.params[row].get("name") if 0 <= row < len(self.params) else None
 
     def fill(self, params: list[dict[str, Any]], chosen: str | None) -> None:
+        """List ``params`` in the sort order, the cursor on ``chosen`` if it is there."""
+        if params is not self._given:  # new parameters: new keys and widths
+            self._given, self._sort_keys = params, {}
+            self._widths = self._content_widths(params)
         key = COLUMNS[self.sort_column][1]
-        self.params = sorted(params, key=lambda p: param_sort_key(p, key), reverse=self.descending)
-        self.clear()
-        name_width = max(12, min(28, (self.size.width or 62) - NUMBER_COLUMNS))
-        for p in self.params:
-            n = p.get("norms") or {}
-            self.add_row(
-                fmt.clip_start(str(p.get("name", "?")), name_width),
-                Text(fmt.shape(p.get("shape")), style=colors.MUTED),
-                Text(fmt.num(n.get("w")), justify="right"),
-                Text(fmt.num(n.get("grad")), justify="right"),
-                Text(
-                    fmt.num(n.get("ratio")),
-                    justify="right",
-                    style=colors.ratio_color(n.get("ratio")),
-                ),
-                key=p.get("name"),
-            )
-        names = [p.get("name") for p in self.params]
-        if chosen in names:
-            self.move_cursor(row=names.index(chosen))
+        if key not in self._sort_keys:
+            self._sort_keys[key] = [param_sort_key(p, key) for p in params]
+        keys_of = self._sort_keys[key]
+        order = sorted(range(len(params)), key=keys_of.__getitem__, reverse=self.descending)
+        self.params = [params[i] for i in order]
+        self._rows = {p.get("name"): i for i, p in enumerate(self.params)}
+        row = self._rows.get(chosen)
+        self.set_rows(len(self.params), cursor=row if row is not None else 0)
         self.post_message(self.Filled(self))
+
+    def _content_widths(self, params: list[dict[str, Any]]) -> list[int]:
+        """The widest value of each column (a DataTable sizes its columns so), once per
+        step: the widths stay put while the rows scroll and sort."""
+        norms = [p.get("norms") or {} for p in params]
+
+        def widest(values: Iterable[str]) -> int:
+            return max(map(len, values), default=0)
+
+        values = [
+            widest(str(p.get("name", "?")) for p in params),
+            widest(fmt.shape(p.get("shape")) for p in params),
+            widest(fmt.num(n.get("w")) for n in norms),
+            widest(fmt.num(n.get("grad")) for n in norms),
+            widest(fmt.num(n.get("ratio")) for n in norms),
+        ]
+        return [max(len(c.label), w) for c, w in zip(self.columns, values, strict=True)]
+
+    def column_widths(self, width: int) -> list[int]:
+        # Names are clipped at their start to what the numbers leave.
+        name_width = max(12, min(28, (width or 62) - NUMBER_COLUMNS))
+        return [min(self._widths[0], name_width), *self._widths[1:]]
+
+    def cells(self, row: int) -> tuple[Text | str, ...]:
+        p = self.params[row]
+        n = p.get("norms") or {}
+        return (
+            self.shown_name(str(p.get("name", "?"))),
+            Text(fmt.shape(p.get("shape")), style=colors.MUTED),
+            fmt.num(n.get("w")),
+            fmt.num(n.get("grad")),
+            Text(fmt.num(n.get("ratio")), style=colors.ratio_color(n.get("ratio"))),
+        )
+
+    def shown_name(self, name: str) -> str:
+        """``name`` as its row shows it at the list's width: cut at its start when long."""
+        return fmt.clip_start(name, self.column_widths(self.size.width)[0])
+
+    def param_named(self, name: str | None) -> dict[str, Any] | None:
+        row = self._rows.get(name)
+        return None if row is None else self.params[row]
 
     class Filled(Message):
         """The rows were (re)filled: their order or the parameters changed."""
@@ -143,10 +189,6 @@ class ParamList(ListTable):
         def __init__(self, table: ParamList) -> None:
             super().__init__()
             self.table = table
-
-    def on_resize(self) -> None:
-        if self.params:  # names are clipped to the width: fill again at the new one
-            self.fill(self.params, self._chosen())
 
     def header_text(self) -> str:
         label = COLUMNS[self.sort_column][0]
@@ -547,6 +589,8 @@ class WeightsView(AgentPane):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.step: int | None = None
+        self._last_move = -math.inf  # when the chosen parameter last changed
+        self._moves = 0  # how many times: a later move makes an earlier one's draw stale
 
     def compose(self) -> ComposeResult:
         with Vertical(id="weights-left"):
@@ -587,6 +631,27 @@ class WeightsView(AgentPane):
 
     def watch_chosen(self) -> None:
         if not self.all_layers:
+            self._draw_soon()
+
+    def _draw_soon(self) -> None:
+        """Draw the chosen parameter once the list's cursor has been painted: a key moves
+        the cursor at once and the picture follows. While keys repeat, only the row the
+        cursor stops on is drawn, and no reply for a row passed over is drawn."""
+        layer = self.query_one(LayerView)
+        layer.cancel("picture")
+        layer.cancel("stats")
+        now = time.monotonic()
+        repeating = now - self._last_move < PICTURE_DELAY
+        self._last_move = now
+        self._moves += 1
+        move = self._moves
+        if repeating:
+            self.set_timer(PICTURE_DELAY, lambda: self._draw_move(move))
+        else:
+            self.call_after_refresh(self._draw_move, move)
+
+    def _draw_move(self, move: int) -> None:
+        if move == self._moves and not self.all_layers:  # no later move overtook it
             self._draw()
 
     async def watch_all_layers(self, all_layers: bool) -> None:
@@ -612,8 +677,9 @@ class WeightsView(AgentPane):
         if self.all_layers:
             self.run_worker(self._draw_all())
             return
-        listed = self.query_one(ParamList).params
-        param = next((p for p in listed if p.get("name") == self.chosen), None)
+        table = self.query_one(ParamList)
+        listed = table.params
+        param = table.param_named(self.chosen)
         if param is None and listed:
             param = listed[0]
             self.set_reactive(WeightsView.chosen, param.get("name"))
@@ -625,11 +691,12 @@ class WeightsView(AgentPane):
             grid = self.query_one(AllLayers)
             await grid.show(self.query_one(ParamList).params, self.step, self.which)
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(ParamList.Highlighted)
+    def _highlighted(self, event: ParamList.Highlighted) -> None:
         event.stop()
-        if any(p.get("name") == event.row_key.value for p in self.params):
-            self.chosen = event.row_key.value
+        table = self.query_one(ParamList)
+        if event.row < len(table.params):
+            self.chosen = table.params[event.row].get("name")
 
 
 class WeightsPage(Screen):
