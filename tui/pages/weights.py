@@ -460,6 +460,7 @@ class AllLayers(VerticalScroll):
         self._bottom = Static(classes="spacer")
         self._stale = False
         self._busy = self._again = False
+        self._to_end = False  # End was pressed and the grid is not at its end yet
 
     def compose(self) -> ComposeResult:
         yield self._top
@@ -471,6 +472,7 @@ class AllLayers(VerticalScroll):
 
     async def show(self, params: list[dict[str, Any]], step: int | None, which: str) -> None:
         self.step, self.which, self.params = step, which, params
+        self._to_end = False
         self._stale = True  # the mounted rows show the previous parameters
         await self._update_window()
 
@@ -527,6 +529,27 @@ class AllLayers(VerticalScroll):
             await self.mount_all([new[i] for i in below], before=self._bottom)
         self._rows.update(new)
         self.call_after_refresh(self.load_visible)
+
+    def action_scroll_end(self) -> None:
+        """To the last row, however much of the grid is laid out yet: End pressed right
+        after ``a`` did nothing (nothing to scroll yet) or stopped where the layout had
+        got to."""
+        self._to_end = True
+        self._reach_end()
+
+    def _reach_end(self) -> None:
+        if not self._to_end:
+            return
+        if not self.display or not self.params:
+            self._to_end = False
+            return
+        laid_out = self.size.height and self.virtual_size.height >= self.row_count * self.ROW_HEIGHT
+        if laid_out and self.scroll_y >= self.max_scroll_y:
+            self._to_end = False
+            return
+        if laid_out:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        self.call_after_refresh(self._reach_end)  # once more, after the next layout
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
