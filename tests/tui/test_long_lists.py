@@ -1,15 +1,18 @@
-"""The Weights page's parameter list on a model of 20,000 parameters: drawn line by line, it
-fills at once and answers its keys, where a DataTable built 20,000 rows first (~23 s);
-and the parameter's picture follows a list move without holding up the cursor."""
+"""The lists of the Weights and Loss pages, drawn line by line (``LineTable``): a model of
+20,000 parameters fills at once and answers its keys, where a DataTable built 20,000 rows
+first (~23 s); the parameter's picture follows a list move without holding up the cursor;
+enter in the Loss list follows its sample."""
 
 from __future__ import annotations
 
 import pytest
-from test_loss_weights_pages import _param_list
+from test_loss_weights_pages import _open_page, _param_list
 from textual.app import App, ComposeResult
 from viewer_support import make_app, screen_text, wait_for
 
+from tvis.tui import fmt
 from tvis.tui.pages import weights
+from tvis.tui.pages.loss import WorstTable
 from tvis.tui.pages.weights import LayerView, ParamList, WeightsView
 
 PARAMETERS = 20_000
@@ -103,3 +106,24 @@ async def test_a_short_or_empty_list_takes_every_key(rows):
         table.fill(step_params(rows), None)
         await pilot.press("j", "k", "G", "g", "pagedown", "pageup", "end", "home", "enter")
         assert table.cursor_row == 0
+
+
+async def test_enter_in_the_loss_list_follows_its_sample_and_the_cursor_stays_on_it(run_dir):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await _open_page(pilot, "loss")
+        worst = page.query_one(WorstTable)
+        await wait_for(pilot, lambda: worst.row_count > 2, "the worst samples")
+        worst.focus()
+        await pilot.press("j", "j", "enter")
+        chosen = worst.rows[2]["sample"]
+        await wait_for(pilot, lambda: app.sample == chosen, "the chosen sample followed")
+        await wait_for(pilot, lambda: worst.followed == chosen, "● on it")
+        assert worst.cursor_row == 2
+        marked = [ln.split() for ln in screen_text(app).splitlines() if "●" in ln]
+        assert [words[1:2] for words in marked] == [[str(chosen)]]  # one ●, on it
+        assert fmt.num(worst.rows[2]["loss"]) in marked[0]
+        await pilot.press("o")  # sample order: the cursor stays on the sample
+        await wait_for(pilot, lambda: worst.rows[worst.cursor_row]["sample"] == chosen, "kept")
+        assert [r["sample"] for r in worst.rows] == sorted(r["sample"] for r in worst.rows)
+        assert app.internal_errors == []

@@ -122,8 +122,17 @@ class LineTable(ScrollView, can_focus=True):
         def control(self) -> LineTable:
             return self.table
 
-    class Selected(Highlighted):
+    class Selected(Message):
         """Enter (or a click on the cursor's row) chose ``row``."""
+
+        def __init__(self, table: LineTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+        @property
+        def control(self) -> LineTable:
+            return self.table
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
