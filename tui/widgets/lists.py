@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -70,6 +71,28 @@ def fit_cell(value: Text | str, width: int, right: bool) -> Text:
     text.truncate(width, overflow="ellipsis")
     pad = " " * (width - text.cell_len)
     return Text(" ") + (Text(pad) + text if right else text + pad) + " "
+
+
+def append_cell(line: Text, value: Text | str, width: int, right: bool) -> None:
+    """``fit_cell`` appended to ``line``, without building a Text per cell when ``value``
+    is a string or a Text of one style (a screenful of a sort's lines is ~200 cells)."""
+    if isinstance(value, Text) and value.spans:
+        line.append_text(fit_cell(value, width, right))
+        return
+    plain, style = (value.plain, value.style) if isinstance(value, Text) else (value, "")
+    size = cell_len(plain)
+    if size > width:
+        plain = set_cell_size(plain, max(0, width - 1)) + "…" if width else ""
+        size = width
+    pad = " " * (width - size)
+    if right:
+        line.append(" " + pad)
+        line.append(plain, style)
+        line.append(" ")
+    else:
+        line.append(" ")
+        line.append(plain, style)
+        line.append(pad + " ")
 
 
 class LineTable(ScrollView, can_focus=True):
@@ -190,7 +213,7 @@ class LineTable(ScrollView, can_focus=True):
         if key not in self._lines:
             text = Text()
             for column, w in zip(self.columns, self.column_widths(width), strict=True):
-                text.append_text(fit_cell(column.label, w, column.right))
+                append_cell(text, column.label, w, column.right)
             text.pad_right(width - text.cell_len)  # the title bar spans the table
             text.stylize(self.get_component_rich_style("line-table--header"))
             self._lines[key] = self._strip(text)
@@ -203,7 +226,7 @@ class LineTable(ScrollView, can_focus=True):
             text = Text()
             widths = self.column_widths(width)
             for column, w, cell in zip(self.columns, widths, self.cells(index), strict=True):
-                text.append_text(fit_cell(cell, w, column.right))
+                append_cell(text, cell, w, column.right)
             text.pad_right(width - text.cell_len)  # the cursor's bar spans the table
             if selected:  # over the cells' own colours, as a DataTable's cursor is
                 text.stylize(self.get_component_rich_style("line-table--cursor"))
