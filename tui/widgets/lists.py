@@ -258,17 +258,17 @@ class LineTable(ScrollView, can_focus=True):
     def move_cursor(self, row: int) -> None:
         self.cursor_row = row
 
+    @property
+    def _page(self) -> int:
+        """Rows shown at once."""
+        return max(1, self.size.height - self.HEADER)
+
     def _scroll_to_cursor(self) -> None:
-        rows_shown = max(1, self.size.height - self.HEADER)
         top = self.scroll_offset.y
         if self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False)
-        elif self.cursor_row >= top + rows_shown:
-            self.scroll_to(y=self.cursor_row - rows_shown + 1, animate=False)
-
-    @property
-    def _page(self) -> int:
-        return max(1, self.size.height - self.HEADER)
+        elif self.cursor_row >= top + self._page:
+            self.scroll_to(y=self.cursor_row - self._page + 1, animate=False)
 
     def action_cursor_down(self) -> None:
         self.cursor_row += 1
