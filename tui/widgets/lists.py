@@ -204,7 +204,8 @@ class LineTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - self.HEADER
             strip = self._row_line(index, width) if index < self.row_count else Strip.blank(0)
-        # Under the cells' own styles: the table's colours (a line's strip has none).
+        if scroll_x == 0 and strip.cell_length == width:
+            return strip  # drawn at this width, the table's colours in it: as it is
         base = self.rich_style
         return strip.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
 
@@ -235,8 +236,9 @@ class LineTable(ScrollView, can_focus=True):
         return self._lines[key]
 
     def _strip(self, text: Text) -> Strip:
+        """``text`` as a line, on the table's colours (a line's strip has none of its own)."""
         segments = [s for s in text.render(self.app.console) if s.text != "\n"]
-        return Strip(segments or [Segment("")])
+        return Strip(segments or [Segment("")]).apply_style(self.rich_style)
 
     def on_focus(self) -> None:
         self.refresh()
