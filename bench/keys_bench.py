@@ -16,6 +16,9 @@ sorted slowest first, by the median over ``--repeat`` rounds (a round visits eve
 to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the list, each
 to the app idle again.
 
+``--weights-terminal WAIT`` presses the Weights list's keys in a real `tvis tui` (WAIT s
+after its list appears) and gives, per key, the first byte written and the screen settled.
+
 ``--weights-all`` times, in the app itself (headless, 120×40), Weights' `a` (a thumbnail of
 every parameter) from the key to the first thumbnail asking for its picture, with the
 thumbnails mounted and the memory it took.
@@ -325,6 +328,31 @@ def weights_list(run: str, timeout: float) -> str:
     return asyncio.run(measure())
 
 
+def weights_terminal(run: str, wait: float) -> list[str]:
+    """Weights' list keys in a real `tvis tui` on a pseudo-terminal: per key, ms to the first
+    byte written (the cursor's line) and to the screen settled (the picture too)."""
+    viewer = PtyViewer(run)
+    figures: dict[str, list[tuple[float | None, float | None]]] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        viewer.wait_for("parameters ·", press(viewer, "4"), timeout=600)
+        time.sleep(wait)  # a DataTable keeps working after its rows are on screen
+        for key in ["j"] * 6 + ["G", "g", "o", "o", "O"]:
+            t0 = press(viewer, key)
+            settled = settle(viewer, t0)
+            with viewer._lock:
+                first = next((t for t, _ in viewer.chunks if t >= t0), None)
+            figures.setdefault(key, []).append((first and first - t0, settled))
+    finally:
+        viewer.close()
+    return [
+        f"{key}: first byte {' · '.join(_ms(f) for f, _ in values)} ms, "
+        f"settled {' · '.join(_ms(s) for _, s in values)} ms"
+        for key, values in figures.items()
+    ]
+
+
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
@@ -355,8 +383,15 @@ def main() -> int:
     parser.add_argument("--cold-layers", type=int, metavar="N", default=0, help="N cold `y`")
     parser.add_argument("--weights-all", action="store_true", help="Weights' `a`, in process")
     parser.add_argument("--weights-list", action="store_true", help="Weights' list, in process")
+    parser.add_argument(
+        "--weights-terminal", type=float, metavar="WAIT", help="Weights' list keys in a pty"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.weights_terminal is not None:
+        print("\n".join(weights_terminal(args.run, args.weights_terminal)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.weights_list:
         print(weights_list(args.run, timeout=600))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
