@@ -14,6 +14,7 @@ from tvis.tui import fmt
 from tvis.tui.pages import weights
 from tvis.tui.pages.loss import WorstTable
 from tvis.tui.pages.weights import LayerView, ParamList, WeightsView
+from tvis.tui.widgets.lists import LineTable
 
 PARAMETERS = 20_000
 
@@ -127,3 +128,26 @@ async def test_enter_in_the_loss_list_follows_its_sample_and_the_cursor_stays_on
         await wait_for(pilot, lambda: worst.rows[worst.cursor_row]["sample"] == chosen, "kept")
         assert [r["sample"] for r in worst.rows] == sorted(r["sample"] for r in worst.rows)
         assert app.internal_errors == []
+
+
+async def test_a_click_puts_the_cursor_on_a_row_and_a_second_click_selects_it():
+    app = ListApp()
+    seen: list[LineTable.Selected] = []
+
+    def selected(message) -> None:  # called at each node the message bubbles through
+        if isinstance(message, LineTable.Selected) and all(m is not message for m in seen):
+            seen.append(message)
+
+    def chosen() -> list[int]:
+        return [m.row for m in seen]
+
+    async with app.run_test(size=(80, 20), message_hook=selected) as pilot:
+        table = app.query_one(ParamList)
+        table.fill(step_params(50), None)
+        await pilot.pause()
+        await pilot.click(ParamList, offset=(3, ParamList.HEADER + 4))
+        assert table.cursor_row == 4 and chosen() == []
+        await pilot.click(ParamList, offset=(3, ParamList.HEADER + 4))
+        assert chosen() == [4]
+        await pilot.click(ParamList, offset=(3, 0))  # the titles: no row
+        assert table.cursor_row == 4 and chosen() == [4]
