@@ -12,6 +12,13 @@ changed nothing on screen), and each key is pressed only after 0.5 s of silence.
 every state is timed and the next key finds the page as a user left it. The table is
 sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
 
+``--weights-list`` times, in the app itself (headless, 120×40), the Weights page from `4`
+to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the list, each
+to the app idle again.
+
+``--weights-terminal WAIT`` presses the Weights list's keys in a real `tvis tui` (WAIT s
+after its list appears) and gives, per key, the first byte written and the screen settled.
+
 ``--weights-all`` times, in the app itself (headless, 120×40), Weights' `a` (a thumbnail of
 every parameter) from the key to the first thumbnail asking for its picture, with the
 thumbnails mounted and the memory it took.
@@ -289,6 +296,63 @@ def weights_all(run: str, timeout: float) -> str:
     return asyncio.run(measure())
 
 
+def weights_list(run: str, timeout: float) -> str:
+    """The Weights page in the headless app: from `4` to its list filled, then each list
+    key to the app idle again (Pilot waits for that): a sentence of figures."""
+    import asyncio
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "tests"), str(root / "tests" / "tui")]
+    from viewer_support import goto_page, make_app, open_explore, wait_for
+
+    from tvis.tui.pages.weights import ParamList
+
+    async def measure() -> str:
+        app = make_app(Path(run).parent)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_explore(pilot)
+            await pilot.pause(1.0)
+            t0 = time.perf_counter()
+            await goto_page(pilot, "weights")
+            table = await wait_for(pilot, lambda: app.screen.query_one(ParamList), "the list")
+            await wait_for(pilot, lambda: table.row_count, "the list's rows", timeout=timeout)
+            await pilot.pause()
+            figures = [f"page to list filled {(time.perf_counter() - t0) * 1000:.0f}"]
+            for key in ("j", "j", "k", "G", "g", "pagedown", "pageup", "o", "o", "O"):
+                await pilot.pause(0.5)
+                t0 = time.perf_counter()
+                await pilot.press(key)
+                figures.append(f"{key} {(time.perf_counter() - t0) * 1000:.0f}")
+            return f"{table.row_count} parameters, ms: " + ", ".join(figures)
+
+    return asyncio.run(measure())
+
+
+def weights_terminal(run: str, wait: float) -> list[str]:
+    """Weights' list keys in a real `tvis tui` on a pseudo-terminal: per key, ms to the first
+    byte written (the cursor's line) and to the screen settled (the picture too)."""
+    viewer = PtyViewer(run)
+    figures: dict[str, list[tuple[float | None, float | None]]] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        viewer.wait_for("parameters ·", press(viewer, "4"), timeout=600)
+        time.sleep(wait)  # a DataTable keeps working after its rows are on screen
+        for key in ["j"] * 6 + ["G", "g", "o", "o", "O"]:
+            t0 = press(viewer, key)
+            settled = settle(viewer, t0)
+            with viewer._lock:
+                first = next((t for t, _ in viewer.chunks if t >= t0), None)
+            figures.setdefault(key, []).append((first and first - t0, settled))
+    finally:
+        viewer.close()
+    return [
+        f"{key}: first byte {' · '.join(_ms(f) for f, _ in values)} ms, "
+        f"settled {' · '.join(_ms(s) for _, s in values)} ms"
+        for key, values in figures.items()
+    ]
+
+
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
@@ -318,8 +382,20 @@ def main() -> int:
     parser.add_argument("--pages", help="page numbers to visit, e.g. 2,3 (default: all)")
     parser.add_argument("--cold-layers", type=int, metavar="N", default=0, help="N cold `y`")
     parser.add_argument("--weights-all", action="store_true", help="Weights' `a`, in process")
+    parser.add_argument("--weights-list", action="store_true", help="Weights' list, in process")
+    parser.add_argument(
+        "--weights-terminal", type=float, metavar="WAIT", help="Weights' list keys in a pty"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.weights_terminal is not None:
+        print("\n".join(weights_terminal(args.run, args.weights_terminal)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.weights_list:
+        print(weights_list(args.run, timeout=600))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.weights_all:
         print(weights_all(args.run, timeout=600))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")

@@ -79,7 +79,7 @@ async def test_loss_keys_and_state_redraw_the_page_without_made_up_replies(run_d
         replies = record_replies(view)
 
         def listed() -> list[int]:
-            return [int(worst.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(3)]
+            return [int(row["sample"]) for row in worst.rows[:3]]
 
         losses = [r["sample"] for r in view.detail["worst"]][:3]
         assert listed() == losses  # worst first

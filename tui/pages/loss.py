@@ -20,7 +20,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive, var
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
@@ -28,7 +28,7 @@ from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
 from tvis.tui.picture.colormaps import Depth
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
-from tvis.tui.widgets.lists import ListTable
+from tvis.tui.widgets.lists import LineColumn, LineTable
 from tvis.tui.widgets.sparkline import sparkline
 from tvis.tui.widgets.watch_curve import WatchCurve
 
@@ -158,36 +158,63 @@ class LossCurve(AgentPane):
         return text
 
 
-class WorstTable(ListTable):
+class WorstTable(LineTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
 
     if TYPE_CHECKING:
         app = getters.app(TvisApp)  # tvis's app, for the type checker
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", **kwargs)
+    columns = (
+        LineColumn(""),
+        LineColumn("sample"),
+        LineColumn("p(target)", right=True),
+        LineColumn("−log p", right=True),
+        LineColumn("loss", right=True),
+    )
 
-    def on_mount(self) -> None:
-        for label in ("", "sample", "p(target)", "−log p", "loss"):
-            self.add_column(label, key=label or "mark")
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.rows: list[dict[str, Any]] = []
+        """The samples in the order listed."""
+        self.followed: int | None = None
+        self._cells: list[tuple[Text | str, ...]] = []
+        self._widths = [len(c.label) for c in self.columns]
 
     def fill(self, rows: list[dict[str, Any]], followed: int) -> None:
-        self.clear()
-        for row in rows:
-            self.add_row(
+        """List ``rows``, ● on the ``followed`` sample; the cursor stays on its sample."""
+        was = self.rows[self.cursor_row]["sample"] if self.cursor_row < len(self.rows) else None
+        self.rows, self.followed = rows, followed
+        self._cells = [
+            (
                 Text("●" if row["sample"] == followed else " ", style=colors.PHASE["data"]),
                 str(row["sample"]),
-                Text(fmt.num(row.get("p_target")), justify="right"),
-                Text(fmt.num(row.get("neg_log_p")), justify="right"),
-                Text(fmt.num(row.get("loss")), justify="right", style=colors.PHASE["loss"]),
-                key=str(row["sample"]),
+                fmt.num(row.get("p_target")),
+                fmt.num(row.get("neg_log_p")),
+                Text(fmt.num(row.get("loss")), style=colors.PHASE["loss"]),
             )
+            for row in rows
+        ]
+        self._widths = [
+            max([len(c.label), *(len(cells[i]) for cells in self._cells)])
+            for i, c in enumerate(self.columns)
+        ]
+        samples = [row["sample"] for row in rows]
+        self.set_rows(len(rows), cursor=samples.index(was) if was in samples else 0)
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    def clear(self) -> None:
+        self.fill([], self.followed or 0)
+
+    def column_widths(self, width: int) -> list[int]:
+        return self._widths
+
+    def cells(self, row: int) -> tuple[Text | str, ...]:
+        return self._cells[row]
+
+    @on(LineTable.Selected)
+    def _selected(self, event: LineTable.Selected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.app.sample = int(event.row_key.value)
+        if event.row < len(self.rows):
+            self.app.sample = int(self.rows[event.row]["sample"])
 
 
 def token_legend(mean: float, span: float, depth: Depth) -> Text:
