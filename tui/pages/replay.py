@@ -40,10 +40,16 @@ from tvis.tui.replay_model import (
     Recording,
     first_nonfinite,
 )
-from tvis.tui.widgets.layer_stack import LayerStack
+from tvis.tui.widgets.layer_stack import LayerStack, thumb_requests
 from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
-from tvis.tui.widgets.replay_cards import InputCard, ResultCard, update_text
+from tvis.tui.widgets.replay_cards import (
+    CardAnswered,
+    InputCard,
+    ResultCard,
+    card_requests,
+    update_text,
+)
 
 if TYPE_CHECKING:
     from textual import getters
@@ -133,6 +139,7 @@ class ReplayPage(PlaceKeys, Screen):
         self._note = ""
         self._texts: dict[str, Text] = {}
         self._origin: Place | None = None  # the NaN origin to open on, until found
+        self._loading = False  # the event on screen is a batch loading (its data phase)
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -156,12 +163,20 @@ class ReplayPage(PlaceKeys, Screen):
         self.watch(self.app, "sample", self._reload, init=False)
         self.watch(self.app, "batch", self._batch_changed, init=False)
         self._timer = self.set_interval(1 / SPEEDS[self.speed], self._tick, pause=True)
-        self.set_class(self.app.size.width < COMPACT_BELOW, "-compact")
+        self._fit()
         self._reload()
 
     def on_resize(self) -> None:
-        self.set_class(self.app.size.width < COMPACT_BELOW, "-compact")
+        self._fit()
         self._draw_transport()
+
+    def _fit(self) -> None:
+        """Compact below ``COMPACT_BELOW`` columns, where a loading batch shows its input card
+        in the stack's place. A class on the page restyles all of its widgets, so ``-loading``
+        is set only where it changes something: compact."""
+        compact = self.app.size.width < COMPACT_BELOW
+        self.set_class(compact, "-compact")
+        self.set_class(compact and self._loading, "-loading")
 
     # -- the recording -----------------------------------------------------------------------
 
@@ -271,7 +286,8 @@ class ReplayPage(PlaceKeys, Screen):
         views.display = kind in ("layer", "grad", "loss")
         # While the batch loads, compact terminals show the input card where the layers
         # will be: no layer has a value yet, and the sample is what there is to see.
-        self.set_class(kind in ("batch", "stage") and event.group is None, "-loading")
+        self._loading = kind in ("batch", "stage") and event.group is None
+        self._fit()
         if kind in ("layer", "grad"):
             views.show(self._layer(event))
         elif kind == "loss":
@@ -281,6 +297,14 @@ class ReplayPage(PlaceKeys, Screen):
                 views.show(self._layer(last[-1]))
         self._sync_batch(batch)
         self._prefetch()
+
+    def on_card_answered(self, message: CardAnswered) -> None:
+        """A card's answer came after the frame: the compact summary line says it too."""
+        message.stop()
+        event, rec = self.current_event(), self.recording
+        if event is not None and rec is not None:
+            updates = [e for e in rec.batch_events(event.batch) if e.kind == "update"]
+            self._put("#summary", self._summary(event, updates), layout=False)
 
     def _put(self, selector: str, text: Text, layout: bool = True) -> None:
         """Update a line of text only when it changed: every update costs a repaint (and a
@@ -564,6 +588,19 @@ class ReplayPage(PlaceKeys, Screen):
         if "explore" in pages:
             await self.app.action_page(pages.index("explore") + 1)  # builds it on first use
             self.app.goto_call(event.batch, event.call)
+
+
+def opening_requests(
+    run: str, batch: int, sample: int, answer: ReplayAnswer
+) -> list[tuple[str, dict[str, Any]]]:
+    """What the page asks the agent for as it opens on ``batch`` (method, parameters), from
+    the first page of its event list: the cards' sample and the layer stack's thumbnails.
+    The app asks them ahead, while the page is built, so the first frame finds them."""
+    events = [e for e in answer.events if e.batch == batch]
+    if not events or events[0].group is not None:  # a light group shows no sample
+        return []
+    thumbs = [("thumbs", params) for _, params in thumb_requests(run, batch, sample, events)]
+    return [*card_requests(run, batch, sample), *thumbs]
 
 
 def counted_note(event: ReplayEvent) -> str:
