@@ -362,8 +362,8 @@ async def test_vit_tokens_and_attention_are_painted_on_the_patch_grid(vit_run: P
     app = make_app(vit_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
+        await seek_to(pilot, page, "blocks.0.norm2")  # the views mount with the first layer
         view = page.query_one(OnImageView)
-        await seek_to(pilot, page, "blocks.0.norm2")
         await picture_drawn(pilot, view)
         await wait_for(pilot, lambda: "per patch token" in screen_text(app), "patch strength")
         assert view.map_shape == (8, 8)
@@ -410,8 +410,8 @@ async def test_picking_a_patch_on_an_attention_layer_paints_where_it_looks(vit_r
     app = make_app(vit_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
+        await seek_to(pilot, page, "blocks.0.attn")  # the views mount with the first layer
         view = page.query_one(OnImageView)
-        await seek_to(pilot, page, "blocks.0.attn")
         await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "[CLS]'s gaze")
         cls_map = np.asarray(view._last["map"])
         await pilot.press("shift+up")  # from the middle of the 8 × 8 grid: patch (3, 4)
@@ -613,6 +613,22 @@ async def test_a_wide_page_is_not_restyled_as_a_batch_loads_and_a_narrowed_one_i
         assert page.has_class("-loading") and cards.display and not stack.display
         await seek_to(pilot, page, "features.0.0")
         assert not page.has_class("-loading") and stack.display and not cards.display
+        assert app.internal_errors == []
+
+
+async def test_the_first_page_builds_no_layer_views_until_a_layer_plays(run_dir: Path):
+    """The page opens on a batch loading, which shows no layer: its layer views (≈ 20
+    widgets) are mounted when a layer first plays, on the view chosen meanwhile."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        assert page.current_event().kind == "batch"
+        assert not page.query(LayerViews) and not page.query(OnImageView)
+        await pilot.press("v")  # Neurons, chosen before any layer played
+        await seek_to(pilot, page, "features.1.0")
+        views = await wait_for(pilot, lambda: page.query(LayerViews).first(), "the views")
+        assert views.current == "neurons"
+        await wait_for(pilot, lambda: "channels, most active first" in screen_text(app), "maps")
         assert app.internal_errors == []
 
 

@@ -140,6 +140,9 @@ class ReplayPage(PlaceKeys, Screen):
         self._texts: dict[str, Text] = {}
         self._origin: Place | None = None  # the NaN origin to open on, until found
         self._loading = False  # the event on screen is a batch loading (its data phase)
+        # The layer's views (≈ 20 widgets) are mounted when a layer first plays: the page
+        # opens on a batch loading, which shows none, and builds and styles that much less.
+        self._views = LayerViews(id="views")
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -154,7 +157,6 @@ class ReplayPage(PlaceKeys, Screen):
             with Vertical(id="right"):
                 yield Static(id="event-title")
                 yield Static(id="summary")
-                yield LayerViews(id="views")
         yield Static(id="missing")
 
     def on_mount(self) -> None:
@@ -281,20 +283,22 @@ class ReplayPage(PlaceKeys, Screen):
         self._put("#update", update_text(updates, phase == "optimizer", 32))
         self._put("#event-title", self._event_title(event), layout=False)
         self._put("#summary", self._summary(event, updates), layout=False)
-        views = self.query_one(LayerViews)
+        views = self._views
         # Data, update and collapsed events have no layer of their own: the cards say it all.
         views.display = kind in ("layer", "grad", "loss")
+        if views.display and views.parent is None:
+            self.query_one("#right").mount(views)
         # While the batch loads, compact terminals show the input card where the layers
         # will be: no layer has a value yet, and the sample is what there is to see.
         self._loading = kind in ("batch", "stage") and event.group is None
         self._fit()
         if kind in ("layer", "grad"):
-            views.show(self._layer(event))
+            self._show_layer(self._layer(event))
         elif kind == "loss":
             # The loss is computed from the model's output: show the last layer's.
             last = [e for e in events if e.kind == "layer"]
             if last:
-                views.show(self._layer(last[-1]))
+                self._show_layer(self._layer(last[-1]))
         self._sync_batch(batch)
         self._prefetch()
 
@@ -305,6 +309,13 @@ class ReplayPage(PlaceKeys, Screen):
         if event is not None and rec is not None:
             updates = [e for e in rec.batch_events(event.batch) if e.kind == "update"]
             self._put("#summary", self._summary(event, updates), layout=False)
+
+    def _show_layer(self, layer: Layer) -> None:
+        views = self._views
+        if views.ready:
+            views.show(layer)
+        else:  # being mounted: it shows its layer as it mounts
+            views.shown_layer = layer
 
     def _put(self, selector: str, text: Text, layout: bool = True) -> None:
         """Update a line of text only when it changed: every update costs a repaint (and a
@@ -463,7 +474,7 @@ class ReplayPage(PlaceKeys, Screen):
     # -- prefetch ------------------------------------------------------------------------------
 
     def _prefetch(self) -> None:
-        rec, views = self.recording, self.query_one(LayerViews)
+        rec, views = self.recording, self._views
         if rec is None:
             return
         requests = []
@@ -562,10 +573,11 @@ class ReplayPage(PlaceKeys, Screen):
         self._draw_transport()
 
     def action_cycle_view(self) -> None:
-        self.query_one(LayerViews).cycle()
+        self._views.cycle()
 
     def action_neurons_page(self, delta: int) -> None:
-        self.query_one(NeuronsView).page(delta)
+        for view in self.query(NeuronsView):
+            view.page(delta)
 
     def action_toggle_light(self) -> None:
         """Open the light group under the cursor into its calls, or close it again."""
