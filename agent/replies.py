@@ -6,8 +6,9 @@ one as it was recorded. It lives in ``agent/`` because replies are the agent's p
 the agent builds them and the viewer reads them through the client side of that protocol
 (``client``, ``protocol``, ``target`` and this module are all ``tui/`` may import of the
 agent: tests/test_imports.py), while the store, the lowest floor, knows nothing of the agent
-(DESIGN.md's rooms). It imports only the store's schema and numpy, so either side can
-import it cheaply.
+(DESIGN.md's rooms). It imports only the store's schema, so either side can import it
+cheaply: numpy, whose arrays some replies carry (``Array``), is named for the type checker
+and loaded by ``fields`` only (the viewer's first screen is drawn before any array comes).
 
 ``REPLIES`` maps each method to its declaration; tests/agent/test_reply_types.py calls every
 method the viewer uses over recorded runs and fails on a key the agent sends that is not
@@ -22,9 +23,7 @@ The hottest replies are also decoded into frozen dataclasses where the viewer re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, cast
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 from tvis.store.schema import (
     BatchInfo,
@@ -42,8 +41,24 @@ from tvis.store.schema import (
     TensorEntry,
 )
 
-Array = np.ndarray
-"""A numpy array decoded from the wire (dtype and shape travel with its bytes)."""
+if TYPE_CHECKING:
+    import typing
+
+    import numpy as np
+
+    Array: typing.TypeAlias = np.ndarray
+    """A numpy array decoded from the wire (dtype and shape travel with its bytes)."""
+
+
+def fields(reply: type) -> dict[str, Any]:
+    """The declared keys of a reply and their types, ``Array`` as numpy's array type
+    (``typing.get_type_hints``, with what is named only for the type checker resolved)."""
+    import typing
+
+    import numpy as np
+
+    return typing.get_type_hints(reply, localns={"Array": np.ndarray})
+
 
 # -- the agent and its runs ----------------------------------------------------------------
 
@@ -651,8 +666,8 @@ GradcamReply = TypedDict(
         "choices": "list[str]",
         "which": str,
         "sample": int,
-        "image": Array,
-        "map": Array,
+        "image": "Array",
+        "map": "Array",
         "map_shape": "list[int]",
         "p": float,
         "peak": float,

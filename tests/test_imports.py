@@ -241,3 +241,22 @@ def test_the_first_pages_load_no_syntax_highlighter_and_build_no_256_colour_tabl
     loaded = _loaded_after(code)
     assert "tvis.tui.widgets.source_view" in loaded
     assert not {m for m in loaded if breaks(m, ("pygments", "rich.syntax"))}
+
+
+def test_the_app_shell_loads_no_numpy_and_the_first_page_comes_on_a_thread():
+    """`tvis tui` draws "connecting …" without numpy (0.1–0.2 s of imports): the first
+    page's modules, numpy among them, are imported on a thread of their own while the
+    agent answers, when the app's thread waits."""
+    shell = _loaded_after("import tvis.cli, tvis.tui.command, tvis.tui.app, tvis.tui.link")
+    assert "tvis.agent.replies" in shell
+    assert not {m for m in shell if breaks(m, ("numpy", "tvis.tui.pages.replay"))}
+    code = (
+        "import threading\n"
+        "from tvis.tui.pages import pages_for, warm\n"
+        "warm(pages_for(True)[0])\n"
+        "for thread in threading.enumerate():\n"
+        "    if thread.name.startswith('tvis-import-'):\n"
+        "        thread.join()\n"
+    )
+    loaded = _loaded_after(code)
+    assert "tvis.tui.pages.replay" in loaded and "numpy" in loaded

@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
 
-from tvis.agent.replies import CallsAnswer, replay_query
+from tvis.agent.replies import CallsAnswer, ReplayAnswer, replay_query
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
 from tvis.tui.commands import CallCommands, ViewCommands
@@ -32,7 +32,7 @@ from tvis.tui.help import HelpScreen, ids_on_screen
 from tvis.tui.link import Link, grey
 from tvis.tui.messages import GotoCall
 from tvis.tui.notice import Notice
-from tvis.tui.pages import PageSpec, build, pages_for
+from tvis.tui.pages import PageSpec, build, pages_for, warm
 from tvis.tui.pane import Asks
 from tvis.tui.run_picker import RunPicker
 from tvis.tui.widgets.call_tree import PAGE as TREE_PAGE
@@ -163,6 +163,7 @@ class TvisApp(Asks, App[None]):
             self.call_later(self.action_page, 1)
         else:
             self._say(f"connecting to {self.target_label} …")
+            warm(pages_for(True)[0])  # the page a run opens on, while the agent answers
         self.link.start()
 
     def _say(self, message: str, hint: str = "", error: bool = False) -> None:
@@ -233,7 +234,7 @@ class TvisApp(Asks, App[None]):
             first_visit = self.run_name is None
             self._run_loaded(self._asked_run, info)
             if first_visit and self.run_status != "running" and self.pages()[0].id == "replay":
-                self._prefetch_replay(self._asked_run, self.sample)
+                self._prefetch_replay(self._asked_run, self.sample, self.batch)
             if self.batch_count:
                 self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
         elif tag != "run" and self._polled_run is not None:
@@ -244,13 +245,26 @@ class TvisApp(Asks, App[None]):
             self.not_connected(message)
 
     @work(thread=True, exclusive=True, group="prefetch-replay", exit_on_error=False)
-    def _prefetch_replay(self, run: str, sample: int) -> None:
+    def _prefetch_replay(self, run: str, sample: int, batch: int) -> None:
         """Ask for the event list Replay, the first page, opens on (the agent's one long
-        answer to it) while the page is being built: its own request then finds it ready or
-        on its way (``Data`` sends identical requests once)."""
+        answer to it) while the page is being built, then what its first frame of ``batch``
+        shows (the sample's pictures, the layers' thumbnails): its own requests then find
+        them ready or on their way (``Data`` sends identical requests once)."""
         data = self.data
-        if data is not None:
-            data.prefetch("replay", **replay_query(run, sample, "layer", []))
+        if data is None:
+            return
+        answer = data.prefetch("replay", **replay_query(run, sample, "layer", []))
+        if not isinstance(answer, ReplayAnswer):
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tvis.tui.pages.replay import opening_requests
+
+        requests = opening_requests(run, batch, sample, answer)
+        # All at once: the agent answers them on its workers, and over ssh one round trip.
+        with ThreadPoolExecutor(max(1, len(requests)), "tvis-prefetch") as pool:
+            for method, params in requests:
+                pool.submit(partial(data.prefetch, method, **params))
 
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
     def _prefetch_first_screen(self, run: str, first: int) -> None:

@@ -7,7 +7,7 @@ bad for judgements such as ‖Δw‖/‖w‖. Values are coloured by the picture
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 PHASE = {
     "data": "#4fb3a9",
@@ -39,7 +39,7 @@ def ratio_color(ratio: float | None) -> str:
     weight such as a fresh bias) is no judgement; NaN/Inf is bad."""
     if ratio is None:
         return MUTED
-    if not np.isfinite(ratio):
+    if not math.isfinite(ratio):
         return BAD
     if 1e-4 <= ratio <= 1e-2:
         return GOOD

@@ -22,7 +22,7 @@ from support import record_example, record_script
 from tvis.agent.client import LocalClient
 from tvis.agent.protocol import PROTOCOL_VERSION
 from tvis.agent.replay import ReplayAPI
-from tvis.agent.replies import REPLAY_DETAILS, REPLIES, ReplayEvent, ReplayQuery
+from tvis.agent.replies import REPLAY_DETAILS, REPLIES, ReplayEvent, ReplayQuery, fields
 from tvis.store import watch as series_store
 
 
@@ -43,16 +43,16 @@ def problems(value: Any, hint: Any, where: str) -> list[str]:
     if typing.is_typeddict(hint):
         if not isinstance(value, dict):
             return [f"{where}: a {type(value).__name__}, not a map"]
-        fields = typing.get_type_hints(hint)
+        declared = fields(hint)
         found = [
-            f"{where}: {k!r} not declared in {hint.__name__}" for k in value if k not in fields
+            f"{where}: {k!r} not declared in {hint.__name__}" for k in value if k not in declared
         ]
         found += [
             f"{where}: {k!r} required by {hint.__name__} but missing"
             for k in hint.__required_keys__
             if k not in value
         ]
-        for key, field in fields.items():
+        for key, field in declared.items():
             if key in value:
                 found += problems(value[key], field, f"{where}.{key}")
         return found

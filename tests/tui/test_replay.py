@@ -15,6 +15,7 @@ import pytest
 from support import record_example, record_script
 from viewer_support import make_app, screen_text, wait_for
 
+from tvis.agent.replies import replay_query
 from tvis.tui.picture import Picture
 from tvis.tui.replay_model import SPEEDS
 from tvis.tui.widgets.layer_stack import LayerStack
@@ -85,6 +86,49 @@ async def test_the_event_list_is_asked_for_as_the_run_opens_and_sent_once(run_di
     async with app.run_test(size=(120, 40)) as pilot:
         await open_replay(pilot)
         assert asked == [True]
+        assert app.internal_errors == []
+
+
+async def test_the_first_frame_is_asked_for_with_the_event_list_and_sent_once(run_dir: Path):
+    """What Replay's first frame shows (the sample's pictures and row, the layers'
+    thumbnails) is asked for as soon as the event list comes, while the page is built: the
+    app asks exactly what the cards and the layer stack then ask, each reaches the agent
+    once, and the page draws the answers from the cache."""
+    import threading
+
+    from tvis.tui.data import _freeze
+    from tvis.tui.pages.replay import opening_requests
+
+    app = make_app(run_dir)
+    dial = app.link.connector
+    sent: list[tuple[str, tuple, bool]] = []  # (method, params, from the app's prefetch)
+    first_frame = ("pipeline", "sample_table", "thumbs")
+
+    class Spy:
+        def __init__(self, client):
+            self.client, self.on_lost = client, None
+
+        def call(self, method, **params):
+            if method in first_frame:  # the prefetch asks from threads of its own
+                ahead = threading.current_thread().name.startswith("tvis-prefetch")
+                sent.append((method, _freeze(params), ahead))
+            return self.client.call(method, **params)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    app.link.connector = lambda: Spy(dial())
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        stack = page.query_one(LayerStack)
+        await wait_for(pilot, lambda: stack._thumbs[False], "the layers' thumbnails")
+        await wait_for(pilot, lambda: page.query_one(InputCard).pipeline, "the input card")
+        answer = app.data.call("replay", **replay_query(app.run_name, 0, "layer", []))
+        asked = {(m, _freeze(p)) for m, p in opening_requests(app.run_name, 0, 0, answer)}
+        assert {m for m, _ in asked} == set(first_frame)
+        assert {(m, p) for m, p, _ in sent} == asked  # the page asked what the app did
+        assert len(sent) == len(asked)  # each once
+        assert any(ahead for *_, ahead in sent)
         assert app.internal_errors == []
 
 
@@ -318,8 +362,8 @@ async def test_vit_tokens_and_attention_are_painted_on_the_patch_grid(vit_run: P
     app = make_app(vit_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
+        await seek_to(pilot, page, "blocks.0.norm2")  # the views mount with the first layer
         view = page.query_one(OnImageView)
-        await seek_to(pilot, page, "blocks.0.norm2")
         await picture_drawn(pilot, view)
         await wait_for(pilot, lambda: "per patch token" in screen_text(app), "patch strength")
         assert view.map_shape == (8, 8)
@@ -366,8 +410,8 @@ async def test_picking_a_patch_on_an_attention_layer_paints_where_it_looks(vit_r
     app = make_app(vit_run)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_replay(pilot)
+        await seek_to(pilot, page, "blocks.0.attn")  # the views mount with the first layer
         view = page.query_one(OnImageView)
-        await seek_to(pilot, page, "blocks.0.attn")
         await wait_for(pilot, lambda: "where [CLS] looks" in screen_text(app), "[CLS]'s gaze")
         cls_map = np.asarray(view._last["map"])
         await pilot.press("shift+up")  # from the middle of the 8 × 8 grid: patch (3, 4)
@@ -549,6 +593,42 @@ async def test_replay_is_readable_at_80x24(run_dir: Path):
         await picture_drawn(pilot, page.query_one(OnImageView))
         text = screen_text(app)
         assert "features.0.0" in text and "sample 0" in text and "paused" in text
+        assert app.internal_errors == []
+
+
+async def test_a_wide_page_is_not_restyled_as_a_batch_loads_and_a_narrowed_one_is(
+    run_dir: Path,
+):
+    """A class on the page restyles every widget of it: the batch-loading class, which only
+    changes the compact layout, is left off wide terminals (as the first page opens and at
+    each batch while playing), and put on when the terminal narrows during the load."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        assert page.current_event().kind == "batch"
+        assert not page.has_class("-loading") and not page.has_class("-compact")
+        await pilot.resize_terminal(80, 24)
+        cards, stack = page.query_one("#cards"), page.query_one(LayerStack)
+        await wait_for(pilot, lambda: page.has_class("-compact"), "the compact layout")
+        assert page.has_class("-loading") and cards.display and not stack.display
+        await seek_to(pilot, page, "features.0.0")
+        assert not page.has_class("-loading") and stack.display and not cards.display
+        assert app.internal_errors == []
+
+
+async def test_the_first_page_builds_no_layer_views_until_a_layer_plays(run_dir: Path):
+    """The page opens on a batch loading, which shows no layer: its layer views (≈ 20
+    widgets) are mounted when a layer first plays, on the view chosen meanwhile."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        assert page.current_event().kind == "batch"
+        assert not page.query(LayerViews) and not page.query(OnImageView)
+        await pilot.press("v")  # Neurons, chosen before any layer played
+        await seek_to(pilot, page, "features.1.0")
+        views = await wait_for(pilot, lambda: page.query(LayerViews).first(), "the views")
+        assert views.current == "neurons"
+        await wait_for(pilot, lambda: "channels, most active first" in screen_text(app), "maps")
         assert app.internal_errors == []
 
 

@@ -40,10 +40,16 @@ from tvis.tui.replay_model import (
     Recording,
     first_nonfinite,
 )
-from tvis.tui.widgets.layer_stack import LayerStack
+from tvis.tui.widgets.layer_stack import LayerStack, thumb_requests
 from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
-from tvis.tui.widgets.replay_cards import InputCard, ResultCard, update_text
+from tvis.tui.widgets.replay_cards import (
+    CardAnswered,
+    InputCard,
+    ResultCard,
+    card_requests,
+    update_text,
+)
 
 if TYPE_CHECKING:
     from textual import getters
@@ -144,6 +150,10 @@ class ReplayPage(PlaceKeys, Screen):
         self._landed_keep: ReplayEvent | Place | None = None  # what it was to land on
         self._unseen = False  # the cursor moved while another page was shown
         self._rest_wanted = False  # the rest of a partly built list, not asked yet
+        self._loading = False  # the event on screen is a batch loading (its data phase)
+        # The layer's views (≈ 20 widgets) are mounted when a layer first plays: the page
+        # opens on a batch loading, which shows none, and builds and styles that much less.
+        self._views = LayerViews(id="views")
 
     def compose(self) -> ComposeResult:
         yield EventFeed(id="transport")
@@ -158,7 +168,6 @@ class ReplayPage(PlaceKeys, Screen):
             with Vertical(id="right"):
                 yield Static(id="event-title")
                 yield Static(id="summary")
-                yield LayerViews(id="views")
         yield Static(id="missing")
 
     def on_mount(self) -> None:
@@ -167,12 +176,20 @@ class ReplayPage(PlaceKeys, Screen):
         self.watch(self.app, "sample", self._reload, init=False)
         self.watch(self.app, "batch", self._batch_changed, init=False)
         self._timer = self.set_interval(1 / SPEEDS[self.speed], self._tick, pause=True)
-        self.set_class(self.app.size.width < COMPACT_BELOW, "-compact")
+        self._fit()
         self._reload()
 
     def on_resize(self) -> None:
-        self.set_class(self.app.size.width < COMPACT_BELOW, "-compact")
+        self._fit()
         self._draw_transport()
+
+    def _fit(self) -> None:
+        """Compact below ``COMPACT_BELOW`` columns, where a loading batch shows its input card
+        in the stack's place. A class on the page restyles all of its widgets, so ``-loading``
+        is set only where it changes something: compact."""
+        compact = self.app.size.width < COMPACT_BELOW
+        self.set_class(compact, "-compact")
+        self.set_class(compact and self._loading, "-loading")
 
     # -- the recording -----------------------------------------------------------------------
 
@@ -299,21 +316,39 @@ class ReplayPage(PlaceKeys, Screen):
         self._put("#update", update_text(updates, phase == "optimizer", 32))
         self._put("#event-title", self._event_title(event), layout=False)
         self._put("#summary", self._summary(event, updates), layout=False)
-        views = self.query_one(LayerViews)
+        views = self._views
         # Data, update and collapsed events have no layer of their own: the cards say it all.
         views.display = kind in ("layer", "grad", "loss")
+        if views.display and views.parent is None:
+            self.query_one("#right").mount(views)
         # While the batch loads, compact terminals show the input card where the layers
         # will be: no layer has a value yet, and the sample is what there is to see.
-        self.set_class(kind in ("batch", "stage") and event.group is None, "-loading")
+        self._loading = kind in ("batch", "stage") and event.group is None
+        self._fit()
         if kind in ("layer", "grad"):
-            views.show(self._layer(event))
+            self._show_layer(self._layer(event))
         elif kind == "loss":
             # The loss is computed from the model's output: show the last layer's.
             last = [e for e in events if e.kind == "layer"]
             if last:
-                views.show(self._layer(last[-1]))
+                self._show_layer(self._layer(last[-1]))
         self._sync_batch(batch)
         self._prefetch()
+
+    def on_card_answered(self, message: CardAnswered) -> None:
+        """A card's answer came after the frame: the compact summary line says it too."""
+        message.stop()
+        event, rec = self.current_event(), self.recording
+        if event is not None and rec is not None:
+            updates = [e for e in rec.batch_events(event.batch) if e.kind == "update"]
+            self._put("#summary", self._summary(event, updates), layout=False)
+
+    def _show_layer(self, layer: Layer) -> None:
+        views = self._views
+        if views.ready:
+            views.show(layer)
+        else:  # being mounted: it shows its layer as it mounts
+            views.shown_layer = layer
 
     def _put(self, selector: str, text: Text, layout: bool = True) -> None:
         """Update a line of text only when it changed: every update costs a repaint (and a
@@ -498,7 +533,7 @@ class ReplayPage(PlaceKeys, Screen):
     # -- prefetch ------------------------------------------------------------------------------
 
     def _prefetch(self) -> None:
-        rec, views = self.recording, self.query_one(LayerViews)
+        rec, views = self.recording, self._views
         if rec is None:
             return
         requests = []
@@ -597,10 +632,11 @@ class ReplayPage(PlaceKeys, Screen):
         self._draw_transport()
 
     def action_cycle_view(self) -> None:
-        self.query_one(LayerViews).cycle()
+        self._views.cycle()
 
     def action_neurons_page(self, delta: int) -> None:
-        self.query_one(NeuronsView).page(delta)
+        for view in self.query(NeuronsView):
+            view.page(delta)
 
     def action_toggle_light(self) -> None:
         """Open the light group under the cursor into its calls, or close it again."""
@@ -623,6 +659,19 @@ class ReplayPage(PlaceKeys, Screen):
         if "explore" in pages:
             await self.app.action_page(pages.index("explore") + 1)  # builds it on first use
             self.app.goto_call(event.batch, event.call)
+
+
+def opening_requests(
+    run: str, batch: int, sample: int, answer: ReplayAnswer
+) -> list[tuple[str, dict[str, Any]]]:
+    """What the page asks the agent for as it opens on ``batch`` (method, parameters), from
+    the first page of its event list: the cards' sample and the layer stack's thumbnails.
+    The app asks them ahead, while the page is built, so the first frame finds them."""
+    events = [e for e in answer.events if e.batch == batch]
+    if not events or events[0].group is not None:  # a light group shows no sample
+        return []
+    thumbs = [("thumbs", params) for _, params in thumb_requests(run, batch, sample, events)]
+    return [*card_requests(run, batch, sample), *thumbs]
 
 
 def counted_note(event: ReplayEvent) -> str:

@@ -51,6 +51,24 @@ def thumb_text(array: np.ndarray | None, grad: bool, cells: int, depth: Depth) -
     return half_block_text(resample(rgb, THUMB_H, cells))
 
 
+def thumb_requests(
+    run: str, batch: int, sample: int, batch_events: list[ReplayEvent]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ``thumbs`` requests (tag, parameters) the stack makes for a batch: its layers'
+    activations, and the gradients of those backward reaches (so a player can ask early)."""
+    calls = [e.call for e in batch_events if e.kind == "layer" and e.call is not None]
+    calls = calls[:MAX_LAYERS]
+    if not calls:
+        return []
+    common = {"run": run, "batch": batch, "sample": sample, "width": THUMB_W, "height": THUMB_H}
+    requests = [("act", {**common, "calls": calls, "grad": False})]
+    backward = {e.call for e in batch_events if e.kind == "grad"}
+    grads = [c for c in calls if c in backward]
+    if grads:
+        requests.append(("grad", {**common, "calls": grads, "grad": True}))
+    return requests
+
+
 class LayerStack(AgentPane):
     """The layers of one batch as rows; ``show`` says which event plays."""
 
@@ -77,14 +95,8 @@ class LayerStack(AgentPane):
         self.arrived = {e.call: i for i, e in enumerate(backward)}
         self._thumbs = {False: {}, True: {}}
         self._cells = {}
-        calls = [e.call for e in self.forward_layers if e.call is not None][:MAX_LAYERS]
-        if calls:
-            common = {"run": run, "batch": batch, "calls": calls, "sample": sample}
-            self.ask("thumbs", tag="act", grad=False, width=THUMB_W, height=THUMB_H, **common)
-            grads = [c for c in calls if c in self.arrived]
-            if grads:
-                common["calls"] = grads
-                self.ask("thumbs", tag="grad", grad=True, width=THUMB_W, height=THUMB_H, **common)
+        for tag, params in thumb_requests(run, batch, sample, batch_events):
+            self.ask("thumbs", tag=tag, **params)
         self.refresh()
 
     def show(self, event: ReplayEvent | None) -> None:

@@ -549,6 +549,7 @@ class LayerViews(SteadyVertical):
         super().__init__(**kwargs)
         self.current = "image"
         self.shown_layer: Layer | None = layer
+        self.ready = False  # its views are composed (a page may mount it late)
 
     def compose(self) -> ComposeResult:
         yield _Switcher(classes="switcher")
@@ -557,11 +558,14 @@ class LayerViews(SteadyVertical):
         yield StatsView()
 
     def on_mount(self) -> None:
+        self.ready = True
         self.switch(self.current)
 
     def switch(self, view: str) -> None:
         """Show ``view`` (image, neurons or stats)."""
         self.current = view
+        if not self.ready:
+            return  # chosen before its views exist: shown as they mount
         panes = {"image": OnImageView, "neurons": NeuronsView, "stats": StatsView}
         for name, kind in panes.items():
             self.query_one(kind).display = name == view

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import Static
 
 from tvis.agent.replies import (
@@ -25,6 +26,16 @@ INPUT_PX = 48
 
 TEXT_CHARS = 240
 """Decoded text shown on a card: a few lines of the card's width."""
+
+
+def card_requests(run: str, batch: int, sample: int) -> list[tuple[str, dict[str, Any]]]:
+    """What the input and result cards ask the agent for a sample of a batch (method,
+    parameters): its pipeline pictures, and its row of the sample table."""
+    where = {"run": run, "batch": batch, "sample": sample}
+    return [
+        ("pipeline", {**where, "width": INPUT_PX, "height": INPUT_PX}),
+        ("sample_table", where),
+    ]
 
 
 def _value_text(value: PipelineValue | None) -> Text:
@@ -48,6 +59,10 @@ def _value_text(value: PipelineValue | None) -> Text:
     if kind == "value":
         return Text(fmt.clip(str(value.get("repr")), TEXT_CHARS))
     return Text("not recorded", style=colors.MUTED)
+
+
+class CardAnswered(Message):
+    """A card drew what the agent answered (the page's one-line summary repeats it)."""
 
 
 class InputCard(AgentPane):
@@ -76,11 +91,10 @@ class InputCard(AgentPane):
         if key == self.key:
             return
         self.key, self.pipeline, self.target = key, None, ""
-        if not self.ask(
-            "pipeline", run=run, batch=batch, sample=sample, width=INPUT_PX, height=INPUT_PX
-        ):
+        (_, pipeline), (_, table) = card_requests(run, batch, sample)
+        if not self.ask("pipeline", **pipeline):
             self.query_one(Picture).placeholder("loading …")
-        self.ask("sample_table", tag="target", run=run, batch=batch, sample=sample)
+        self.ask("sample_table", tag="target", **table)
 
     def light(self, batch: int) -> None:
         """A light group plays: its forwards ran without gradients and kept no input."""
@@ -108,6 +122,7 @@ class InputCard(AgentPane):
         else:
             self.pipeline = result
         self._draw()
+        self.post_message(CardAnswered())
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "target":
@@ -185,7 +200,8 @@ class ResultCard(AgentPane):
         if key == self.key:
             return
         self.key, self.table, self.sample, self.error = key, None, sample, ""
-        self.ask("sample_table", run=run, batch=batch, sample=sample)
+        _, table = card_requests(run, batch, sample)[1]
+        self.ask("sample_table", **table)
 
     def reach(self, reached: bool) -> None:
         if reached != self.reached:
@@ -195,6 +211,7 @@ class ResultCard(AgentPane):
     def answered(self, tag: str, result: SampleTableReply) -> None:
         self.table = result
         self._draw()
+        self.post_message(CardAnswered())
 
     def failed(self, tag: str, message: str) -> None:
         self.table, self.error = None, message
