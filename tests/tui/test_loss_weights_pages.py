@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import EXAMPLES, TVIS, record_example, record_script
-from viewer_support import make_app, open_explore, screen_text, wait_for
+from viewer_support import goto_page, make_app, open_explore, screen_text, wait_for
 
 from tvis.tui import fmt
 from tvis.tui.pages.loss import LossView, WorstTable
@@ -319,6 +319,21 @@ async def test_g_and_shift_g_go_to_the_ends_of_the_weights_and_loss_lists(run_di
         worst = app.screen.query_one(WorstTable)
         await wait_for(pilot, lambda: worst.row_count > 1, "the worst samples")
         await _ends(pilot, worst)
+
+
+async def test_the_loss_lists_cursor_is_on_the_sample_the_detail_shows(run_dir):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "loss")
+        worst = app.screen.query_one(WorstTable)
+        await wait_for(pilot, lambda: worst.row_count > 1, "the worst samples")
+        assert worst.rows[worst.cursor_row]["sample"] == app.sample
+        for _ in range(2):  # the next samples followed: the cursor goes with them
+            await pilot.press("right_square_bracket")
+            await wait_for(
+                pilot, lambda: worst.rows[worst.cursor_row]["sample"] == app.sample, "the cursor"
+            )
+        assert worst.cursor_row != 0  # not left at the top, where the worst sample is
 
 
 async def test_page_hints_follow_a_remapped_key(run_dir):

@@ -181,8 +181,12 @@ class WorstTable(LineTable):
         self._widths = [len(c.label) for c in self.columns]
 
     def fill(self, rows: list[dict[str, Any]], followed: int) -> None:
-        """List ``rows``, ● on the ``followed`` sample; the cursor stays on its sample."""
+        """List ``rows``, ● on the ``followed`` sample. The cursor starts on the followed
+        sample (the one the detail beside the list shows) and goes to it when another is
+        followed; a new order keeps it on its sample."""
         was = self.rows[self.cursor_row]["sample"] if self.cursor_row < len(self.rows) else None
+        if followed != self.followed:
+            was = followed
         self.rows, self.followed = rows, followed
         self._cells = [
             (
