@@ -82,11 +82,8 @@ class Counting:
         self.replies.append((method, len(encode(result))))
         return result
 
-    def describe(self) -> str:
-        return self.client.describe()
-
-    def close(self) -> None:
-        self.client.close()
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)  # the rest of the client (describe, silence, …)
 
 
 def record(folder: Path, script: Path) -> Path:
@@ -131,19 +128,20 @@ async def open_view(target: Target, view: str, env: dict[str, str]) -> tuple[flo
 
     app = TvisApp(connector, target.describe(), "halfcell")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait(pilot, lambda: app.run_name and app.explore_page())
-        await pilot.pause(2.0)  # Explore's own cards finish loading: not this view's bytes
+        await wait(pilot, lambda: app.run_name and app.current_mode == "replay")
+        await pilot.pause(2.0)  # Replay's own pictures finish loading: not this view's bytes
+        key = {p.id: str(i + 1) for i, p in enumerate(app.pages())}
         page, _, param = view.partition(":")
         counting = box["client"]
         counting.replies.clear()
         t0 = time.perf_counter()
         if page == "loss":
-            await pilot.press("2")
+            await pilot.press(key["loss"])
             await wait(pilot, lambda: app.current_mode == "loss")
             loss = app.screen.query_one(LossView)
             await wait(pilot, lambda: loss.detail and (loss.tokens or loss.samples))
         else:
-            await pilot.press("3")
+            await pilot.press(key["weights"])
             await wait(pilot, lambda: app.current_mode == "weights")
             table = app.screen.query_one(ParamList)
             layer = app.screen.query_one(LayerView)
