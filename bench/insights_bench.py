@@ -31,7 +31,7 @@ TVIS = str(Path(sys.executable).with_name("tvis"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
-from conftest import open_explore  # noqa: E402  (tests/tui: the complete Explore screen)
+from viewer_support import open_explore  # noqa: E402  (tests/tui: the complete Explore screen)
 from sshd import start_lab  # noqa: E402
 
 from tvis.agent.api import AgentAPI  # noqa: E402

@@ -64,11 +64,8 @@ class CountingClient:
             self.sizes.append((method, size))
         return result
 
-    def describe(self) -> str:
-        return self.client.describe()
-
-    def close(self) -> None:
-        self.client.close()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)  # the rest of the client (describe, silence, …)
 
 
 def record_example(folder: Path) -> Path:
@@ -97,14 +94,15 @@ def _frame_done(page) -> bool:
     event = page.current_event()
     if event is None:
         return False
-    if event.get("kind") not in ("layer", "grad"):
+    if event.kind not in ("layer", "grad"):
         return True
-    drawn = page.query_one(OnImageView).drawn
+    views = page.query(OnImageView)  # mounted when a layer first plays
+    drawn = views.first().drawn if views else None
     return (
         drawn is not None
-        and drawn.call == event["call"]
-        and drawn.batch == event["batch"]
-        and drawn.grad == (event["kind"] == "grad")
+        and drawn.call == event.call
+        and drawn.batch == event.batch
+        and drawn.grad == (event.kind == "grad")
     )
 
 
