@@ -31,8 +31,8 @@ TVIS = str(Path(sys.executable).with_name("tvis"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
-from viewer_support import open_explore  # noqa: E402  (tests/tui: the complete Explore screen)
 from sshd import start_lab  # noqa: E402
+from viewer_support import open_explore  # noqa: E402  (tests/tui: the complete Explore screen)
 
 from tvis.agent.api import AgentAPI  # noqa: E402
 from tvis.agent.client import connect  # noqa: E402
