@@ -26,6 +26,8 @@ thumbnails mounted and the memory it took.
 ``--cold-layers`` instead times the layers table on a batch the agent has not read yet:
 `2` then `y` as soon as the Explore page has drawn anything, to the table's rows on screen
 and to the screen settled (the 20,000-call run of `bench/layers_bench.py` is the case).
+With ``--after-settle``, `y` waits until Explore's screen has settled and 1 s more: the
+layers pane alone, without Explore's own first build and requests.
 
 Run it from outside the worktree with ``PYTHONPATH`` naming the sources to measure (the
 viewer under test is the `tvis tui` the bench starts, which inherits it).
@@ -246,7 +248,7 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
             pass  # it had exited already
 
 
-def cold_layers(run: str) -> tuple[float, float]:
+def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float]:
     """`y` right after Explore first draws (its batch not yet read by the agent): seconds to
     the table's rows on screen and to the screen settled."""
     viewer = PtyViewer(run)
@@ -255,6 +257,9 @@ def cold_layers(run: str) -> tuple[float, float]:
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
         t_page = press(viewer, "2")
         viewer.wait_for("Explore", t_page, timeout=60)
+        if after_settle:
+            viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+            time.sleep(1.0)
         t0 = viewer.press("y")  # at once, not after a quiet moment
         rows = viewer.wait_for("layers · call order", t0, timeout=120)  # the caption, once filled
         return rows, viewer.wait_settled(t0, timeout=120)
@@ -381,6 +386,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pages", help="page numbers to visit, e.g. 2,3 (default: all)")
     parser.add_argument("--cold-layers", type=int, metavar="N", default=0, help="N cold `y`")
+    parser.add_argument("--after-settle", action="store_true", help="cold `y` once Explore settled")
     parser.add_argument("--weights-all", action="store_true", help="Weights' `a`, in process")
     parser.add_argument("--weights-list", action="store_true", help="Weights' list, in process")
     parser.add_argument(
@@ -401,7 +407,8 @@ def main() -> int:
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
     if args.cold_layers:
-        rows, settled = zip(*(cold_layers(args.run) for _ in range(args.cold_layers)), strict=True)
+        rounds = [cold_layers(args.run, args.after_settle) for _ in range(args.cold_layers)]
+        rows, settled = zip(*rounds, strict=True)
         for what, values in (("rows on screen", rows), ("screen settled", settled)):
             ms = sorted(v * 1000 for v in values)
             print(

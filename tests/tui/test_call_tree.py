@@ -257,3 +257,34 @@ async def test_step_mode_shows_micro_batches_and_parameters(run_dir: Path):
             lambda: [c.ref.which for c in page.inspector.cards] == ["weight", "grad", "update"],
             "weight, grad and update cards",
         )
+
+
+async def test_opening_the_layers_pane_redraws_the_tree_without_laying_out_its_rows(
+    run_dir: Path,
+):
+    """The tree loses focus when the layers pane opens: its lines are drawn again (its tint,
+    guides and cursor change) from row texts kept per node, not laid out again."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        tree = page.calls.call_tree
+        await wait_for(pilot, lambda: node_named(page, "ShapesCNN"), "the model")
+        await pilot.pause()
+        before = screen_text(app).splitlines()
+        built, drawn = tree.rows_built, []
+        draw = tree._row_text
+
+        def counted(data, width):
+            drawn.append(data)
+            return draw(data, width)
+
+        tree._row_text = counted
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not tree.has_focus, "the layers table focused")
+        await pilot.pause()
+        after = screen_text(app).splitlines()
+        assert tree.rows_built == built and not [d for d in drawn if d.kind in ("call", "group")]
+        tree_width = tree.size.width
+        assert [line[:tree_width] for line in after[2:20]] == [
+            line[:tree_width] for line in before[2:20]
+        ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.style import Style
+from rich.text import Text
 from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.colors import phase_label
@@ -281,3 +283,42 @@ async def test_layers_table_keeps_its_class_column_at_120_columns(run_dir: Path)
         await wait_for(pilot, lambda: table.row_count > 10 and table.row(3), "layer rows")
         assert "cls" in [c.key for c, _ in table._columns(table.size.width)]
         assert "Conv2d" in screen_text(app) and "class" in screen_text(app)
+
+
+def _drawn(strip) -> list[tuple[str, str]]:
+    """A line as what each cell shows: its character and its colours and attributes."""
+    return [(ch, str(s.style or "")) for s in strip for ch in s.text]
+
+
+async def test_layer_rows_are_laid_out_once_however_often_they_are_drawn(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("y")
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count > 10 and table.row(10), "layer rows")
+        await pilot.pause()
+        width, shown = table.size.width, min(table.row_count, table.size.height - 1)
+        built = table.rows_built
+        assert built == shown  # the first screen: each row laid out once
+        for _ in range(2):  # drawn again from scratch: nothing is laid out again
+            table._lines.clear()
+            for y in range(table.size.height):
+                table.render_line(y)
+        await pilot.press("j", "j", "k")  # the cursor moves: rows restyled, not laid out
+        page.calls.call_tree.focus()  # and the table blurred, then focused again
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert table.rows_built == built
+        # Each line shows what Rich's layout of the same cells shows (the flags too).
+        for index in range(shown):
+            if index == table.cursor:
+                continue
+            expected = Text()
+            for column, w in table._columns(width):
+                value = column.render(table.row(index))
+                expected.append_text(layers_table._cell(value, w, column.right))
+            expected.stylize(Style(meta={"row": index}))
+            rich_line = [s for s in expected.render(app.console) if s.text != "\n"]
+            assert _drawn(table._row_line(index, width)) == _drawn(rich_line), index

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual.binding import BindingType
+from textual.cache import LRUCache
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -164,6 +167,12 @@ class CallTree(Tree[Node], inherit_bindings=False):
         self.time_scale = 0.0
         self._loads: dict[int, asyncio.Task] = {}
         self._generation = 0  # bumped on every reset, so answers for an old tree are dropped
+        # A call's or group's row text, kept while its node, width and time scale stay: the
+        # tree's lines are drawn again whenever it gains or loses focus (its tint, guides
+        # and cursor change), and the rows themselves need not be laid out again for that.
+        self._row_texts: LRUCache[int, tuple[Node, tuple, Text]] = LRUCache(1024)
+        self._paint_style: Style | None = None
+        self.rows_built = 0
 
     # -- what the tree holds -------------------------------------------------------------
 
@@ -209,6 +218,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
         # In step mode the roots are added at once; only a batch's roots are fetched.
         self.root.data = Node("root", batch=batch, parent_call=-1, loaded=batch is None)
         self.time_scale = 0.0
+        self._row_texts.clear()
 
     # -- lazy loading --------------------------------------------------------------------
 
@@ -518,8 +528,34 @@ class CallTree(Tree[Node], inherit_bindings=False):
         # The row's own colours (phase glyph, time bar, marks) sit on top of the cursor style.
         text = Text(style=style)
         text.append(icon, style=Style(dim=True))
-        text.append_text(self._row_text(data, width))
+        text.append_text(self._kept_row_text(data, width))
         return text
+
+    def _kept_row_text(self, data: Node | None, width: int) -> Text:
+        if data is None or data.kind not in ("call", "group"):
+            return self._row_text(data, width)
+        key = (width, self.time_scale)
+        kept = self._row_texts.get(id(data))
+        if kept is not None and kept[0] is data and kept[1] == key:
+            return kept[2]
+        text = self._row_text(data, width)
+        self._row_texts[id(data)] = (data, key, text)  # holds data: its id is not reused
+        self.rows_built += 1
+        return text
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The widget's style is looked up once per paint rather than once per line (it
+        # walks the ancestors' backgrounds).
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        style = self._paint_style or self.rich_style
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
 
     def _row_text(self, data: Node | None, width: int) -> Text:
         if data is None:

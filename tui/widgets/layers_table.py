@@ -5,7 +5,10 @@ data pipeline are left to the tree: this table is about the model's layers.
 A line-API scroll view over the agent's ``layers``: the agent sorts (once per order, kept
 with the batch) and the table asks for the pages of rows that come into view, so a model
 with 20,000 layers paints its first screen after one small reply, and a sort is one more.
-Each drawn line is kept in an LRU cache until its row, the cursor or the width changes."""
+A row's cells are laid out once per order and width (plain segments, most cells one
+string and one style, no Rich layout); the cursor and focus only restyle those segments, so
+moving the cursor or focusing the table builds no row again. Each drawn line is kept in an
+LRU cache until its row, the cursor or the width changes."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -129,6 +133,26 @@ def _cell(value: Text | str, width: int, right: bool) -> Text:
     return Text(pad) + text + " " if right else text + pad + " "
 
 
+def _cell_segments(
+    value: Text | str, width: int, right: bool, style_of: Callable[[str | Style], Style]
+) -> list[Segment] | None:
+    """What ``_cell`` draws, as segments, for a cell of one style (every cell but the flags);
+    None for a cell of several styles, which Rich lays out."""
+    if isinstance(value, Text):
+        if value.spans:
+            return None
+        plain, style = value.plain, (style_of(value.style) if value.style else None)
+    else:
+        plain, style = value, None
+    room = width - 1
+    if cell_len(plain) > room:
+        plain = set_cell_size(plain, room - 1) + "…"
+    pad = " " * (room - cell_len(plain))
+    if not right:  # as Rich draws it: the padding takes the text's style
+        return [Segment(plain + pad + " ", style)]
+    return [Segment(pad), Segment(plain, style), Segment(" ")] if plain else [Segment(pad + " ")]
+
+
 class LayersTable(AgentPane, ScrollView, can_focus=True):
     """The layers table of one batch; ``o``/``O`` or a click on a title sorts."""
 
@@ -161,6 +185,9 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         self._placed = False  # whether the cursor has been put on it in this order
         self._order = 0  # which order of rows the pages belong to
         self._lines: LRUCache[tuple, Strip] = LRUCache(CACHED_LINES)
+        self._rows: LRUCache[tuple, list[Segment]] = LRUCache(CACHED_LINES)
+        self._styles: dict[str | Style, Style] = {}
+        self.rows_built = 0  # rows laid out: once per order and width, however often drawn
 
     # -- what to show ---------------------------------------------------------------------
 
@@ -323,14 +350,35 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         selected = index == self.cursor
         key = (self._order, index, width, selected, self.has_focus)
         if key not in self._lines:
-            text = Text()
-            for column, w in self._columns(width):
-                text.append_text(_cell(column.render(row), w, column.right))
+            style = Style(meta={"row": index})
             if selected:
-                text.stylize(self.get_component_rich_style("layers-table--cursor"))
-            text.stylize(Style(meta={"row": index}))
-            self._lines[key] = self._strip(text)
+                style = self.get_component_rich_style("layers-table--cursor") + style
+            segments = Segment.apply_style(self._row_segments(index, row, width), post_style=style)
+            self._lines[key] = Strip(segments)
         return self._lines[key]
+
+    def _row_segments(self, index: int, row: dict[str, Any], width: int) -> list[Segment]:
+        """Row ``index``'s cells, unstyled by the cursor: laid out once per order and width."""
+        key = (self._order, index, width)
+        segments = self._rows.get(key)
+        if segments is None:
+            segments = []
+            for column, w in self._columns(width):
+                value = column.render(row)
+                cell = _cell_segments(value, w, column.right, self._style)
+                if cell is None:
+                    text = _cell(value, w, column.right)
+                    cell = [s for s in text.render(self.app.console) if s.text != "\n"]
+                segments.extend(cell)
+            self._rows[key] = segments
+            self.rows_built += 1
+        return segments
+
+    def _style(self, name: str | Style) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.app.console.get_style(name)
+        return style
 
     def _strip(self, text: Text) -> Strip:
         segments = [s for s in text.render(self.app.console) if s.text != "\n"]
