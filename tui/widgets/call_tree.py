@@ -12,7 +12,6 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
@@ -224,10 +223,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
     # -- lazy loading --------------------------------------------------------------------
 
     def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
-        # The function, not a coroutine made now: a worker cancelled before it starts (the
-        # tree reset again at once) would leave that coroutine never awaited.
-        load = partial(self.ensure_loaded, node)
-        self.run_worker(load, group="tree-load", exit_on_error=False)
+        self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
 
     async def ensure_loaded(self, node: TreeNode[Node]) -> None:
         """Fetch ``node``'s first page of children once, however many callers ask."""

@@ -163,7 +163,8 @@ class InputCard(AgentPane):
 
 def _target_text(table: SampleTableReply, sample: int) -> str:
     if table.get("kind") == "tokens":
-        text = (table.get("text") or {}).get("target")
+        texts = table.get("text")
+        text = texts.get("target") if texts else None
         if text is None:  # no vocabulary: the ids, as the input shows them
             text = fmt.token_ids(table.get("rows") or [], "target")
         return fmt.clip(text, TEXT_CHARS)
