@@ -7,7 +7,7 @@ the class of the module that returned the tensor (``fn`` for a function, ``(in)`
 tensor no recorded call returned: one made by an op such as a residual add), arrays tvis
 derived, and values stored as recipes (no bytes) — with their bytes in the blob, their raw
 bytes and the ratio. A step's are summed per part (weight, grad, update). Sizes in MB
-(10^6 bytes); ``tvis run`` prints MiB. The figures of bench/README.md's size sections come
+(10^6 bytes), as ``tvis run`` prints them. The figures of bench/README.md's size sections come
 from it.
 """
 

@@ -38,3 +38,26 @@ def test_ls_into_head_ends_quietly_when_head_stops_reading(tmp_path):
     )
     assert len(done.stdout.splitlines()) == 3
     assert done.stderr == ""
+
+
+def test_ls_prints_sizes_in_the_units_it_names(tmp_path):
+    """A run of 2,500,000 bytes is "2.5 MB" (10^6 bytes), not 2.4 (MiB labelled MB)."""
+    run = tmp_path / "tvis_runs" / "20260101-000000_train_aaaaaa"
+    _run(run)
+    header = sum(f.stat().st_size for f in run.rglob("*") if f.is_file())
+    (run / "padding.bin").write_bytes(b"\0" * (2_500_000 - header))
+    result = run_tvis("ls", str(tmp_path / "tvis_runs"))
+    assert result.returncode == 0, result.stderr
+    assert "2.5 MB" in result.stdout.splitlines()[1], result.stdout
+
+
+def test_sizes_are_printed_in_powers_of_1000():
+    from tvis.store.printable import human_bytes
+
+    assert [human_bytes(n) for n in (999, 1000, 1_500, 101_623_851, 2_000_000_000)] == [
+        "999 B",
+        "1.0 kB",
+        "1.5 kB",
+        "101.6 MB",
+        "2.0 GB",
+    ]

@@ -63,10 +63,10 @@ def pct(fraction: float | None) -> str:
 def size(n: float | None) -> str:
     if n is None:
         return "—"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+    for unit in ("B", "kB", "MB", "GB"):  # powers of 1000, as `tvis ls` prints them
+        if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        n /= 1000
     return f"{n:.1f} GB"
 
 

@@ -141,3 +141,64 @@ def test_large_kept_values_live_outside_the_heap_and_training_stays_bit_identica
     for (a, pa), (b, pb) in zip(plain, recorded, strict=False):
         assert torch.equal(a, b)
         assert all(torch.equal(p, q) for p, q in zip(pa, pb, strict=True))
+
+
+class _Unsaved(torch.nn.Module):
+    """Linear then ReLU: autograd saves the ReLU's output, never the Linear's (the ReLU's
+    input), so untraced that activation dies as soon as the ReLU has run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 256)
+        self.head = torch.nn.Linear(256, 1)
+        self.seen: list = []
+        self.fc.register_forward_hook(lambda m, a, out: self.seen.append(weakref.ref(out)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.fc(x)))
+
+
+def test_activations_autograd_does_not_keep_die_during_the_backward(tmp_path):
+    """The batch holds what it captured weakly once its backward begins: an activation
+    autograd released is freed then, as untraced, not when the batch closes (held to the
+    end, ResNet-18's activations all outlived its backward)."""
+    torch.manual_seed(0)
+    model = _Unsaved()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    alive_in_backward: list[bool] = []
+    model.head.register_full_backward_hook(
+        lambda m, gi, go: alive_in_backward.append(model.seen[-1]() is not None)
+    )
+
+    def train() -> None:
+        for _ in range(2):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    plain: list[bool] = []
+    train()
+    plain, alive_in_backward[:] = list(alive_in_backward), []
+    outcome = record_here(train, tmp_path, steps=2)
+    assert outcome.steps == 2
+    assert plain == [False, False]
+    assert alive_in_backward == [False, False]
+
+
+def test_private_statistics_copies_lie_outside_the_malloc_heap():
+    """The writer thread frees them whenever it reaches them: in the script's heap, the
+    holes would fall among the next step's activations at a different place each run."""
+    from tvis.record import tensors
+    from tvis.store import host_memory
+
+    assert torch.randn(512, 1024).clone().data_ptr() % host_memory._HUGE != 0
+    big = torch.randn(512, 1024)  # 2 MB
+    copy = tensors.private_copy(big)
+    assert torch.equal(copy, big) and copy.data_ptr() != big.data_ptr()
+    # A mapping of host_memory.empty's own starts on a huge page; malloc's never does.
+    assert copy.data_ptr() % host_memory._HUGE == 0
+    small = torch.randn(16, 16)
+    assert torch.equal(tensors.private_copy(small), small)
+    half = torch.randn(512, 1024).to(torch.bfloat16)  # numpy has no bfloat16: a clone
+    assert torch.equal(tensors.private_copy(half), half)

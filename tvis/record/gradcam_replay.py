@@ -227,7 +227,7 @@ def _refusal(rec, root: torch.nn.Module, modules) -> str | None:
             return f"the model is wrapped in {type(m).__name__}"
         size += sum(b.numel() * b.element_size() for b in m._buffers.values() if b is not None)
     if size > MAX_BUFFER_BYTES:
-        return f"its buffers ({size >> 20} MB) are too large to copy at every step"
+        return f"its buffers ({size / 1e6:.0f} MB) are too large to copy at every step"
     return None
 
 

@@ -41,6 +41,7 @@ from tvis.record.steps import Steps
 from tvis.record.stop import StopRecording
 from tvis.record.writer_thread import BackgroundWriter
 from tvis.store import schema
+from tvis.store.printable import human_bytes
 
 _perf = time.perf_counter
 # Whether a torch.func transform (vmap, grad, jacrev) is running; private, so looked up once.
@@ -514,7 +515,7 @@ class Recorder(ModuleCalls, Repeats, Steps):
             self._noted_sample_cap = True
             self.notice(
                 f"this model's samples are large: batches keep the values of {keep} sample(s), "
-                f"what fits in {sample_cap.BATCH_VALUES_BYTES >> 20} MB (statistics, "
+                f"what fits in {human_bytes(sample_cap.BATCH_VALUES_BYTES)} (statistics, "
                 "per-sample losses and Grad-CAM still cover the whole batch).",
                 level="info",
             )

@@ -54,11 +54,13 @@ class Steps:
                 self.guard("preparing for backward", e)
         start = self.clock()
         self.in_backward += 1
+        weak = batch.hold_weakly() if batch is not None else None
         try:
             return original(tensors, *args, **kwargs)
         finally:
             self.in_backward -= 1
             if batch is not None:
+                batch.hold_strongly(weak)
                 with self.work:
                     ms = (self.work.started - self.overhead - start) * 1e3
                     batch.phase_ms["backward"] = batch.phase_ms.get("backward", 0) + ms

@@ -326,6 +326,20 @@ def to_numpy(x: torch.Tensor, owned: bool = False) -> np.ndarray:
     return out
 
 
+def private_copy(x: torch.Tensor) -> torch.Tensor:
+    """A copy of CPU tensor ``x`` for statistics the writer thread computes later. A large
+    one lies outside the script's malloc heap (tvis/store/host_memory.py): the writer frees
+    it whenever it gets to it, and a hole punched then among the next step's activations
+    would move where the script's heap grows from run to run."""
+    x = x.detach()
+    dtype = _numpy_dtype(x.dtype)
+    if dtype is None or x.numel() * dtype.itemsize < host_memory.MMAP_BYTES:
+        return x.clone()
+    out = torch.from_numpy(host_memory.empty(tuple(x.shape), dtype))
+    out.copy_(x.resolve_conj().resolve_neg())
+    return out
+
+
 _NUMPY_DTYPES: dict[torch.dtype, np.dtype | None] = {}
 
 

@@ -28,9 +28,10 @@ def printable_line(text: str) -> str:
 
 
 def human_bytes(n: float) -> str:
-    """``n`` bytes as `tvis ls` and `tvis run` print them: 512 B, 1.5 KB, 2.0 GB."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+    """``n`` bytes as `tvis ls` and `tvis run` print them, in units of powers of 1000
+    (what the labels say, and what `du --si` and disk makers say): 512 B, 1.5 kB, 2.0 GB."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        n /= 1000
     return f"{n:.1f} GB"
