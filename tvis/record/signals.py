@@ -8,7 +8,9 @@ recording, a handler raises ``Terminated`` in the script's thread instead (unwin
 ``KeyboardInterrupt``); the runner finishes the run, and ``die_of`` ends the process with
 the signal's own disposition, so the launcher sees the same death (shell status 143 / 129).
 A signal the script's launcher set to be ignored (``nohup``) stays ignored, and a handler the
-script installs itself replaces tvis's, as it would replace Python's default.
+script installs itself replaces tvis's, as it would replace Python's default. A Ctrl-C or
+signal raised where it cannot propagate (a weakref callback) is dropped without Python's
+"Exception ignored" traceback.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class SignalEnd:
         self.previous: dict[int, object] = {}
         self.received: int | None = None
         self.finishing = False  # the run is being finished: a second signal waits for it
+        self._unraisable = sys.unraisablehook
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -43,6 +46,8 @@ class SignalEnd:
         for signum in SIGNALS:
             if signal.getsignal(signum) is signal.SIG_DFL:
                 self.previous[signum] = signal.signal(signum, self._handle)
+        self._unraisable = sys.unraisablehook
+        sys.unraisablehook = self._drop_interrupts
 
     def finish(self) -> None:
         """From now on a signal is noted, not raised: the run is being written."""
@@ -53,6 +58,15 @@ class SignalEnd:
             if signal.getsignal(signum) == self._handle:
                 signal.signal(signum, previous)
         self.previous.clear()
+        if sys.unraisablehook == self._drop_interrupts:
+            sys.unraisablehook = self._unraisable
+
+    def _drop_interrupts(self, unraisable) -> None:
+        """A second Ctrl-C (or signal) that lands in a callback Python cannot raise from —
+        a weakref's, as the first one unwinds and frees the script's tensors — is lost
+        either way; Python would print it as "Exception ignored in …" with a traceback."""
+        if not issubclass(unraisable.exc_type, (KeyboardInterrupt, Terminated)):
+            self._unraisable(unraisable)
 
     def _handle(self, signum: int, frame) -> None:
         self.received = self.received or signum
