@@ -133,29 +133,23 @@ class LineTable(ScrollView, can_focus=True):
     cursor_row: var[int] = var(0, init=False)
     """The row the cursor is on (0 when there are no rows)."""
 
-    class Highlighted(Message):
+    class RowMessage(Message):
+        """Something happened at ``row`` of ``table``."""
+
+        def __init__(self, table: LineTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+        @property
+        def control(self) -> LineTable:
+            return self.table
+
+    class Highlighted(RowMessage):
         """The cursor moved to ``row``."""
 
-        def __init__(self, table: LineTable, row: int) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-
-        @property
-        def control(self) -> LineTable:
-            return self.table
-
-    class Selected(Message):
+    class Selected(RowMessage):
         """Enter (or a click on the cursor's row) chose ``row``."""
-
-        def __init__(self, table: LineTable, row: int) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-
-        @property
-        def control(self) -> LineTable:
-            return self.table
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
