@@ -15,6 +15,7 @@ signal raised where it cannot propagate (a weakref callback) is dropped without 
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -62,10 +63,16 @@ class SignalEnd:
             sys.unraisablehook = self._unraisable
 
     def _drop_interrupts(self, unraisable) -> None:
-        """A second Ctrl-C (or signal) that lands in a callback Python cannot raise from —
-        a weakref's, as the first one unwinds and frees the script's tensors — is lost
-        either way; Python would print it as "Exception ignored in …" with a traceback."""
-        if not issubclass(unraisable.exc_type, (KeyboardInterrupt, Terminated)):
+        """A signal raised where Python cannot raise it — a weakref callback or ``__del__``,
+        which run whenever the script's tensors are freed — would be printed as "Exception
+        ignored in …" with a traceback, and lost. A Ctrl-C there is dropped quietly (most
+        often the second, as the first unwinds); SIGTERM or SIGHUP is sent again, so the
+        run still ends when a time limit says so."""
+        if issubclass(unraisable.exc_type, Terminated):
+            if not self.finishing:  # raised here it would be lost again: sent from a thread
+                again = (os.getpid(), unraisable.exc_value.signum)
+                _thread.start_new_thread(os.kill, again)  # (Thread.start would wait here)
+        elif not issubclass(unraisable.exc_type, KeyboardInterrupt):
             self._unraisable(unraisable)
 
     def _handle(self, signum: int, frame) -> None:
