@@ -19,6 +19,14 @@ from tvis.store.reader import RunReader
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "steady_steps.py"
 
 
+def _signals_as_in_a_terminal() -> None:
+    # A suite started under nohup inherits SIGHUP ignored, and so would tvis (it keeps a
+    # signal its launcher ignored ignored, as Python does): the test is of a job a terminal
+    # or SLURM started, where both signals have their default action.
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_signal_finishes_the_run_then_ends_the_process_as_the_signal_would(tmp_path, signum):
     out = tmp_path / "runs"
@@ -28,6 +36,7 @@ def test_signal_finishes_the_run_then_ends_the_process_as_the_signal_would(tmp_p
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PAUSE_AT": "stepped:3", "PYTHONUNBUFFERED": "1"},
+        preexec_fn=_signals_as_in_a_terminal,
     )
     try:
         for line in proc.stdout:
@@ -87,7 +96,7 @@ def test_a_sigterm_that_lands_in_a_callback_still_ends_the_run(tmp_path):
     script.write_text(SIGTERM_IN_A_CALLBACK)
     result = subprocess.run(
         [TVIS, "run", "--steps", "10", "--out", str(tmp_path / "runs"), str(script)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, preexec_fn=_signals_as_in_a_terminal,
     )  # fmt: skip
     assert result.returncode == -signal.SIGTERM, result.stderr
     assert "stepped 5" not in result.stdout and "Exception ignored" not in result.stderr
