@@ -17,6 +17,7 @@ from tvis.store.format import SOURCES
 from tvis.store.reader import RunReader
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "steady_steps.py"
+IN_A_CALLBACK = SCRIPT.with_name("signal_in_a_callback.py")
 
 
 def _signals_as_in_a_terminal() -> None:
@@ -61,42 +62,14 @@ def test_signal_finishes_the_run_then_ends_the_process_as_the_signal_would(tmp_p
     print(f"{signal.Signals(signum).name}: process gone {took:.2f} s after the signal")
 
 
-SIGTERM_IN_A_CALLBACK = """
-import os, signal, weakref
-import torch
-
-class Box:
-    pass
-
-def freed(_):  # a time limit's SIGTERM arrives while Python runs a weakref callback
-    os.kill(os.getpid(), signal.SIGTERM)
-    for _ in range(10_000):
-        pass
-
-model = torch.nn.Linear(4, 2)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(6):
-    if step == 2:
-        box = Box()
-        ref = weakref.ref(box, freed)
-        del box
-    loss = model(torch.randn(3, 4)).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    print("stepped", step, flush=True)
-"""
-
-
 def test_a_sigterm_that_lands_in_a_callback_still_ends_the_run(tmp_path):
     """Raised inside a weakref callback, tvis's SIGTERM handler's exception could not
     propagate: Python printed it and the script trained on past its time limit (plain
     Python, with no handler of its own, dies at once)."""
-    script = tmp_path / "train.py"
-    script.write_text(SIGTERM_IN_A_CALLBACK)
     result = subprocess.run(
-        [TVIS, "run", "--steps", "10", "--out", str(tmp_path / "runs"), str(script)],
-        capture_output=True, text=True, timeout=120, preexec_fn=_signals_as_in_a_terminal,
+        [TVIS, "run", "--steps", "10", "--out", str(tmp_path / "runs"), str(IN_A_CALLBACK)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "SIGNAL": "SIGTERM"}, preexec_fn=_signals_as_in_a_terminal,
     )  # fmt: skip
     assert result.returncode == -signal.SIGTERM, result.stderr
     assert "stepped 5" not in result.stdout and "Exception ignored" not in result.stderr

@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import stat
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -354,8 +355,8 @@ class _ReadOnFirstUse(Sequence[dict[str, Any]]):
             return [self._item(j) for j in range(*i.indices(len(self)))]
         return self._item(i)
 
-    def _item(self, i: int) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _item(self, i: int) -> dict[str, Any]: ...
 
 
 class TensorEntries(_ReadOnFirstUse):
