@@ -165,3 +165,44 @@ def test_failing_loss_call_leaves_no_call_open(tmp_path):
     calls = _batch(record_here(step, tmp_path, steps=1)).record["calls"]
     roots = [c["name"] for c in calls if c["parent"] == -1]
     assert roots == ["ConvNet", "F.cross_entropy", "ConvNet", "F.cross_entropy"]
+
+
+def _binary_run(tmp_path, loss_module, target_of, probabilities: bool):
+    """A real/fake head (a GAN's discriminator, a yes/no classifier): one score a sample."""
+    model, _, loader = conv_setup()
+    x, y = next(iter(loader))
+    target = target_of(y)
+    scores = model(x)[:, :1].detach()
+
+    def step():
+        out = model(x)[:, :1]
+        loss_module(out.sigmoid() if probabilities else out, target).backward()
+
+    outcome = record_here(step, tmp_path, steps=1)
+    return _batch(outcome), scores.sigmoid(), target
+
+
+def test_binary_losses_give_each_sample_its_p_target_and_prediction(tmp_path):
+    for i, (loss_module, probabilities) in enumerate(
+        ((torch.nn.BCEWithLogitsLoss(), False), (torch.nn.BCELoss(), True))
+    ):
+        batch, p, target = _binary_run(
+            tmp_path / str(i), loss_module, lambda y: (y % 2).float()[:, None], probabilities
+        )
+        loss = batch.record["loss"]
+        is_one = target[:, 0] == 1
+        expected = torch.where(is_one, p[:, 0], 1 - p[:, 0])
+        torch.testing.assert_close(torch.from_numpy(_array(batch, loss["p_target"])), expected)
+        assert _array(batch, loss["target"]).tolist() == is_one.int().tolist()
+        assert _array(batch, loss["pred"]).tolist() == (p[:, 0] > 0.5).int().tolist()
+        # −log p(target) is the sample's loss: what the Loss page's columns show side by side
+        torch.testing.assert_close(torch.tensor(loss["per_sample"]), -expected.log())
+
+
+def test_binary_loss_with_soft_targets_has_no_p_target(tmp_path):
+    batch, _, _ = _binary_run(
+        tmp_path, torch.nn.BCEWithLogitsLoss(), lambda y: torch.full((len(y), 1), 0.9), False
+    )
+    loss = batch.record["loss"]
+    assert "p_target" not in loss and "pred" not in loss
+    assert len(loss["per_sample"]) == 8

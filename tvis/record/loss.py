@@ -32,6 +32,9 @@ LOSSES = (
     "binary_cross_entropy_with_logits",
 )
 
+# The binary losses: input is a probability, or a logit (``_with_logits``).
+BINARY = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+
 # Top-k predictions kept per sample (or per token): what the Loss page lists.
 TOP_K = 5
 
@@ -168,6 +171,8 @@ class LossCapture(Extension):
         section.update(_per_sample(batch, per_element, target, params.get("ignore_index")))
         if name in ("cross_entropy", "nll_loss"):
             section.update(_decode(batch, logits, target, name, params.get("ignore_index")))
+        elif name in BINARY:
+            section.update(_decode_binary(batch, logits, target, name))
         batch.sections["loss"] = section
         batch.loss_tensor = out
         vocabulary.settle(rec, section.get("classes"))
@@ -273,3 +278,29 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
         out["top_i"] = batch.derived(top_i, DERIVED_ELEMS)
         out["top_p"] = batch.derived(top_p, DERIVED_ELEMS)
     return out
+
+
+def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str) -> dict:
+    """Target, prediction and p(target) of a binary loss with one score per sample (a GAN's
+    real/fake, a yes/no classifier) and hard 0/1 targets. Soft targets (label smoothing)
+    have no p(target), and several scores per sample (multi-label) no single row each."""
+    n = target.numel()
+    if scores.shape != target.shape or n != batch.batch_size or n == 0:
+        return {}
+    with torch.no_grad():
+        t = target.detach().reshape(-1)
+        if not bool(((t == 0) | (t == 1)).all()):
+            return {}
+        p = scores.detach().reshape(-1).float()
+        if name.endswith("_with_logits"):
+            p = p.sigmoid()
+        is_one = t == 1
+        p_target = torch.where(is_one, p, 1 - p)
+        pred = (p > 0.5).to(torch.int32)
+    return {
+        "classes": 2,
+        "target": batch.derived(is_one.to(torch.int32), DERIVED_ELEMS),
+        "pred": batch.derived(pred, DERIVED_ELEMS),
+        "p_target": batch.derived(p_target, DERIVED_ELEMS),
+        "shape": [n],
+    }
