@@ -80,7 +80,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-batches", type=int, default=64, help="stop after this many batches")
     parser.add_argument(
-        "--max-bytes", type=_size, default=512 * 2**20, help="run size budget, e.g. 512M (512M)"
+        "--max-bytes",
+        type=_size,
+        default=512 * 2**20,
+        help="run size budget in binary units: 512M is 512 MiB (the default), 2G is 2 GiB",
     )
     parser.add_argument(
         "--no-functions", action="store_true", help="do not trace project functions"
