@@ -51,9 +51,8 @@ if TYPE_CHECKING:
     from tvis.tui.app import TvisApp
 """The list's headed columns and the key each sorts by."""
 
-NUMBER_COLUMNS = 44
-"""Cells the columns after the name take (a 4-D shape, three numbers, cell padding and the
-scrollbar): the name gets what is left, so ‖Δw‖/‖w‖ stays in view."""
+MIN_NAME = 12
+"""The name column's narrowest: below it the numbers scroll sideways instead."""
 
 THUMB_PX = (24, 12)
 """Thumbnail values (width × height) asked per parameter: 288 floats, ~1 KiB a reply."""
@@ -174,8 +173,10 @@ class ParamList(LineTable):
         return [max(len(c.label), w) for c, w in zip(self.columns, values, strict=True)]
 
     def column_widths(self, width: int) -> list[int]:
-        # Names are clipped at their start to what the numbers leave.
-        name_width = max(12, min(28, (width or 62) - NUMBER_COLUMNS))
+        # Names are clipped at their start to what the other columns, as wide as this
+        # step's values, leave (each cell is padded by one on each side; one for the bar).
+        others = sum(w + 2 for w in self._widths[1:])
+        name_width = max(MIN_NAME, (width or 62) - others - 3)
         return [min(self._widths[0], name_width), *self._widths[1:]]
 
     def cells(self, row: int) -> tuple[Text | str, ...]:
