@@ -106,14 +106,19 @@ def test_a_dotted_name_keeps_its_block_indices_when_clipped(name, width, shown):
     assert clip_start(name, width) == shown
 
 
-async def test_a_gans_embeddings_count_samples_and_offer_no_token_search(recorded):
+async def test_a_gans_embeddings_are_coloured_by_its_real_or_fake_target_and_offer_no_token_search(
+    recorded,
+):
     app = make_app(recorded("dcgan"))
     async with app.run_test(size=(120, 40)) as pilot:
         await goto_page(pilot, "insights")
         await pilot.press("e")
         text = await wait_for(
             pilot,
-            lambda: "PCA of" in (t := screen_text(app)) and " samples" in t.split("\n", 4)[4] and t,
+            lambda: "PCA of" in (t := screen_text(app)) and "coloured by" in t and t,
             "the embeddings' legend",
         )
+        # the discriminator's real/fake targets (BCELoss) colour the points, counted per class
+        legend = text.split("coloured by", 1)[1]
+        assert "class" in legend and "■ " in legend
         assert "finds a token" not in text and " rows" not in text
