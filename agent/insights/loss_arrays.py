@@ -27,14 +27,15 @@ class LossArrays:
         shape: list[Any] | None = given if isinstance(given, list) else None
         self.size = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
         positions = int(np.prod(shape)) if shape else 0
-        self.per_token = bool(
+        # A multi-label loss's row of labels is one sample, not a sequence of tokens.
+        self.per_token = not loss.get("multilabel") and bool(
             shape and self.size and positions != self.size and positions % self.size == 0
         )
         # A loss over rows an index or mask picked (a GCN's training nodes of the whole
         # graph: F.nll_loss(out[idx_train], y[idx_train])): its rows are not the batch's
         # samples, so they are numbered within the loss and counted as its rows.
         self.picked_from = self.size if shape and self.size and positions != self.size else None
-        if self.picked_from and not self.per_token and shape:
+        if self.picked_from and not self.per_token and not loss.get("multilabel") and shape:
             self.size = int(shape[0])
         else:
             self.picked_from = None
@@ -174,6 +175,8 @@ class LossArrays:
         names = classes if isinstance(classes, list) else []
         losses = self._per_sample_loss()
         columns = {k: self.values(k) for k in ("target", "pred", "p_target", "top_i", "top_p")}
+        if self.loss.get("multilabel"):  # a label's each: the sample's is in ``worst``
+            columns["p_target"] = None
         n = self.size or len(losses)
         rows = []
         for i in range(n):

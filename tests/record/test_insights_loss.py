@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 from helpers import record_here
@@ -168,14 +169,16 @@ def test_failing_loss_call_leaves_no_call_open(tmp_path):
 
 
 def _binary_run(tmp_path, loss_module, target_of, probabilities: bool):
-    """A real/fake head (a GAN's discriminator, a yes/no classifier): one score a sample."""
+    """A real/fake head (a GAN's discriminator, a yes/no classifier): one score a sample;
+    or a tagger's row of labels, as wide as the target's rows."""
     model, _, loader = conv_setup()
     x, y = next(iter(loader))
     target = target_of(y)
-    scores = model(x)[:, :1].detach()
+    width = target.shape[1]
+    scores = model(x)[:, :width].detach()
 
     def step():
-        out = model(x)[:, :1]
+        out = model(x)[:, :width]
         loss_module(out.sigmoid() if probabilities else out, target).backward()
 
     outcome = record_here(step, tmp_path, steps=1)
@@ -206,3 +209,22 @@ def test_binary_loss_with_soft_targets_has_no_p_target(tmp_path):
     loss = batch.record["loss"]
     assert "p_target" not in loss and "pred" not in loss
     assert len(loss["per_sample"]) == 8
+
+
+def test_a_multi_label_loss_gives_each_sample_the_mean_log_p_of_its_labels(tmp_path):
+    from tvis.agent.insights.loss_arrays import LossArrays
+
+    batch, p, target = _binary_run(
+        tmp_path, torch.nn.BCELoss(), lambda y: torch.stack([y % 2, y // 2], 1).float(), True
+    )
+    loss = batch.record["loss"]
+    assert loss["multilabel"] and loss["shape"] == [8, 2] and "pred" not in loss
+    p_target = torch.from_numpy(_array(batch, loss["p_target"])).reshape(8, 2)
+    torch.testing.assert_close(p_target, torch.where(target == 1, p, 1 - p))
+    # −log p(target) of each label is its binary cross-entropy: its mean is the sample's loss
+    torch.testing.assert_close(-p_target.log().mean(1), torch.tensor(loss["per_sample"]))
+    arrays = LossArrays(batch, loss, 8)
+    assert not arrays.per_token and arrays.size == 8
+    rows = arrays.worst(8)
+    for row in rows:
+        assert row["neg_log_p"] == pytest.approx(row["loss"], rel=1e-5)

@@ -281,11 +281,12 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
 
 
 def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str) -> dict:
-    """Target, prediction and p(target) of a binary loss with one score per sample (a GAN's
-    real/fake, a yes/no classifier) and hard 0/1 targets. Soft targets (label smoothing)
-    have no p(target), and several scores per sample (multi-label) no single row each."""
-    n = target.numel()
-    if scores.shape != target.shape or n != batch.batch_size or n == 0:
+    """p(target) of a binary loss with hard 0/1 targets: with one score per sample (a GAN's
+    real/fake, a yes/no classifier) also the target and prediction as two classes; with a
+    row of scores per sample (multi-label tagging) each label's p(target), so a sample's
+    −log p is its mean loss. Soft targets (label smoothing) have no p(target)."""
+    b, n = batch.batch_size, target.numel()
+    if scores.shape != target.shape or not b or n == 0 or target.shape[0] != b:
         return {}
     with torch.no_grad():
         t = target.detach().reshape(-1)
@@ -297,6 +298,12 @@ def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str)
         is_one = t == 1
         p_target = torch.where(is_one, p, 1 - p)
         pred = (p > 0.5).to(torch.int32)
+    if n != b:  # several labels a sample: p(target) only, one row of labels each
+        return {
+            "p_target": batch.derived(p_target, DERIVED_ELEMS),
+            "shape": [b, n // b],
+            "multilabel": True,
+        }
     return {
         "classes": 2,
         "target": batch.derived(is_one.to(torch.int32), DERIVED_ELEMS),
