@@ -1,0 +1,111 @@
+"""SGD's prediction of the after-weights (format 5): the same bits wherever it is redone,
+and format-4 runs (Δw always XOR-ed against the weight) still read."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tvis.store import codec, predict
+from tvis.store.reader import RunReader
+
+DATA = Path(__file__).parent / "data"
+HYPER = {
+    "lr": 0.1,
+    "momentum": 0.9,
+    "dampening": 0.0,
+    "weight_decay": 1e-4,
+    "nesterov": False,
+    "maximize": False,
+}
+
+
+def test_a_format_4_run_with_steps_still_reads_bit_exactly(tmp_path):
+    """Written by tvis's format-4 writer (data/make_format4_steps_run.py): SGD with
+    momentum, every Δw an XOR against its weight; read back as the training had them."""
+    run = RunReader(shutil.copytree(DATA / "format4_steps_run", tmp_path / "old"))
+    expected = np.load(DATA / "format4_steps_expected.npz")
+    assert run.meta["format"] == 4
+    for index in range(3):
+        step = run.step(index)
+        assert len(step.record["params"]) == 2
+        for p in step.record["params"]:
+            assert "predict" not in step.tensor(p["update"])["value"]
+            for which in ("weight", "update"):
+                want = expected[f"{index}/{p['name']}/{which}"]
+                assert step.array(p[which]).tobytes() == want.tobytes(), (index, p["name"])
+
+
+def test_prediction_is_sgds_step_in_float64_cast_once():
+    rng = np.random.default_rng(0)
+    w, g = rng.standard_normal(1000, np.float32), rng.standard_normal(1000, np.float32)
+    dw_prev = (rng.standard_normal(1000) * 1e-3).astype(np.float32)
+    w64, g64 = w.astype(np.float64), g.astype(np.float64) + 1e-4 * w.astype(np.float64)
+    first = predict.sgd_after(w, g, HYPER)
+    assert (
+        first.dtype == np.float32
+        and first.tobytes() == (w64 - 0.1 * g64).astype(np.float32).tobytes()
+    )
+    later = predict.sgd_after(w, g, HYPER, (0.2, dw_prev, None, None))
+    buf = 0.9 * (dw_prev.astype(np.float64) / -0.2) + 1.0 * g64
+    assert later.tobytes() == (w64 - 0.1 * buf).astype(np.float32).tobytes()
+
+
+def test_prediction_is_elementwise_so_any_slice_predicts_the_same_bits():
+    """No reduction (whose order BLAS or threads could change): a region's prediction is
+    the same as the same region of the whole's, as writer and reader must agree."""
+    rng = np.random.default_rng(1)
+    w, g = rng.standard_normal((64, 33), np.float32), rng.standard_normal((64, 33), np.float32)
+    arrays = (rng.standard_normal((64, 33), np.float32) * 1e-3, w * 0.99, g * 1.01)
+    hyper = {**HYPER, "nesterov": True, "maximize": True}
+    whole = predict.sgd_after(w, g, hyper, (0.1, *arrays))
+    part = predict.sgd_after(w[:5], g[:5], hyper, (0.1, *(a[:5] for a in arrays)))
+    assert part.tobytes() == whole[:5].tobytes()
+
+
+def test_elements_whose_bits_could_depend_on_the_machine_are_predicted_as_the_weight():
+    """NaN payloads differ between CPUs and flush-to-zero modes read subnormals as 0: such
+    elements (in any input, or a result below float32's normal range) take the weight's
+    own bits, found from bits, so every machine predicts them alike."""
+    tiny = np.finfo(np.float32).tiny
+    w = np.array([1.0, np.nan, np.inf, tiny / 4, 1.0, 2e-38, 1.0, 0.0], np.float32)
+    g = np.array([1.0, 1.0, 1.0, 1.0, tiny / 8, 0.0, np.nan, 0.0], np.float32)
+    hyper = {**HYPER, "weight_decay": 0.0, "momentum": 0.0}
+    got = predict.sgd_after(w, g, hyper)
+    want = w.copy()
+    want[0] = np.float32(1.0 - 0.1)
+    want[5] = np.float32(2e-38)  # w - 0 stays normal
+    assert got[[0, 5, 7]].tobytes() == want[[0, 5, 7]].tobytes()
+    for i in (1, 2, 3, 4, 6):
+        assert got[i : i + 1].tobytes() == w[i : i + 1].tobytes(), i
+    near = np.array([1e-37], np.float32)  # lands below float32's normal range
+    result = predict.sgd_after(near, np.array([0.99e-36], np.float32), hyper)
+    assert result.tobytes() == near.tobytes()
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        {**HYPER, "lr": "<Tensor>"},
+        {k: v for k, v in HYPER.items() if k != "nesterov"},
+        {**HYPER, "weight_decay": 1e-40},
+        {**HYPER, "lr": float("nan")},
+    ],
+)
+def test_groups_the_rule_cannot_use_have_no_prediction(group):
+    assert predict.sgd_hyper(group) is None
+
+
+def test_xor_against_a_good_prediction_is_smaller_and_lossless():
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal(1 << 16).astype(np.float32)
+    g = rng.standard_normal(1 << 16).astype(np.float32)
+    after = (w.astype(np.float64) - 0.01 * g.astype(np.float64)).astype(np.float32)
+    predicted = predict.sgd_after(w, g, {**HYPER, "lr": 0.01, "weight_decay": 0.0})
+    against = codec.encode(after, predicted)
+    assert against.nbytes < codec.encode(after, w).nbytes / 4
+    decoded = codec.decode(against.payload, after.dtype, after.shape, predicted, against.crc32)
+    assert decoded.tobytes() == after.tobytes()
