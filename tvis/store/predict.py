@@ -95,59 +95,91 @@ def sgd_after(
     """The weights SGD is predicted to leave, in ``before``'s dtype and shape.
 
     ``prev``: (lr of the previous step, its Δw, and for nesterov its weight and gradient),
-    all as stored, or None for a parameter's first step (the buffer is then the force)."""
-    lr, momentum = hyper["lr"], hyper["momentum"]
-    nesterov = hyper["nesterov"]
-    inputs = [before, grad] + ([a for a in prev[1:] if a is not None] if prev else [])
+    all as stored, or None for a parameter's first step (the buffer is then the force).
+    The rule is linear in its arrays, so it is evaluated as one sum of scaled arrays (the
+    scales from the hyper-parameters, in Python floats), block by block in the cache."""
+    scales, arrays = _scales(hyper, prev), _arrays(before, grad, prev)
+    terms = [(c, a) for c, a in zip(scales, arrays, strict=True) if c != 0 and a is not None]
+    flat = [np.ascontiguousarray(a).reshape(-1) for _, a in terms]
+    source = np.ascontiguousarray(before).reshape(-1)
+    predicted = np.empty_like(source)
+    dtype, n = before.dtype, source.size
+    low, high = float(np.finfo(dtype).tiny), float(np.finfo(dtype).max)
+    size = min(BLOCK, n) or 1
+    total, scaled = np.empty(size, np.float64), np.empty(size, np.float64)
+    unsafe, check = np.empty(size, bool), np.empty(size, bool)
     with np.errstate(all="ignore"):
-        unsafe = np.zeros(before.shape, bool)
-        for a in inputs:
-            unsafe |= _unsafe(a.reshape(before.shape))
-        w = before.astype(np.float64)
-        g = _force(grad, w, hyper)
-        d = g
-        if momentum != 0:
-            buf = g
-            if prev is not None:
-                buf_prev = _buffer_before(prev, hyper).reshape(before.shape)
-                buf = momentum * buf_prev + (1 - hyper["dampening"]) * g
-            d = g + momentum * buf if nesterov else buf
-        after = w - lr * d
-        unsafe |= ~np.isfinite(after)
-        unsafe |= (after != 0) & (np.abs(after) < np.finfo(before.dtype).tiny)
-        predicted = after.astype(before.dtype)
-    return np.where(unsafe, before, predicted)
+        for start in range(0, n, size):
+            end = min(start + size, n)
+            k = end - start
+            acc, tmp, bad, test = total[:k], scaled[:k], unsafe[:k], check[:k]
+            acc[...] = 0.0
+            for (scale, _), array in zip(terms, flat, strict=True):
+                np.multiply(array[start:end], scale, out=tmp, dtype=np.float64)
+                np.add(acc, tmp, out=acc)
+            # Unsafe: a result that is non-finite, out of range or subnormal once cast ...
+            np.abs(acc, out=tmp)
+            np.greater_equal(tmp, low, out=bad)
+            np.less_equal(tmp, high, out=test)
+            np.logical_and(bad, test, out=bad)
+            np.equal(tmp, 0.0, out=test)
+            np.logical_or(bad, test, out=bad)
+            np.logical_not(bad, out=bad)
+            # ... or any subnormal (or, in float64, far out of range) input.
+            for array in flat:
+                bad |= _unsafe(array[start:end])
+            predicted[start:end] = acc
+            np.copyto(predicted[start:end], source[start:end], where=bad)
+    return predicted.reshape(before.shape)
 
 
-def _force(grad: np.ndarray, w: np.ndarray, hyper: dict[str, Any]) -> np.ndarray:
-    """``±g + wd·w`` in float64, as torch forms it (maximize flips the gradient first)."""
-    g = grad.astype(np.float64).reshape(w.shape)
-    if hyper["maximize"]:
-        g = -g
-    if hyper["weight_decay"] != 0:
-        g = g + hyper["weight_decay"] * w
-    return g
+# Elements predicted at a time: float64 scratch arrays of 256 KiB stay in the cache.
+BLOCK = 1 << 15
 
 
-def _buffer_before(prev: tuple, hyper: dict[str, Any]) -> np.ndarray:
-    """The momentum buffer the previous step left, from what it stored."""
-    lr_prev, dw_prev, w_prev, g_prev = prev
-    buf = dw_prev.astype(np.float64) / -lr_prev  # the step moved by −lr·d
-    if hyper["nesterov"]:  # d = G + momentum·buf
-        buf = (buf - _force(g_prev, w_prev.astype(np.float64), hyper)) / hyper["momentum"]
-    return buf
+def _arrays(before, grad, prev) -> list:
+    """The arrays the rule is linear in: w, g, Δw_prev, w_prev, g_prev."""
+    if prev is None:
+        return [before, grad, None, None, None]
+    return [before, grad, prev[1], prev[2], prev[3]]
+
+
+def _scales(hyper: dict[str, Any], prev) -> list[float]:
+    """The scales of ``_arrays`` in ``w − lr·d``.
+
+    With G = ±g + wd·w and the buffer the previous step left B = −Δw_prev / lr_prev
+    (nesterov: (−Δw_prev / lr_prev − G_prev) / momentum), torch's ``d`` is
+    k_G·G + k_dw·Δw_prev + k_Gp·G_prev."""
+    lr, m, wd = hyper["lr"], hyper["momentum"], hyper["weight_decay"]
+    damp, sign = hyper["dampening"], -1.0 if hyper["maximize"] else 1.0
+    k_g, k_dw, k_gp = 1.0, 0.0, 0.0
+    if m != 0:
+        if prev is None:  # the buffer is created as G
+            k_g = 1.0 + m if hyper["nesterov"] else 1.0
+        elif hyper["nesterov"]:
+            k_g, k_dw, k_gp = 1.0 + m * (1.0 - damp), -m / prev[0], -m
+        else:
+            k_g, k_dw = 1.0 - damp, -m / prev[0]
+    return [
+        1.0 - lr * k_g * wd,
+        -lr * k_g * sign,
+        -lr * k_dw,
+        -lr * k_gp * wd,
+        -lr * k_gp * sign,
+    ]
 
 
 def _unsafe(array: np.ndarray) -> np.ndarray:
-    """Elements whose prediction could differ between machines: non-finite, subnormal
-    (found from their bits: a denormals-are-zero mode reads them as 0), or so far from 1
-    that float64 products of them could leave the normal range."""
+    """Inputs whose part in the prediction could differ between machines: subnormal ones
+    (found from their bits: a denormals-are-zero mode reads them as 0) and, in float64,
+    ones so far from 1 that products of them could leave the normal range. (A non-finite
+    input makes the result non-finite, which is caught there.)"""
     size = array.dtype.itemsize
-    word = np.ascontiguousarray(array).view(f"<u{size}")
-    magnitude = word & np.array((1 << (8 * size - 1)) - 1, dtype=f"<u{size}")
+    word = array.view(f"<u{size}") << np.array(1, f"<u{size}")  # the sign shifted out
     smallest_normal = np.array(np.finfo(array.dtype).tiny, array.dtype).view(f"<u{size}")
-    unsafe = (magnitude != 0) & (magnitude < smallest_normal)
-    unsafe |= ~np.isfinite(array)
-    if array.dtype.itemsize > 4:  # float32's own range is well inside the bounds
-        unsafe |= ((array != 0) & (np.abs(array) < _LOW_VALUE)) | (np.abs(array) > _HIGH_VALUE)
+    # 0 < magnitude < smallest normal, as one unsigned comparison (0 - 1 wraps around)
+    unsafe = (word - np.array(1, f"<u{size}")) < (smallest_normal << np.array(1, f"<u{size}")) - 1
+    if size > 4:  # float32's own range is well inside the bounds
+        magnitude = np.abs(array)
+        unsafe |= ((magnitude < _LOW_VALUE) & (magnitude != 0)) | (magnitude > _HIGH_VALUE)
     return unsafe
