@@ -268,3 +268,39 @@ def test_agent_decodes_a_weight_stored_as_a_delta_of_the_previous_step(tmp_path)
     assert reply["array"].tobytes() == seen[1][name][2].numpy().tobytes()
     view = api.param(run, 1, name, which="weight")
     assert view["name"] == name and view["array"].size > 0
+
+
+def test_sgd_prediction_of_float64_and_scalar_parameters_reads_back_exactly(tmp_path):
+    """The prediction in the parameter's own dtype (float64 here); a 0-d parameter (whose
+    one element compresses to the same bytes either way) and a float16 one (stored
+    widened to float32, and predicted there) read back exactly too."""
+    torch.manual_seed(0)
+    w64 = nn.Parameter(torch.randn(40, 7, dtype=torch.float64))
+    scale = nn.Parameter(torch.tensor(1.5))
+    half = nn.Parameter(torch.randn(16, dtype=torch.float16))
+    opt = torch.optim.SGD([w64, scale, half], lr=0.05, momentum=0.9, weight_decay=1e-3)
+    names = {id(w64): "param0", id(scale): "param1", id(half): "param2"}  # no module
+    seen: list = []
+    _reference_hooks(opt, names, seen)
+
+    def train():
+        torch.manual_seed(1)
+        for _ in range(10):
+            opt.zero_grad()
+            x = torch.randn(7, dtype=torch.float64)
+            loss = (w64 @ x).square().mean() * scale + half.float().square().sum()
+            loss.backward()
+            opt.step()
+
+    outcome = record_here(train, tmp_path, steps=3)
+    run = RunReader(outcome.run_dir)
+    for index in range(3):
+        step = run.step(index)
+        for p in step.record["params"]:
+            before, _, update = seen[index][p["name"]]
+            value = step.tensor(p["update"])["value"]
+            if p["name"] == "param0":
+                assert "predict" in value, index
+            for which, want in (("weight", before), ("update", update)):
+                got = step.array(p[which])
+                assert got.tobytes() == want.numpy().astype(got.dtype).tobytes(), (index, p)

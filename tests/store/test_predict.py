@@ -83,6 +83,8 @@ def test_prediction_is_elementwise_so_any_slice_predicts_the_same_bits():
     whole = predict.sgd_after(w, g, hyper, (0.1, *arrays))
     part = predict.sgd_after(w[:5], g[:5], hyper, (0.1, *(a[:5] for a in arrays)))
     assert part.tobytes() == whole[:5].tobytes()
+    one = predict.sgd_after(w[0, 0].copy().reshape(()), g[0, 0].copy().reshape(()), hyper)
+    assert one.shape == () and one.tobytes() == predict.sgd_after(w, g, hyper)[0, 0].tobytes()
 
 
 def test_elements_whose_bits_could_depend_on_the_machine_are_predicted_as_the_weight():
