@@ -228,11 +228,13 @@ is smaller, as the XOR against SGD's prediction of the after-weights instead of 
 (tvis/store/predict.py; about a third of the bytes): ``predicted = w − lr·d`` from the
 weight entry, the gradient entry ``grad`` as stored (rounded) and, with momentum, the
 buffer the previous step left (``prev``: that step's stored Δw divided by −its ``lr``;
-for nesterov less its own force, so its weight and gradient too), all in float64
-elementwise and cast to the weight's dtype; an element that is non-finite, subnormal or
-far out of range in any input or in the result is predicted as the weight itself. The
-reader redoes the same operations on the same stored values, so it gets the same bits;
-a missing or changed input shows as a checksum mismatch. A weight with a ``base`` needs that earlier step's after-value of the same
+for nesterov less its own force, so its weight and gradient too). The rule is linear in
+those arrays: the prediction is their sum scaled by factors of the hyper-parameters,
+accumulated in float64 in a fixed order and cast once to the weight's dtype; an element
+whose result is non-finite or out of the dtype's normal range, or with a subnormal input,
+is predicted as the weight itself. ``predict.sgd_after`` is the definition: a reader
+redoes its operations on the same stored values and gets the same bits; a missing or
+changed input shows as a checksum mismatch. A weight with a ``base`` needs that earlier step's after-value of the same
 parameter (a chain the recorder cuts with a full copy every 8 steps). A gradient stands
 alone. ``crc32`` checks the decoded bits: a mismatch means a corrupt or missing link.
 Unless the run was recorded with ``--exact``, a gradient is stored rounded to the run's

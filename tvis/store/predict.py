@@ -9,10 +9,11 @@ their XOR is mostly zero bits. The writer (tvis/record/params.py) and the reader
 (tvis/store/reader.py) both call ``sgd_after`` on the same stored arrays, so they get
 the same bits: elementwise float64 operations only (each correctly rounded, whatever the
 machine or numpy's SIMD path), in one fixed order, and every element whose bits could
-depend on the machine — a non-finite value (NaN payloads differ between CPUs), a
-subnormal input or a result below float32's normal range (flush-to-zero modes) — is
-predicted as the weight before the step, by bit masks that no floating-point mode
-changes. A prediction only has to be good, not exact: whatever it is, the XOR against it
+depend on the machine — a non-finite result (NaN payloads differ between CPUs), a
+subnormal input (found from its bits) or a result outside the dtype's normal range
+(flush-to-zero modes) — is predicted as the weight before the step. With the
+hyper-parameters and float64 inputs kept inside ``_LOW``..``_HIGH`` no intermediate
+sum or product is subnormal, so no floating-point mode changes the others. A prediction only has to be good, not exact: whatever it is, the XOR against it
 is lossless. Needs numpy only (no torch), so the agent reads what the recorder wrote.
 
 The rule of ``torch.optim.SGD`` (per element, ``G = ±g + wd·w``)::
