@@ -304,3 +304,36 @@ def test_sgd_prediction_of_float64_and_scalar_parameters_reads_back_exactly(tmp_
             for which, want in (("weight", before), ("update", update)):
                 got = step.array(p[which])
                 assert got.tobytes() == want.numpy().astype(got.dtype).tobytes(), (index, p)
+
+
+class _MySGD(torch.optim.SGD):
+    """A subclass may step differently: its Δw is not predicted."""
+
+
+def test_sgd_subclass_and_sparse_gradients_keep_dw_against_the_weight(tmp_path):
+    torch.manual_seed(0)
+    emb = nn.Embedding(50, 8, sparse=True)
+    lin = nn.Linear(8, 2)
+    sparse_opt = torch.optim.SGD(emb.parameters(), lr=0.1)
+    sub_opt = _MySGD(lin.parameters(), lr=0.1, momentum=0.9)
+
+    def train():
+        torch.manual_seed(1)
+        for _ in range(10):
+            sparse_opt.zero_grad()
+            sub_opt.zero_grad()
+            lin(emb(torch.randint(0, 50, (4,)))).square().mean().backward()
+            sparse_opt.step()
+            sub_opt.step()
+
+    outcome = record_here(train, tmp_path, steps=2)
+    run = RunReader(outcome.run_dir)
+    seen = 0
+    for index in run.step_ids():
+        step = run.step(index)
+        for p in step.record["params"]:
+            if p["kept"] is not None:
+                seen += 1
+                assert "predict" not in step.tensor(p["update"])["value"], (index, p["name"])
+                assert step.array(p["update"]) is not None
+    assert seen >= 3
