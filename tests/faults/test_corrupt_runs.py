@@ -207,3 +207,65 @@ def test_a_corrupt_call_is_named_by_the_request_that_reads_it_and_no_other(tmp_p
     assert named["status"] in (400, 404), named
     assert f"calls[{victim}].outputs is 7, not a list" in named["error"]
     assert named["error"].endswith(".") and "Traceback" not in named["error"]
+
+
+def _train_with_momentum() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    for _ in range(3):
+        loss = F.cross_entropy(model(torch.randn(6, 4)), torch.randint(0, 2, (6,)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def _predicted(run: Path, change: Callable[[dict], None]) -> None:
+    """Change the prediction map of step 1's first Δw."""
+
+    def edit(step: dict) -> None:
+        change(step["tensors"][step["params"][0]["update"]]["value"]["predict"])
+
+    _edit_msgpack(run / "steps" / "000001" / "index.msgpack", edit)
+
+
+PREDICTION_CORRUPTIONS: dict[str, Callable[[Path], None]] = {
+    "grad_text": lambda r: _predicted(r, lambda p: p.update(grad="g")),
+    "grad_circular": lambda r: _predicted(r, lambda p: p.update(grad=1)),
+    "lr_changed": lambda r: _predicted(r, lambda p: p.update(lr=p["lr"] * 2)),
+    "rule_unknown": lambda r: _predicted(r, lambda p: p.update(rule="adam")),
+    "prev_param_renamed": lambda r: _predicted(r, lambda p: p["prev"].update(param="nope")),
+    "prev_step_gone": lambda r: shutil.rmtree(r / "steps" / "000000"),
+    "prev_grad_gone": lambda r: _edit_msgpack(
+        r / "steps" / "000000" / "index.msgpack", lambda s: s["params"][0].update(grad=None)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTION_CORRUPTIONS))
+def test_a_dw_whose_prediction_cannot_be_redone_is_named_in_a_sentence(tmp_path, name):
+    """Format 5: a Δw XOR-ed against SGD's prediction needs its step's weight and gradient
+    and the step before's; with one gone or changed, reading it answers one sentence (never
+    a traceback or wrong values), and the step's other values still read."""
+    out = tmp_path / "runs"
+    outcome = record(_train_with_momentum, Settings(steps=3), HERE, out / "20300101-000000_a")
+    step = msgpack.unpackb(
+        (outcome.run_dir / "steps" / "000001" / "index.msgpack").read_bytes(),
+        strict_map_key=False,
+    )
+    first = step["params"][0]
+    assert "prev" in step["tensors"][first["update"]]["value"]["predict"]
+    PREDICTION_CORRUPTIONS[name](outcome.run_dir)
+    api = AgentAPI(out)
+
+    def array(tensor: int) -> dict:
+        params = {"run": outcome.run_dir.name, "step": 1, "tensor": tensor}
+        return handle(api, {"id": 1, "method": "array", "params": params})
+
+    reply = array(first["update"])
+    assert "error" in reply and reply["status"] in (400, 404), reply
+    assert reply["error"].endswith(".") and "Error" not in reply["error"], reply
+    assert "Traceback" not in reply["error"]
+    if name != "prev_step_gone":  # every weight's base is that step's after
+        assert "result" in array(first["weight"])
+        assert "result" in array(step["params"][1]["update"])

@@ -9,7 +9,9 @@ sample are copied to the host; after the step the same region and sample are cop
 again. The writer thread derives Δw = after - before on the region (bit-exact), its
 statistics (estimated from the sample where the region is partial), and encodes the
 values compactly (tvis/store/codec.py): the weight as an XOR against the previous step's
-"after" (a full copy every ``KEYFRAME`` steps), Δw as the XOR of after against before,
+"after" (a full copy every ``KEYFRAME`` steps), Δw as the XOR of after against before, or
+for ``torch.optim.SGD`` against SGD's prediction from the stored values when that is
+smaller (tvis/store/predict.py: a third of the bytes),
 the gradient alone, rounded to the run's mantissa bits as activations' gradients are
 (tvis/store/rounding.py; statistics from its exact values): weights and Δw stay exact,
 because each step's weight is the last one's "after". Peak extra memory is the budget's regions (about three copies), not
@@ -28,7 +30,7 @@ import numpy as np
 import torch
 
 from tvis.record import tensors
-from tvis.store import codec, rounding
+from tvis.store import codec, predict, rounding
 
 # Elements every parameter keeps with values at least (whole rows, or the whole tensor).
 FLOOR = 4096
@@ -94,6 +96,20 @@ def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 @dataclass
+class Moved:
+    """A parameter's SGD step as the prediction of its next step reads it (the momentum
+    buffer it left): filled in by the writer thread once the step's values are encoded,
+    with the very arrays the reader will decode."""
+
+    step: int
+    name: str
+    hyper: dict
+    dw: np.ndarray | None = None  # Δw as stored
+    weight: np.ndarray | None = None  # nesterov only: the weight and gradient as stored
+    grad: np.ndarray | None = None
+
+
+@dataclass
 class ParamState:
     """What the recorder keeps between steps: regions planned, and each parameter's last
     stored "after" (the base of the next step's weight delta)."""
@@ -104,6 +120,7 @@ class ParamState:
     planned: dict[int, int] = field(default_factory=dict)  # id(p) -> region elements
     last: dict[int, tuple[int, np.ndarray, int]] = field(default_factory=dict)
     # id(p) -> (step, after region, steps since the last full copy)
+    moved: dict[int, Moved] = field(default_factory=dict)  # id(p) -> its last SGD step
 
     def keep_for(self, params: list[torch.Tensor]) -> None:
         """Plan the regions of parameters seen for the first time."""
@@ -225,7 +242,8 @@ def snapshot_optimizer(optimizer: torch.optim.Optimizer, state: ParamState) -> d
     params = optimizer_params(optimizer)
     if sharded(params):
         return {"params": {}, "groups": _groups(optimizer), "sharded": True}
-    return {"params": capture(params, state), "groups": _groups(optimizer)}
+    group_of = {id(p): i for i, group in enumerate(optimizer.param_groups) for p in group["params"]}
+    return {"params": capture(params, state), "groups": _groups(optimizer), "group_of": group_of}
 
 
 def snapshot_tensors(params: Iterable[torch.Tensor], state: ParamState) -> dict:
@@ -279,6 +297,9 @@ class Job:
     keep_values: bool
     base: tuple[int, np.ndarray] | None  # (step, previous after region) for the weight
     grad_bits: int | None = None  # the gradient's stored mantissa bits (None: exact)
+    hyper: dict | None = None  # SGD's hyper-parameters: Δw may be XOR-ed against its prediction
+    prev: Moved | None = None  # the step before, as the prediction reads it
+    moved: Moved | None = None  # this step, filled in for the next one
 
 
 def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, max_bytes):
@@ -329,7 +350,16 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
             state.last[id(p)] = (step, c.after, depth)
         elif size:
             dropped += 1
-        jobs.append(Job(c, name, w_id, u_id, g_id, keep_values, base, state.grad_bits))
+        job = Job(c, name, w_id, u_id, g_id, keep_values, base, state.grad_bits)
+        prev = state.moved.pop(id(p), None)
+        if keep_values and c.has_grad and not c.sparse_grad:
+            job.hyper = _sgd_hyper(optimizer, snapshot, p)
+        if job.hyper is not None:
+            if base is not None and prev is not None and prev.step == base[0]:
+                if predict.same_rule(prev.hyper, job.hyper) and prev.hyper["lr"] != 0:
+                    job.prev = prev
+            job.moved = state.moved[id(p)] = Moved(step, name, job.hyper)
+        jobs.append(job)
         params.append(
             {
                 "name": name,
@@ -369,6 +399,16 @@ def build_step(step, snapshot, optimizer, names, batch_ids, state: ParamState, m
         step_map["no_grad"] = no_grad
     record = {"step": step_map, "params": params, "tensors": entries}
     return record, jobs, raw_bytes
+
+
+def _sgd_hyper(optimizer, snapshot: dict, p: torch.Tensor) -> dict | None:
+    """SGD's hyper-parameters for ``p`` when its optimizer is ``torch.optim.SGD`` itself (a
+    subclass may step differently) and its group was recorded in plain numbers."""
+    if not optimizer or type(optimizer[1]) is not torch.optim.SGD:
+        return None
+    group = snapshot.get("group_of", {}).get(id(p))
+    groups = snapshot.get("groups") or []
+    return predict.sgd_hyper(groups[group]) if group is not None and group < len(groups) else None
 
 
 def settle(record: dict, jobs: list[Job]) -> tuple[dict, int]:
@@ -429,9 +469,8 @@ def _settle_one(job: Job, entries: list[dict], arrays: dict) -> int:
     if job.base is not None:
         w_value["base"] = {"step": job.base[0], "param": job.name}
     arrays[job.w_id] = codec.encode(before, job.base[1] if job.base is not None else None)
-    arrays[job.u_id] = codec.encode(after, before)
-    u_value = {**c.kept, "codec": codec.CODEC, "delta": job.w_id}
-    entries[job.w_id]["value"], entries[job.u_id]["value"] = w_value, u_value
+    entries[job.w_id]["value"] = w_value
+    grad = None
     if job.g_id is not None and c.grad is not None:
         grad, g_value = np.ascontiguousarray(c.grad), {**c.kept, "codec": codec.CODEC}
         if grad.dtype.byteorder == ">":
@@ -441,7 +480,33 @@ def _settle_one(job: Job, entries: list[dict], arrays: dict) -> int:
             g_value["bits"] = job.grad_bits
         arrays[job.g_id] = codec.encode(grad)
         entries[job.g_id]["value"] = g_value
+    u_value = {**c.kept, "codec": codec.CODEC, "delta": job.w_id}
+    arrays[job.u_id] = codec.encode(after, before)
+    if job.hyper is not None and predict.usable(before, grad):
+        _encode_predicted(job, before, after, update, grad, u_value, arrays)
+    entries[job.u_id]["value"] = u_value
     return 0
+
+
+def _encode_predicted(job: Job, before, after, update, grad, u_value: dict, arrays: dict) -> None:
+    """Δw as the XOR of the after-weights against SGD's prediction, when that is smaller
+    than the XOR against the weights before; the step is kept for the next prediction."""
+    hyper, prev = job.hyper, job.prev
+    assert hyper is not None
+    inputs = None
+    if prev is not None and prev.dw is not None and prev.dw.shape == before.shape:
+        if not hyper["nesterov"] or (prev.weight is not None and prev.grad is not None):
+            inputs = (prev.hyper["lr"], prev.dw, prev.weight, prev.grad)
+    predicted = codec.encode(after, predict.sgd_after(before, grad, hyper, inputs))
+    if predicted.nbytes < arrays[job.u_id].nbytes:
+        arrays[job.u_id] = predicted
+        u_value["predict"] = {"rule": predict.RULE, **hyper, "grad": job.g_id}
+        if inputs is not None and prev is not None:
+            u_value["predict"]["prev"] = {"step": prev.step, "param": prev.name, "lr": inputs[0]}
+    if job.moved is not None:
+        job.moved.dw = update
+        if hyper["nesterov"]:
+            job.moved.weight, job.moved.grad = before, grad
 
 
 def _scaled(summary: tuple, numel: int) -> tuple:

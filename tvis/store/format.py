@@ -213,13 +213,28 @@ Step values are encoded (tvis/store/codec.py) and their value map says how::
               "base"?: {"step": int, "param": name},   # weight: XOR against that step's
                                                        # weight after the step
               "delta"?: id,                     # update: XOR against the weight entry
+              "predict"?: {"rule": "sgd", "lr", "momentum", "dampening", "weight_decay",
+                           "nesterov", "maximize", "grad": id,
+                           "prev"?: {"step", "param", "lr"}},  # update (format 5):
+                                       # XOR against SGD's prediction instead (below)
               "bits"?: int}                     # a gradient stored rounded (below)
 
 Decoding a value gives its bit pattern, XOR-ed with the base's bits when it has one.
 A weight's decoded bits are its values. An update's decoded bits are the weight *after*
 the step, so ``update = after - weight`` (computed in the stored dtype: bit-exact for
 float32/float64; float16/bfloat16 are stored widened to float32, where the difference is
-exact). A weight with a ``base`` needs that earlier step's after-value of the same
+exact). Since format 5 the update of a ``torch.optim.SGD`` parameter is stored, when that
+is smaller, as the XOR against SGD's prediction of the after-weights instead of the weight
+(tvis/store/predict.py; about a third of the bytes): ``predicted = w − lr·d`` from the
+weight entry, the gradient entry ``grad`` as stored (rounded) and, with momentum, the
+buffer the previous step left (``prev``: that step's stored Δw divided by −its ``lr``;
+for nesterov less its own force, so its weight and gradient too). The rule is linear in
+those arrays: the prediction is their sum scaled by factors of the hyper-parameters,
+accumulated in float64 in a fixed order and cast once to the weight's dtype; an element
+whose result is non-finite or out of the dtype's normal range, or with a subnormal input,
+is predicted as the weight itself. ``predict.sgd_after`` is the definition: a reader
+redoes its operations on the same stored values and gets the same bits; a missing or
+changed input shows as a checksum mismatch. A weight with a ``base`` needs that earlier step's after-value of the same
 parameter (a chain the recorder cuts with a full copy every 8 steps). A gradient stands
 alone. ``crc32`` checks the decoded bits: a mismatch means a corrupt or missing link.
 Unless the run was recorded with ``--exact``, a gradient is stored rounded to the run's
@@ -276,7 +291,9 @@ the run index), for finding ranks that trained on the same samples.
 
 from __future__ import annotations
 
-FORMAT_VERSION = 4
+# 5: a Δw may be XOR-ed against SGD's prediction (``predict``), which a format-4 reader
+# would silently misread as a delta of the weight.
+FORMAT_VERSION = 5
 
 META = "meta.json"
 RUN_INDEX = "run.msgpack"

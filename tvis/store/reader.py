@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, cast, overload
 import msgpack
 import numpy as np
 
-from tvis.store import chunks, codec, derived, schema, validate
+from tvis.store import chunks, codec, derived, predict, schema, validate
 from tvis.store.format import (
     BATCHES,
     BLOB,
@@ -609,6 +609,8 @@ class Chunk:
         cached = self._decoded.get(tensor_id)
         if cached is not None:
             return cached
+        if depth > MAX_CHAIN:  # a corrupt record whose bases go round in a circle
+            raise StoreError(f"{self.what} refers to values it cannot reach.")
         value = self.tensor(tensor_id).get("value") or {}
         try:
             dtype = np.dtype(value["dtype"])
@@ -621,7 +623,9 @@ class Chunk:
                 f"tensor {tensor_id} of {self.what} uses an encoding this tvis cannot read "
                 f"({value.get('codec')!r}); upgrade tvis on this machine."
             )
-        if value.get("delta") is not None:
+        if value.get("predict") is not None:
+            base = self._predicted(value, depth + 1)
+        elif value.get("delta") is not None:
             base = self._decode(int(value["delta"]), depth + 1)
         elif value.get("base") is not None:
             base = self._after_at(value["base"], depth + 1)
@@ -641,8 +645,58 @@ class Chunk:
         self._decoded[tensor_id] = array
         return array
 
+    def _predicted(self, value: dict[str, Any], depth: int) -> np.ndarray:
+        """SGD's prediction of the weights after the step (tvis/store/predict.py), from the
+        same stored values the recorder computed it from: the base of a Δw stored as the
+        XOR against it (format 5)."""
+        how = value["predict"]
+        try:
+            hyper = predict.sgd_hyper(how) if how.get("rule") == predict.RULE else None
+            weight_id, grad_id = int(value["delta"]), int(how["grad"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            hyper = None
+        if hyper is None:
+            raise StoreError(f"a Δw of {self.what} names a prediction it cannot redo.")
+        before, grad = self._decode(weight_id, depth), self._decode(grad_id, depth)
+        prev = None
+        if how.get("prev") is not None:
+            prev = self._momentum_before(how["prev"], hyper, depth)
+        if not predict.usable(before, grad) or (
+            prev is not None and any(a is not None and a.size != before.size for a in prev[1:])
+        ):
+            raise StoreError(f"a Δw of {self.what} names a prediction it cannot redo.")
+        return predict.sgd_after(before, grad, hyper, prev)
+
+    def _momentum_before(self, prev: Any, hyper: dict[str, Any], depth: int) -> tuple:
+        """The previous step's learning rate and stored Δw (with its weight and gradient for
+        nesterov): what SGD's momentum buffer is recovered from."""
+        try:
+            lr = prev["lr"]
+            if type(lr) not in (int, float) or lr == 0:
+                raise ValueError
+            earlier, param = self._param_at(prev, depth)
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(f"a Δw of {self.what} names a prediction it cannot redo.") from None
+        if not isinstance(param.get("weight"), int):
+            raise StoreError(f"a Δw of {self.what} refers to a weight missing in {earlier.what}.")
+        weight = earlier._decode(param["weight"], depth)
+        dw = np.asarray(np.subtract(earlier._decode(param["update"], depth), weight))
+        grad = None
+        if hyper["nesterov"]:
+            if not isinstance(param.get("grad"), int):
+                raise StoreError(
+                    f"a Δw of {self.what} refers to a gradient missing in {earlier.what}."
+                )
+            grad = earlier._decode(param["grad"], depth)
+        return float(lr), dw, weight if hyper["nesterov"] else None, grad
+
     def _after_at(self, base: Any, depth: int) -> np.ndarray:
         """A parameter's weight after an earlier step: the base of a weight delta."""
+        earlier, param = self._param_at(base, depth)
+        return earlier._decode(param["update"], depth)
+
+    def _param_at(self, base: Any, depth: int) -> tuple[Chunk, dict[str, Any]]:
+        """An earlier step and the record of the parameter ``base`` names in it."""
         if depth > MAX_CHAIN or self.open_step is None or not isinstance(base, dict):
             raise StoreError(f"{self.what} refers to an earlier step it cannot reach.")
         earlier = self.open_step(int(base.get("step", -1)))
@@ -652,7 +706,7 @@ class Chunk:
             raise StoreError(
                 f"{self.what} refers to parameter {name!r}, missing in {earlier.what}."
             )
-        return earlier._decode(param["update"], depth)
+        return earlier, param
 
     @cached_property
     def _blob(self) -> mmap.mmap | bytes:

@@ -192,6 +192,21 @@ class _Rounded(TypedDict, total=False):
     bits: int  # format 4: stored rounded to this many mantissa bits (absent: exact)
 
 
+class Prediction(TypedDict, total=False):
+    """What a Δw's base was predicted from (tvis/store/predict.py): torch.optim.SGD's
+    hyper-parameters at the step, the step's gradient entry, and the step before."""
+
+    rule: Literal["sgd"]
+    lr: float
+    momentum: float
+    dampening: float
+    weight_decay: float
+    nesterov: bool
+    maximize: bool
+    grad: int
+    prev: dict[str, Any]  # {"step", "param", "lr"}: the buffer from that step's Δw
+
+
 class EncodedValue(StoredValue, _Rounded, total=False):
     """A step's parameter value, stored encoded (tvis/store/codec.py; format.py says how a
     reader decodes it). A gradient's may be rounded (``bits``); weights and Δw never are."""
@@ -200,6 +215,7 @@ class EncodedValue(StoredValue, _Rounded, total=False):
     crc32: int  # of the decoded bits
     base: dict[str, Any]  # {"step", "param"}: a weight XOR-ed against that step's after
     delta: int  # an update: its bits are the weight after the step XOR this weight entry
+    predict: Prediction  # format 5: ... XOR SGD's prediction of it instead (predict.py)
 
 
 class ChunkedValue(StoredValue, _Rounded):
