@@ -89,6 +89,10 @@ async def test_replay_shows_a_segmentation_target_as_a_mask_not_numbers(seg_runs
         assert mask.display and mask.has_data and _grey(app) in _colours(mask)
         text = screen_text(app)
         assert "target mask 32×32" in text and "0 0 0 0" not in text
+        rec = page.recording
+        page.seek(next(s for s in range(rec.total) if (e := rec.event(s)) and e.kind == "loss"))
+        await wait_for(pilot, lambda: "pixel accuracy" in screen_text(app), "the result card")
+        assert "no per-sample result" not in screen_text(app)
         assert app.internal_errors == []
 
 

@@ -23,6 +23,12 @@ MASK_ROWS = 10
 """Cells a mask or the loss map is tall: two masks side by side and the loss below fit
 the Loss page's right pane at 120×40."""
 
+SHORT_ROWS = 4
+"""Cells they are tall in a terminal under ``TALL`` rows (80×24: the masks stay in view
+below the per-sample table; the loss map and IoU are a scroll away)."""
+
+TALL = 36
+
 IOU_BAR = 10
 """Cells of an IoU bar (IoU 1 fills them)."""
 
@@ -100,13 +106,13 @@ class PixelLossView(Vertical):
         """Draw the sample ``view`` (``sample_table``'s kind "pixels") with the batch's
         ``detail`` (its loss range and IoU)."""
         depth = depth_of(self.app.console.color_system)
+        rows = MASK_ROWS if self.app.size.height >= TALL else SHORT_ROWS
+        for picture in self.query(Picture):
+            picture.max_rows = rows
         head = Text(f"sample {view.get('sample')} · ", style="bold")
         head.append(f"pixel accuracy {fmt.pct(view.get('accuracy'))}")
-        head.append(f" · loss {fmt.num(view.get('loss_mean'))}", style=colors.MUTED)
         head.append(
-            f"\n{shape_note(view)} · {view.get('valid_pixels')} of {view.get('pixels')} "
-            "pixels counted",
-            style=colors.MUTED,
+            f" · loss {fmt.num(view.get('loss_mean'))} · {shape_note(view)}", style=colors.MUTED
         )
         self.query_one("#pixel-head", Static).update(head)
         ignored = np.asarray(view["ignored"]).astype(bool)
@@ -121,7 +127,8 @@ class PixelLossView(Vertical):
         if ignored.any():
             legend.append("  ")
             legend.append_text(label_legend([], [], depth, True))
-            legend.append(f" (ignore_index={ignore})" if ignore is not None else "", style="dim")
+            counted = f"{view.get('valid_pixels')} of {view.get('pixels')} pixels counted"
+            legend.append(f" (ignore_index={ignore}) · {counted}", style="dim")
         self.query_one("#pixel-classes", Static).update(legend)
         loss = self.query_one("#pixel-loss", Picture)
         if view.get("loss") is not None:
