@@ -17,7 +17,7 @@ from tvis.tui.pages.loss import LossView
 from tvis.tui.picture import Picture
 from tvis.tui.picture.colormaps import masked_rgb
 from tvis.tui.picture.widget import depth_of
-from tvis.tui.widgets.pixel_loss import PixelLossView
+from tvis.tui.widgets.pixel_loss import PixelLossView, shape_note
 from tvis.tui.widgets.replay_cards import InputCard
 
 SCRIPT = Path(__file__).resolve().parents[1] / "wild" / "scripts" / "seg_unet"
@@ -104,3 +104,12 @@ async def test_a_classifier_keeps_its_confusion_matrix_and_no_pixel_view(run_dir
         await wait_for(pilot, lambda: view.samples and view.detail, "the confusion matrix")
         assert not view.query_one(PixelLossView).display
         assert view.query_one("#loss-picture", Picture).has_data
+
+
+def test_a_reduced_plane_and_a_volumes_slice_say_what_is_shown():
+    view = {"shape": [100, 90], "shown": [50, 45], "stride": 2, "slice": None}
+    assert shape_note(view) == (
+        "100×90, shown as 50×45 (masks: one pixel of each 2×2 block, loss: its mean)"
+    )
+    volume = {"shape": [8, 8], "shown": [8, 8], "stride": 1, "slice": "the middle slice [3, :, :]"}
+    assert shape_note(volume) == "8×8 · the middle slice [3, :, :]"

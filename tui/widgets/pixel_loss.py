@@ -42,7 +42,11 @@ def shape_note(view: dict[str, Any]) -> str:
     text = f"{h}×{w}"
     shown = view.get("shown") or [h, w]
     if view.get("stride", 1) > 1:
-        text += f", shown as {shown[0]}×{shown[1]} (every {view['stride']}th pixel)"
+        step = view["stride"]
+        text += (
+            f", shown as {shown[0]}×{shown[1]} (masks: one pixel of each {step}×{step} block,"
+            " loss: its mean)"
+        )
     if view.get("slice"):
         text += f" · {view['slice']}"
     return text
@@ -145,7 +149,8 @@ class PixelLossView(Vertical):
     def show_iou(self, detail: dict[str, Any], whole_run: bool) -> None:
         iou = detail.get("iou") or {}
         if whole_run and iou.get("run"):
-            table, scope = iou["run"], f"{len(iou['run'].get('batches') or [])} training batches"
+            count = len(iou["run"].get("batches") or [])
+            table, scope = iou["run"], f"{count} training batch{'es' if count != 1 else ''}"
         else:
             table, scope = iou.get("batch"), "this batch"
         self.query_one("#pixel-iou", Static).update(iou_text(table, scope))
