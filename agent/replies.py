@@ -339,13 +339,31 @@ class SampleText(TypedDict):
 
 
 class SampleTableReply(TypedDict, total=False):
-    kind: str  # "samples" or "tokens"
+    kind: str  # "samples", "tokens" or "pixels"
     rows: list[SampleTableRow]
     total: int
     sample: int
-    accuracy: float
+    accuracy: float | None
     text: SampleText
     vocabulary: str
+    # kind "pixels" (a segmentation loss's followed sample): its plane of ``shape``, every
+    # ``stride``-th pixel ``shown`` (classes picked, never averaged; loss as block means)
+    shape: list[int]
+    shown: list[int]
+    stride: int
+    slice: str | None  # which plane of a volume ([B, D, H, W] targets)
+    target: Array  # int32 class ids
+    pred: Array  # int32 argmax classes
+    ignored: Array  # uint8: the picked pixel's target is ignore_index
+    loss: Array  # float32 block means of the valid pixels' losses
+    loss_ignored: Array  # uint8: a block without a valid pixel
+    loss_mean: float | None
+    classes: int | None
+    ignore_index: int | None
+    valid_pixels: int
+    pixels: int
+    present: list[int]  # the classes the pictures show
+    names: list[str | None]  # their names, when the run has them
 
 
 # -- the loss page ---------------------------------------------------------------------------------
@@ -373,6 +391,27 @@ class Confusion(TypedDict):
     batches: list[int]
 
 
+class ClassIoU(TypedDict):
+    """Each class's intersection over union of target and prediction (valid pixels)."""
+
+    classes: list[int]
+    names: list[str | None]
+    iou: list[float]
+    pixels: list[int]  # the class's target pixels
+    mean_iou: float | None
+    accuracy: float | None  # pixel accuracy
+    total: int
+
+
+class RunIoU(ClassIoU):
+    batches: list[int]
+
+
+class PixelIoU(TypedDict):
+    batch: ClassIoU | None
+    run: RunIoU | None
+
+
 class WorstSample(TypedDict):
     sample: int
     loss: float
@@ -393,6 +432,7 @@ class LossDetailReply(TypedDict, total=False):
     label_smoothing: float
     merged: bool
     per_token: bool
+    per_pixel: bool
     per_element: Array
     per_element_shape: list[int]
     per_sample_how: str | None
@@ -406,6 +446,7 @@ class LossDetailReply(TypedDict, total=False):
     tokens_per_sample: int | None
     worst: list[WorstSample]
     confusion: Confusion
+    iou: PixelIoU
     why: str
 
 

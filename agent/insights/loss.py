@@ -19,6 +19,7 @@ from tvis.agent.insights.common import (
     training_batches,
 )
 from tvis.agent.insights.loss_arrays import MAX_ELEMENTS, LossArrays, label
+from tvis.agent.insights.loss_pixels import PixelArrays, iou_table
 from tvis.agent.protocol import BAD_REQUEST, AgentError, require_non_negative
 from tvis.agent.samples import model_input
 from tvis.store.reader import Chunk
@@ -43,7 +44,8 @@ class LossAPI(InsightBase):
         limit: int = 200,
     ) -> dict[str, Any]:
         """Per-sample rows (loss, target, prediction, p(target), top-k with class names), or
-        for a language model's ``sample``, one row per token with the decoded texts."""
+        for a language model's ``sample``, one row per token with the decoded texts, or for
+        a segmentation loss's ``sample``, its masks and per-pixel loss as pictures."""
         require_non_negative(sample=sample, offset=offset, limit=limit)
         chunk = self.store.chunk(run, "batch", batch)
         loss = loss_section(chunk)
@@ -57,6 +59,12 @@ class LossAPI(InsightBase):
             result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
+        if table.spatial:
+            pixels = PixelArrays(table)
+            if sample is not None:
+                return pixels.view(sample, class_names(data, loss))
+            rows = pixels.sample_rows()
+            return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit)}
         rows = table.sample_rows(class_names(data, loss))
         picked = {"picked_from": table.picked_from} if table.picked_from else {}
         return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit), **picked}
@@ -103,6 +111,7 @@ class LossAPI(InsightBase):
         # the loss (a sum of losses, a hand-written term) or the loss was scaled.
         result["backward_loss"] = (chunk.record.get("batch") or {}).get("loss")
         result["per_token"] = table.per_token
+        result["per_pixel"] = table.spatial
         result["tokens_per_sample"] = loss.get("tokens_per_sample")
         result["picked"] = (
             f"the loss has {table.size} rows where the batch has {table.picked_from} samples "
@@ -118,7 +127,9 @@ class LossAPI(InsightBase):
         result["residual_hist"] = table.residual_histogram(loss.get("fn"))
         result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
-        if confusion and not table.per_token and table.has("target", "pred"):
+        if table.spatial:
+            result["iou"] = self._iou(run, chunk, table)
+        elif confusion and not table.per_token and table.has("target", "pred"):
             result["confusion"] = self._confusion(run, loss.get("classes"))
         return result
 
@@ -155,6 +166,32 @@ class LossAPI(InsightBase):
         key = (str(self.store.run_path(run)), "confusion", batches, stamp(index))
         result = self.run_views.get(key, build)
         return None if result is None else {**result, "batches": list(batches)}
+
+    def _iou(self, run: str, chunk: Chunk, table: LossArrays) -> dict[str, Any]:
+        """Each class's IoU over this batch's valid pixels and over every training batch's."""
+        index = self.store.index(run)
+        batches = tuple(training_batches(index))
+        names = class_names(index.get("data") or {}, table.loss)
+        classes = table.loss.get("classes")
+        here = PixelArrays(table).pairs()
+
+        def build() -> dict[str, Any] | None:
+            pairs = []
+            for b in batches:
+                other = self.store.chunk(run, "batch", b)
+                size = (other.record.get("batch") or {}).get("batch_size")
+                arrays = LossArrays(other, loss_section(other, required=False), size)
+                found = PixelArrays(arrays).pairs() if arrays.spatial else None
+                if found is not None:
+                    pairs.append(found)
+            return iou_table(pairs, classes, names)
+
+        key = (str(self.store.run_path(run)), "iou", batches, stamp(index))
+        whole = self.run_views.get(key, build)
+        return {
+            "batch": iou_table([here] if here else [], classes, names),
+            "run": None if whole is None else {**whole, "batches": list(batches)},
+        }
 
 
 def page(rows: list, offset: int, limit: int) -> list:

@@ -1,5 +1,5 @@
-"""The loss section's arrays of one batch read as tables: per sample (classification) or
-per token (language models), the worst samples first, the per-element loss, its histograms,
+"""The loss section's arrays of one batch read as tables: per sample (classification), per
+token (language models) or per pixel (segmentation: ``loss_pixels``), the worst samples first, the per-element loss, its histograms,
 and the reduction redone from the elements."""
 
 from __future__ import annotations
@@ -27,15 +27,39 @@ class LossArrays:
         shape: list[Any] | None = given if isinstance(given, list) else None
         self.size = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
         positions = int(np.prod(shape)) if shape else 0
+        # A class per pixel (segmentation: targets [B, H, W], or [B, D, H, W]): two or more
+        # position dims after the batch, read as pictures, not as a sequence of tokens.
+        self.spatial = bool(
+            loss.get("fn") in ("cross_entropy", "nll_loss")
+            and shape
+            and len(shape) >= 3
+            and (self.size is None or shape[0] == self.size)
+        )
+        if self.spatial and shape:
+            self.size = int(shape[0])
         # A multi-label loss's row of labels is one sample, not a sequence of tokens.
-        self.per_token = not loss.get("multilabel") and bool(
-            shape and self.size and positions != self.size and positions % self.size == 0
+        self.multilabel = bool(loss.get("multilabel"))
+        self.per_token = bool(
+            not self.spatial
+            and not self.multilabel
+            and shape
+            and self.size
+            and positions != self.size
+            and positions % self.size == 0
         )
         # A loss over rows an index or mask picked (a GCN's training nodes of the whole
         # graph: F.nll_loss(out[idx_train], y[idx_train])): its rows are not the batch's
         # samples, so they are numbered within the loss and counted as its rows.
-        self.picked_from = self.size if shape and self.size and positions != self.size else None
-        if self.picked_from and not self.per_token and not loss.get("multilabel") and shape:
+        self.picked_from = (
+            self.size
+            if shape
+            and self.size
+            and positions != self.size
+            and not self.spatial
+            and not self.multilabel
+            else None
+        )
+        if self.picked_from and not self.per_token and shape:
             self.size = int(shape[0])
         else:
             self.picked_from = None
@@ -175,7 +199,7 @@ class LossArrays:
         names = classes if isinstance(classes, list) else []
         losses = self._per_sample_loss()
         columns = {k: self.values(k) for k in ("target", "pred", "p_target", "top_i", "top_p")}
-        if self.loss.get("multilabel"):  # a label's each: the sample's is in ``worst``
+        if self.multilabel:  # a label's each: the sample's is in ``worst``
             columns["p_target"] = None
         n = self.size or len(losses)
         rows = []

@@ -184,6 +184,34 @@ def test_every_reply_the_viewer_reads_is_declared(runs):
     assert not unchecked, f"never answered: {sorted(unchecked)}"
 
 
+SEGMENTS = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Conv2d(3, 4, 3, padding=1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(2, 3, 8, 8), torch.randint(0, 4, (2, 8, 8))
+y[:, 0] = 255
+loss = nn.functional.cross_entropy(model(x), y, ignore_index=255)
+optimizer.zero_grad()
+loss.backward()
+optimizer.step()
+"""
+
+
+def test_a_segmentation_losss_replies_are_declared(tmp_path):
+    run = record_script(tmp_path, SEGMENTS, "--steps", "1")
+    with LocalClient(run.parent) as client:
+        pixels = client.call("sample_table", run=run.name, batch=0, sample=1)
+        rows = client.call("sample_table", run=run.name, batch=0)
+        detail = client.call("loss_detail", run=run.name, batch=0)
+    broken = problems(pixels, REPLIES["sample_table"], "sample_table(sample=1)")
+    broken += problems(rows, REPLIES["sample_table"], "sample_table")
+    broken += problems(detail, REPLIES["loss_detail"], "loss_detail")
+    assert pixels["kind"] == "pixels" and detail["iou"]["run"] and not broken, broken
+
+
 def test_rank_replies_are_declared(ddp_recording):
     with LocalClient(ddp_recording.group.parent) as client:
         first = client.call("runs")[0]

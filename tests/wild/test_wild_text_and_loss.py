@@ -1,8 +1,9 @@
 """Scripts written the way public training code is (scripts/<name>/train.py), recorded with
 `tvis run` as a user runs them, and every page that applies to each checked through the
 agent: decoded text for every language model (with the vocabulary it came from), the loss
-and its per-sample values for every script, Grad-CAM for the CNN classifier, and the
-first training batch where training starts after an evaluation.
+and its per-sample values for every script, Grad-CAM for the CNN classifier, the first
+training batch where training starts after an evaluation, and a segmentation script's
+masks and per-pixel loss as pictures.
 
 A page that should have content and says it has none fails here; so does a "nothing here"
 sentence that is not true of the script.
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import record_script
 
@@ -37,6 +39,7 @@ class Expect:
     per_token: bool = False  # a language model predicting every position
     loss: str = "cross_entropy"  # the loss function or class backward ran on
     gradcam: bool = False  # a CNN classifier
+    pixels: bool = False  # a class per pixel (segmentation)
 
 
 EXPECT = {
@@ -60,6 +63,7 @@ EXPECT = {
     "cnn_label_smoothing_own_class": Expect(loss="LabelSmoothingCrossEntropy", gradcam=True),
     "regression_pow_mean": Expect(loss="mean"),
     "custom_loss_module": Expect(loss="FocalLoss"),
+    "seg_unet": Expect(pixels=True),
 }
 
 
@@ -212,8 +216,36 @@ def test_grad_cam_is_shown_for_the_cnn_classifier_and_said_absent_elsewhere(run)
         return
     with pytest.raises(AgentError, match="has no Grad-CAM maps"):
         rec.call("gradcam", batch=rec.batch)
+    if expect.pixels:
+        return  # true: a per-pixel loss has no one class per sample to map
     calls = _rows(rec.call("calls", batch=rec.batch))
     assert not any(c.get("cls") == "Conv2d" for c in calls)  # true: there is no conv to map
+
+
+def test_every_script_shows_its_followed_sample_as_its_loss_reads_it(run):
+    """Tokens for a language model, masks and a per-pixel loss for a segmentation script
+    (the unlabeled border ignored, each class's IoU), one row per sample elsewhere."""
+    name, expect, rec = run
+    detail = rec.call("loss_detail", batch=rec.batch, elements=0)
+    view = rec.call("sample_table", batch=rec.batch, sample=0)
+    assert detail["per_pixel"] == expect.pixels and (view["kind"] == "pixels") == expect.pixels
+    if expect.per_token:
+        assert view["kind"] == "tokens" and detail["per_token"]
+    if not expect.pixels:
+        return
+    h, w = view["shape"]
+    assert view["target"].shape == view["pred"].shape == view["loss"].shape == (h, w)
+    assert view["ignored"][:2].all() and not view["ignored"][2:].any()  # y[:, :2, :] = 255
+    assert view["valid_pixels"] == (h - 2) * w and 0 <= view["accuracy"] <= 1
+    assert np.isfinite(view["loss"]).all() and view["loss"][2:].min() > 0
+    assert set(view["present"]) <= set(range(5))
+    assert detail["reduction_check"]["matches"] and "confusion" not in detail
+    iou = detail["iou"]
+    assert set(iou["batch"]["classes"]) <= set(range(5)) and 0 in iou["batch"]["classes"]
+    assert iou["batch"]["total"] == detail["reduction_check"]["terms"]
+    assert iou["run"]["batches"] and all(0 <= v <= 1 for v in iou["run"]["iou"])
+    rows = rec.call("sample_table", batch=rec.batch)["rows"]
+    assert all(0 <= r["accuracy"] <= 1 for r in rows)
 
 
 async def test_a_run_that_evaluates_first_opens_on_its_first_training_batch(recordings):

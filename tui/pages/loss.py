@@ -1,7 +1,8 @@
 """Loss: how the batch's loss came to be — the loss across the run, the exact loss call and
 its reduction checked against the recorded scalar, each sample's p(target) → −log p →
 loss (worst first), and a confusion matrix (classification), each target token coloured by
-its loss (language models) or the residuals (regression).
+its loss (language models), the followed sample's masks, per-pixel loss and each class's
+IoU (segmentation) or the residuals (regression).
 
 Every number comes from the agent (``loss_curve``, ``loss_detail``, ``sample_table``),
 sized to what one screen shows.
@@ -29,6 +30,7 @@ from tvis.tui.picture.colormaps import Depth
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.lists import LineColumn, LineTable
+from tvis.tui.widgets.pixel_loss import PixelLossView
 from tvis.tui.widgets.sparkline import sparkline
 from tvis.tui.widgets.watch_curve import WatchCurve
 
@@ -86,7 +88,11 @@ def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text
             style=colors.MUTED,
         )
         return text
-    what = "valid per-token losses" if detail.get("per_token") else "per-element losses"
+    what = "per-element losses"
+    if detail.get("per_token"):
+        what = "valid per-token losses"
+    elif detail.get("per_pixel"):
+        what = "valid per-pixel losses"
     if check["reduction"] == "sum":
         text.append(f"sum of {check['terms']} {what} = {fmt.num(check['sum'], 6)}")
     else:
@@ -323,6 +329,9 @@ class LossView(AgentPane):
     """The agent's ``loss_detail`` reply shown: the call, its reduction, the worst samples."""
     tokens: var[dict[str, Any] | None] = var(None, init=False, always_update=True)
     """The followed sequence's tokens (``sample_table`` of a language model)."""
+    pixels: var[dict[str, Any] | None] = var(None, init=False, always_update=True)
+    """The followed sample's masks and per-pixel loss (``sample_table`` of a segmentation
+    loss)."""
     samples: var[list[dict[str, Any]]] = var(list, init=False, always_update=True)
     """The batch's rows (``sample_table`` of a classifier)."""
     worst_first: var[bool] = var(True, init=False)
@@ -342,6 +351,7 @@ class LossView(AgentPane):
             with VerticalScroll(id="loss-right"):
                 yield Static("", id="loss-kind")
                 yield Picture(max_rows=14, id="loss-picture")
+                yield PixelLossView(id="loss-pixels")
                 yield Static("", id="loss-note")
 
     def on_resize(self) -> None:
@@ -355,6 +365,7 @@ class LossView(AgentPane):
         # Forgotten without drawing: the batch's replies draw when they come.
         self.set_reactive(LossView.detail, None)
         self.set_reactive(LossView.tokens, None)
+        self.set_reactive(LossView.pixels, None)
         self.set_reactive(LossView.samples, [])
         self.query_one("#loss-call", Static).update(Text("loss call …", style=colors.MUTED))
         self.ask(
@@ -376,6 +387,8 @@ class LossView(AgentPane):
             last = max(len(result["rows"]) - 1, 0)
             self.set_reactive(LossView.token_cursor, min(self.token_cursor, last))
             self.tokens = result
+        elif result.get("kind") == "pixels":
+            self.pixels = result
         else:
             self.samples = result.get("rows") or []
 
@@ -385,6 +398,9 @@ class LossView(AgentPane):
             self._draw_kind()
 
     def watch_tokens(self) -> None:
+        self._draw_kind()
+
+    def watch_pixels(self) -> None:
         self._draw_kind()
 
     def watch_samples(self) -> None:
@@ -401,6 +417,8 @@ class LossView(AgentPane):
         self.draw_confusion()
 
     def watch_whole_run(self) -> None:
+        if (self.detail or {}).get("per_pixel"):
+            self.query_one(PixelLossView).show_iou(self.detail or {}, self.whole_run)
         self.draw_confusion()
 
     def failed(self, tag: str, message: str) -> None:
@@ -423,7 +441,11 @@ class LossView(AgentPane):
         detail = self.detail
         if detail is None:
             return
-        if detail.get("per_token"):
+        self.query_one(PixelLossView).display = bool(detail.get("per_pixel"))
+        if detail.get("per_pixel"):
+            if self.pixels is not None:
+                self._draw_pixels()
+        elif detail.get("per_token"):
             if self.tokens is not None:
                 self._draw_tokens()
         elif detail.get("confusion"):
@@ -487,6 +509,15 @@ class LossView(AgentPane):
         rows = (self.tokens or {}).get("rows") or []
         if rows:
             self.token_cursor = (self.token_cursor + delta) % len(rows)
+
+    # -- segmentation ------------------------------------------------------------------
+
+    def _draw_pixels(self) -> None:
+        assert self.pixels is not None and self.detail is not None  # drawn once both came
+        self.query_one("#loss-kind", Static).update("")
+        self.query_one("#loss-picture", Picture).clear()
+        self.query_one("#loss-note", Static).update("")
+        self.query_one(PixelLossView).show(self.pixels, self.detail, self.whole_run)
 
     # -- classification ------------------------------------------------------------------
 
@@ -590,7 +621,7 @@ class LossView(AgentPane):
         if self.detail is None:
             return
         self.fill_worst()
-        if self.detail.get("per_token"):
+        if self.detail.get("per_token") or self.detail.get("per_pixel"):
             self._load_table()
 
 

@@ -165,6 +165,20 @@ def label_palette(depth: Depth) -> np.ndarray:
     return np.array(_LABELS[depth], dtype=np.uint8)
 
 
+def label_rgb(labels: np.ndarray, ignored: np.ndarray | None, depth: Depth) -> np.ndarray:
+    """A 2-D array of class ids as a picture (h×w×3 uint8): class ``c`` in the ``c``-th
+    label colour (the colours repeat past ten classes), ``ignored`` cells and negative ids
+    in the masked grey, which no label uses."""
+    colours = label_palette(depth)
+    ids = np.asarray(labels, dtype=np.int64)
+    rgb = colours[np.mod(ids, len(colours))]
+    off = ids < 0
+    if ignored is not None:
+        off |= np.asarray(ignored, dtype=bool).reshape(ids.shape)
+    rgb[off] = masked_rgb(depth)
+    return rgb
+
+
 @cache
 def palette(cmap: Colormap, depth: Depth) -> np.ndarray:
     """The colours (K×3 uint8, low → high) ``cmap`` is drawn with at colour ``depth``."""

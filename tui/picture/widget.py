@@ -104,6 +104,25 @@ def legend_text(
     return text
 
 
+def label_legend(
+    classes: Sequence[int], names: Sequence[str | None], depth: Depth, ignored: bool = False
+) -> Text:
+    """Each class's swatch and name (its id where it has none), as ``show_labels`` colours
+    them, and the ignored grey when the picture has ignored cells."""
+    colours = colormaps.label_palette(depth)
+    text = Text()
+    for c, name in zip(classes, names, strict=False):
+        r, g, b = (int(v) for v in colours[int(c) % len(colours)])
+        text.append("■", style=Style(color=f"rgb({r},{g},{b})"))
+        text.append(f"{name if name else c} ", style="dim")
+    if ignored:
+        grey = colormaps.masked_rgb(depth)
+        text.append("■", style=Style(color="rgb({},{},{})".format(*grey)))
+        text.append(" ignored", style="dim")
+    text.rstrip()
+    return text
+
+
 def cell_size() -> tuple[int, int]:
     """Pixels per terminal cell (width, height), as textual-image measured them."""
     from textual_image._terminal import get_cell_size
@@ -124,6 +143,7 @@ class _Content:
     masked: np.ndarray | None = None
     tiles: tuple[np.ndarray, ...] | None = None  # a mosaic: its tiles, coloured as values are
     per_row: int | None = None  # tiles a row of the mosaic (None: as many as fit the width)
+    labels: np.ndarray | None = None  # class ids, each in its label colour (``masked``: ignored)
 
 
 class _Cells(Steady, Widget):
@@ -240,6 +260,14 @@ class Picture(Steady, Widget):
         if rgb.ndim == 2:
             rgb = np.repeat(rgb[..., None], 3, axis=-1)
         self._set(_Content(None, rgb[..., :3].astype(np.uint8), None, None, None, None, note))
+
+    def show_labels(self, labels: np.ndarray, ignored: np.ndarray | None = None) -> None:
+        """Draw a 2-D array of class ids (a segmentation mask): each class in its label
+        colour, ``ignored`` cells (bool, the array's shape) in the masked grey."""
+        ids = np.asarray(labels, dtype=np.int64)
+        ids = ids.reshape(1, -1) if ids.ndim < 2 else ids.reshape(-1, ids.shape[-1])
+        off = None if ignored is None else np.asarray(ignored, dtype=bool).reshape(ids.shape)
+        self._set(_Content(None, None, None, None, None, None, "", off, labels=ids))
 
     def show_mosaic(
         self,
@@ -374,6 +402,8 @@ class Picture(Steady, Widget):
             if content.masked is not None:
                 rgb[content.masked] = colormaps.masked_rgb(depth)
             return rgb
+        if content.labels is not None:
+            return colormaps.label_rgb(content.labels, content.masked, depth)
         if content.tiles is not None:
             tile_w = max((t.shape[-1] for t in content.tiles), default=1) + 1
             per_row = content.per_row or (width + 1) // tile_w

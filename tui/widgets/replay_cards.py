@@ -20,6 +20,7 @@ from tvis.agent.replies import (
 from tvis.tui import colors, fmt
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import Picture
+from tvis.tui.picture.widget import depth_of, label_legend
 
 INPUT_PX = 48
 """Side of the input and stage pictures asked for: the card is about 30 columns wide."""
@@ -66,7 +67,8 @@ class CardAnswered(Message):
 
 
 class InputCard(AgentPane):
-    """The followed sample: its picture (or text, or values), its stages, its target."""
+    """The followed sample: its picture (or text, or values), its stages, its target (a
+    segmentation target as a class-coloured mask)."""
 
     DEFAULT_CSS = """
     InputCard { height: auto; padding: 0 1; }
@@ -80,20 +82,28 @@ class InputCard(AgentPane):
         self.pipeline: PipelineReply | None = None
         self.stage_call: int | None = None
         self.target = ""
+        self.mask: SampleTableReply | None = None  # a per-pixel loss's target ("pixels")
 
     def compose(self) -> ComposeResult:
         yield Static("input", classes="title")
-        yield Picture(max_rows=8, legend=False)
+        yield Picture(max_rows=8, legend=False, id="card-input")
         yield Static(classes="body")
+        mask, legend = (
+            Picture(max_rows=8, legend=False, id="card-mask"),
+            Static(classes="mask-legend"),
+        )
+        mask.display = legend.display = False  # shown for a per-pixel target only
+        yield mask
+        yield legend
 
     def load(self, run: str, batch: int, sample: int) -> None:
         key = (run, batch, sample)
         if key == self.key:
             return
-        self.key, self.pipeline, self.target = key, None, ""
+        self.key, self.pipeline, self.target, self.mask = key, None, "", None
         (_, pipeline), (_, table) = card_requests(run, batch, sample)
         if not self.ask("pipeline", **pipeline):
-            self.query_one(Picture).placeholder("loading …")
+            self.query_one("#card-input", Picture).placeholder("loading …")
         self.ask("sample_table", tag="target", **table)
 
     def light(self, batch: int) -> None:
@@ -101,11 +111,12 @@ class InputCard(AgentPane):
         key = ("light", batch)
         if key == self.key:
             return
-        self.key, self.pipeline, self.target = key, None, ""
+        self.key, self.pipeline, self.target, self.mask = key, None, "", None
+        self._draw_mask()
         for tag in ("main", "target"):
             self.cancel(tag)
         self.query_one(".title", Static).update("input")
-        self.query_one(Picture).placeholder(
+        self.query_one("#card-input", Picture).placeholder(
             "a light group (forwards without gradients, e.g. evaluation) keeps no input values."
         )
         self.query_one(".body", Static).update("")
@@ -119,6 +130,8 @@ class InputCard(AgentPane):
     def answered(self, tag: str, result: Any) -> None:  # target: SampleTableReply
         if tag == "target":
             self.target = _target_text(result, self.key[2] if self.key else 0)
+            self.mask = result if result.get("kind") == "pixels" else None
+            self._draw_mask()
         else:
             self.pipeline = result
         self._draw()
@@ -127,7 +140,7 @@ class InputCard(AgentPane):
     def failed(self, tag: str, message: str) -> None:
         if tag == "target":
             return  # a recording without a loss has no target: the result card says so
-        self.query_one(Picture).placeholder(message)
+        self.query_one("#card-input", Picture).placeholder(message)
         self.query_one(".body", Static).update("")
 
     def _draw(self) -> None:
@@ -138,7 +151,7 @@ class InputCard(AgentPane):
         shown = next((s for s in stages if s.get("call") == self.stage_call), None)
         value = shown["output"] if shown else p.get("input") or p.get("raw")
         title = "stage: " + str(shown.get("name")) if shown else "as the model received it"
-        picture = self.query_one(Picture)
+        picture = self.query_one("#card-input", Picture)
         body = Text()
         if value and value.get("kind") == "image":
             picture.show_rgb(value["array"])
@@ -158,10 +171,35 @@ class InputCard(AgentPane):
         if self.target:
             body.append("\ntarget ", style=colors.MUTED)
             body.append(self.target, style="bold")
+        elif self.mask is not None:
+            h, w = self.mask.get("shape") or (0, 0)
+            body.append(f"\ntarget mask {h}×{w}", style=colors.MUTED)
+            if self.mask.get("slice"):
+                body.append(f" · {self.mask['slice']}", style=colors.MUTED)
         self.query_one(".body", Static).update(body)
+
+    def _draw_mask(self) -> None:
+        """A per-pixel target as a picture in class colours, ignored pixels grey."""
+        picture = self.query_one("#card-mask", Picture)
+        legend = self.query_one(".mask-legend", Static)
+        mask = self.mask
+        picture.display = legend.display = mask is not None
+        if mask is None:
+            picture.clear()
+            return
+        ignored = mask["ignored"].astype(bool)
+        picture.show_labels(mask["target"], ignored)
+        depth = depth_of(self.app.console.color_system)
+        text = label_legend(mask.get("present") or [], mask.get("names") or [], depth)
+        if ignored.any():
+            text.append("  ")
+            text.append_text(label_legend([], [], depth, ignored=True))
+        legend.update(text)
 
 
 def _target_text(table: SampleTableReply, sample: int) -> str:
+    if table.get("kind") == "pixels":
+        return ""  # drawn as a picture (InputCard._draw_mask)
     if table.get("kind") == "tokens":
         texts = table.get("text")
         text = texts.get("target") if texts else None
@@ -233,6 +271,11 @@ class ResultCard(AgentPane):
 
 def _result_text(table: SampleTableReply, sample: int) -> Text:
     text = Text()
+    if table.get("kind") == "pixels":
+        text.append(f"\npixel accuracy {fmt.pct(table.get('accuracy'))}", style=colors.MUTED)
+        text.append("\nsample loss ", style=colors.MUTED)
+        text.append(fmt.num(table.get("loss_mean")), style=colors.PHASE["loss"])
+        return text
     if table.get("kind") == "tokens":
         texts = table.get("text")
         text.append("\npredicted ", style=colors.MUTED)
