@@ -259,10 +259,6 @@ class Card:
         if why is not None:
             self._no_values(why)
             return
-        if not self.host.card_width():  # on a page built ahead, not laid out yet: the
-            self.values, self._placeholder = None, "loading …"  # width comes with a resize
-            self._changed()
-            return
         self._asked_width = self.picture_width()
         method, params = view_request(
             ref, self._grad, self._sample, self.index, self._asked_width, self.max_rows
