@@ -347,6 +347,7 @@ class TvisApp(Asks, App[None]):
         spec = pages[n - 1]
         self._add_page(spec)
         await self.switch_mode(spec.id)
+        self.ahead.visited(spec.id)
         await self._decorate(self.screen)
         self._refresh_tabs()
         if self.offline is not None:
@@ -365,7 +366,9 @@ class TvisApp(Asks, App[None]):
         self._add_page(spec)
         if self.page_built(spec.id):
             return
-        screen, mounted = self._get_screen(self._build_page(spec))
+        page = self._build_page(spec)
+        self.ahead.hold(spec.id, page)
+        screen, mounted = self._get_screen(page)
         self._load_screen_css(screen)
         screen._screen_resized(self.size)
         self._screen_stacks[spec.id] = [screen]

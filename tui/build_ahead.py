@@ -9,6 +9,11 @@ before the next page starts. The page's modules are imported on a thread first (
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
 then, as before.
 
+Until its first visit a page built ahead holds what it watches of the app (the batch, the
+sample, the run): a change calls its watcher once, later — at the next quiet spell, or at
+the visit if that comes first — so `.` on Replay does not reload four hidden pages under
+the key. After its first visit a page follows the app as any visited page does.
+
 Each quiet spell also moves what exists then out of the cyclic collector's reach
 (``gc.freeze``): the pages live as long as the app, and every full collection rescanned
 them, a pause of 60–120 ms at a random key or first visit. The price: a cycle alive at a
@@ -22,11 +27,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from textual._callback import count_parameters
 
 from tvis.tui.pages import warm
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
     from textual.timer import Timer
 
     from tvis.tui.app import TvisApp
@@ -46,6 +54,45 @@ ORDER = ("explore",)
 """Built first, ahead of the tab bar's order: the page most first visits go to."""
 
 
+class HeldWatches:
+    """A hidden page's watchers of the app, held until ``release``: the newest arguments
+    per watcher, called then in the order they were first held."""
+
+    def __init__(self, screen: Screen) -> None:
+        self.screen = screen
+        self.holding = True
+        self.pending: dict[Callable, tuple] = {}
+        watch = screen.watch
+
+        def held_watch(obj: Any, attribute: str, callback: Callable, init: bool = True) -> None:
+            def held(*args: Any) -> Any:
+                if not self.holding:
+                    return callback(*args)
+                self.pending[callback] = args
+                return None
+
+            held._param_count = count_parameters(callback)  # type: ignore[attr-defined]
+            holding, self.holding = self.holding, False  # the first call, with init, is now
+            try:
+                watch(obj, attribute, held, init)
+            finally:
+                self.holding = holding
+
+        screen.watch = held_watch  # type: ignore[method-assign]
+
+    def flush(self) -> bool:
+        """Call what was held; whether there was anything."""
+        pending, self.pending = self.pending, {}
+        for callback, args in pending.items():
+            self.screen.call_next(callback, *args)
+        return bool(pending)
+
+    def release(self) -> None:
+        """The page is shown: it follows the app from now on."""
+        self.holding = False
+        self.flush()
+
+
 class BuildAhead:
     """Builds the app's pages one by one in its quiet spells; ``input_seen`` on every key."""
 
@@ -58,6 +105,7 @@ class BuildAhead:
         self.quiet_since = time.monotonic()
         self.built: list[str] = []  # page ids built ahead, in order (for tests and benches)
         self._unlaid: list[str] = []  # built ahead, not laid out yet
+        self.held: dict[str, HeldWatches] = {}  # page id -> its watchers, until visited
         self._timer: Timer | None = None
         self.freezes = False  # `tvis tui` sets it: a test's app leaves the collector alone
         self._freeze_due = True  # the first page's objects, once it has settled
@@ -73,6 +121,15 @@ class BuildAhead:
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+
+    def hold(self, page_id: str, screen: Screen) -> None:
+        """Hold ``screen``'s watchers of the app until its first visit (before it mounts)."""
+        self.held[page_id] = HeldWatches(screen)
+
+    def visited(self, page_id: str) -> None:
+        held = self.held.pop(page_id, None)
+        if held is not None:
+            held.release()
 
     def input_seen(self) -> None:
         self.quiet_since = time.monotonic()
@@ -105,13 +162,19 @@ class BuildAhead:
             return
         if quiet < QUIET_S:
             return
+        for page_id, held in self.held.items():
+            if held.flush():  # a hidden page catches up with the batch, the sample, the run
+                self._unlaid.append(page_id)
+                self.quiet_since = time.monotonic()
+                return
         if self._freeze_due:
             self._freeze_due = False
             if self.freezes:
                 gc.freeze()
         spec = self.next_page()
         if spec is None:
-            self.stop()
+            if not self.held:
+                self.stop()
             return
         if spec.module not in sys.modules and spec.module not in self._imports:
             self._imports[spec.module] = warm(spec)

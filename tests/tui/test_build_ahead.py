@@ -3,9 +3,11 @@ them from starting, and nothing is asked of the agent twice."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
-from viewer_support import make_app, open_explore, wait_for
+from viewer_support import make_app, open_explore, screen_text, wait_for
 
 from tvis.tui import build_ahead
 
@@ -74,7 +76,11 @@ async def test_every_page_is_built_ahead_once_in_turn_and_each_visit_finds_it(ru
         others = [p.id for p in app.pages() if p.id not in ("replay", "explore")]
         await wait_for(
             pilot,
-            lambda: app.ahead._timer is None and not app.data.busy,
+            lambda: (
+                len(app.ahead.built) == 1 + len(others)
+                and not app.ahead._unlaid
+                and not app.data.busy
+            ),
             "every page built ahead",
             timeout=40,
         )
@@ -108,4 +114,48 @@ async def test_keys_keep_pages_from_being_built_ahead_and_a_visit_then_builds_it
         page = await open_explore(pilot)
         assert app.ahead.built == [] and page is app.explore_page()
         await wait_for(pilot, lambda: "loss" in app.ahead.built, "the next page built ahead")
+        assert app.internal_errors == []
+
+
+def test_tvis_tui_moves_the_imports_out_of_the_collectors_reach_before_the_app_starts(
+    run_dir,
+):
+    """What `tvis tui` imported lives as long as it does: frozen before the app runs, a
+    full collection on the way to the first page scans the app's objects, not textual's
+    (60–120 ms each before); and the app freezes its pages once they settle."""
+    code = (
+        "import gc, sys\n"
+        "from tvis.tui.app import TvisApp\n"
+        "seen = {}\n"
+        "def run(self):\n"
+        "    seen['frozen'] = gc.get_freeze_count()\n"
+        "    seen['freezes'] = self.ahead.freezes\n"
+        "    self.link.close()\n"
+        "TvisApp.run = run\n"
+        "from tvis import cli\n"
+        f"cli.main(['tui', {str(run_dir)!r}])\n"
+        "assert seen['frozen'] > 10_000 and seen['freezes'], seen\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+async def test_a_page_built_ahead_follows_a_new_batch_when_quiet_not_under_the_key(run_dir):
+    """`.` on Replay reloads no hidden page under the key (its watcher is held); the page
+    catches up at the next quiet spell, and its visit shows the new batch."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
+        await wait_for(pilot, lambda: not app.data.busy, "Explore's answers")
+        assert app.batch_count > 1
+        before = app.batch
+        await pilot.press(".")  # the next batch, as a user asks for it
+        assert app.batch != before and "explore" in app.ahead.held
+        assert app.ahead.held["explore"].pending  # held, not run under the key
+        await wait_for(pilot, lambda: not app.ahead.held["explore"].pending, "caught up")
+        await app.action_page(2)
+        await open_explore(pilot)
+        assert "explore" not in app.ahead.held  # visited: it follows the app from now on
+        await wait_for(pilot, lambda: f"batch {app.batch} · " in screen_text(app), "new batch")
         assert app.internal_errors == []
