@@ -55,36 +55,52 @@ ORDER = ("explore",)
 
 
 class HeldWatches:
-    """A hidden page's watchers of the app, held until ``release``: the newest arguments
-    per watcher, called then in the order they were first held."""
+    """A hidden page's watchers of the app (its own and its widgets'), held until
+    ``release``: the newest arguments per watcher, called then in the order first held.
 
-    def __init__(self, screen: Screen) -> None:
+    Textual keeps an object's watchers as ``(node, callback)`` lists per attribute; those of
+    nodes on the page are swapped for holding ones (``wrap``, at each tick: widgets mount
+    and watch later than the page)."""
+
+    def __init__(self, app: Any, screen: Screen) -> None:
+        self.app = app
         self.screen = screen
         self.holding = True
-        self.pending: dict[Callable, tuple] = {}
-        watch = screen.watch
+        self.pending: dict[Callable, tuple[Any, tuple]] = {}  # callback -> (node, args)
+        self._held: set[int] = set()  # id() of the holding callbacks made
 
-        def held_watch(obj: Any, attribute: str, callback: Callable, init: bool = True) -> None:
-            def held(*args: Any) -> Any:
-                if not self.holding:
-                    return callback(*args)
-                self.pending[callback] = args
-                return None
+    def _on_page(self, node: Any) -> bool:
+        while node is not None:
+            if node is self.screen:
+                return True
+            node = node._parent
+        return False
 
-            held._param_count = count_parameters(callback)  # type: ignore[attr-defined]
-            holding, self.holding = self.holding, False  # the first call, with init, is now
-            try:
-                watch(obj, attribute, held, init)
-            finally:
-                self.holding = holding
+    def wrap(self) -> None:
+        """Swap the page's new watchers of the app for holding ones."""
+        for watchers in getattr(self.app, "__watchers", {}).values():
+            for i, (node, callback) in enumerate(watchers):
+                if id(callback) not in self._held and self._on_page(node):
+                    watchers[i] = (node, self._holding(node, callback))
 
-        screen.watch = held_watch  # type: ignore[method-assign]
+    def _holding(self, node: Any, callback: Callable) -> Callable:
+        def held(*args: Any) -> Any:
+            if not self.holding:
+                return callback(*args)
+            self.pending.pop(callback, None)  # the newest change goes last
+            self.pending[callback] = (node, args)
+            return None
+
+        held._param_count = count_parameters(callback)  # type: ignore[attr-defined]
+        self._held.add(id(held))
+        return held
 
     def flush(self) -> bool:
         """Call what was held; whether there was anything."""
         pending, self.pending = self.pending, {}
-        for callback, args in pending.items():
-            self.screen.call_next(callback, *args)
+        for callback, (node, args) in pending.items():
+            if not node._closing:
+                node.call_next(callback, *args)
         return bool(pending)
 
     def release(self) -> None:
@@ -123,8 +139,8 @@ class BuildAhead:
             self._timer = None
 
     def hold(self, page_id: str, screen: Screen) -> None:
-        """Hold ``screen``'s watchers of the app until its first visit (before it mounts)."""
-        self.held[page_id] = HeldWatches(screen)
+        """Hold ``screen``'s watchers of the app until its first visit."""
+        self.held[page_id] = HeldWatches(self.app, screen)
 
     def visited(self, page_id: str) -> None:
         held = self.held.pop(page_id, None)
@@ -149,6 +165,8 @@ class BuildAhead:
         if not app.is_running:  # shutting down: its screens are being closed
             self.stop()
             return
+        for held in self.held.values():
+            held.wrap()
         now = time.monotonic()
         data = app.data
         if data is None or data.busy or app.offline is not None or app.run_name is None:

@@ -141,18 +141,25 @@ def test_tvis_tui_moves_the_imports_out_of_the_collectors_reach_before_the_app_s
 
 
 async def test_a_page_built_ahead_follows_a_new_batch_when_quiet_not_under_the_key(run_dir):
-    """`.` on Replay reloads no hidden page under the key (its watcher is held); the page
-    catches up at the next quiet spell, and its visit shows the new batch."""
+    """`.` and `]` on Replay reload no hidden page under the key (its watchers, and its
+    widgets', are held); the page catches up at the next quiet spell, and its visit shows
+    the new batch."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
         await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
-        await wait_for(pilot, lambda: not app.data.busy, "Explore's answers")
+        await wait_for(
+            pilot, lambda: not app.ahead._unlaid and not app.data.busy, "Explore laid out"
+        )
         assert app.batch_count > 1
         before = app.batch
         await pilot.press(".")  # the next batch, as a user asks for it
         assert app.batch != before and "explore" in app.ahead.held
-        assert app.ahead.held["explore"].pending  # held, not run under the key
+        held = app.ahead.held["explore"]
+        assert held.pending  # held, not run under the key
+        pending = len(held.pending)
+        await pilot.press("]")  # the next sample: the hidden inspector's own watcher too
+        assert app.sample == 1 and len(held.pending) > pending
         await wait_for(pilot, lambda: not app.ahead.held["explore"].pending, "caught up")
         await app.action_page(2)
         await open_explore(pilot)
