@@ -3,7 +3,8 @@
 Once the page on screen has settled — no request waiting for the agent and no key or mouse
 event for ``QUIET_S`` — the next page not built yet (Explore first, then the tab bar's
 order) is built and mounted hidden: its widgets compose, style themselves and ask the agent
-for what they show, exactly as on a first visit, but while nobody waits. One page per quiet
+for what they show, exactly as on a first visit, but while nobody waits; once its answers
+are in it is laid out and rendered at the terminal's size, still hidden. One page per quiet
 spell: its own requests make the viewer busy again, and a key pressed meanwhile is answered
 before the next page starts. The page's modules are imported on a thread first (an import
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
@@ -14,8 +15,8 @@ sample, the run): a change calls its watcher once, later — at the next quiet s
 the visit if that comes first — so `.` on Replay does not reload four hidden pages under
 the key. After its first visit a page follows the app as any visited page does.
 
-Each quiet spell also moves what exists then out of the cyclic collector's reach
-(``gc.freeze``): the pages live as long as the app, and every full collection rescanned
+In `tvis tui` (``freezes``), the quiet spell after a page was built also moves what exists
+then out of the cyclic collector's reach (``gc.freeze``): the pages live as long as the app, and every full collection rescanned
 them, a pause of 60–120 ms at a random key or first visit. The price: a cycle alive at a
 freeze that dies later is never collected — a few per page, once.
 """
