@@ -1,6 +1,7 @@
 """Every key a user presses in normal use, on every page, to a settled screen.
 
     .venv/bin/python bench/keys_bench.py RUN [--repeat 3] [--pages 1,2,3,4,5,6] [--cold-layers]
+                                         [--first-visits S]
 
 Drives a real `tvis tui RUN` on a pseudo-terminal of its own (120×40, `tui_bench.PtyViewer`)
 and, for each page of the tab bar, switches to it (`1`–`7`) and presses the keys of that
@@ -53,6 +54,10 @@ NOTHING_S = 1.0
 QUIET_S = 0.5
 """Silence waited for before each key (not timed), so that an answer of the agent arriving
 late for one key is not counted as the next key's drawing."""
+
+VISIT_SETTLED_S = 0.6
+"""The silence that ends a first visit (``--first-visits``): longer than the wait between
+a page's frame and its content."""
 
 KEYS = {
     "down": "\x1b[B",
@@ -185,9 +190,9 @@ def tab_titles(viewer: PtyViewer) -> list[str]:
     return titles
 
 
-def settle(viewer: PtyViewer, t0: float) -> float | None:
-    """Seconds from ``t0`` to the last byte written before SETTLED_S of silence; None when
-    nothing at all is written within NOTHING_S."""
+def settle(viewer: PtyViewer, t0: float, silence: float = SETTLED_S) -> float | None:
+    """Seconds from ``t0`` to the last byte written before ``silence`` s of silence; None
+    when nothing at all is written within NOTHING_S."""
     deadline = t0 + 60.0
     while time.perf_counter() < deadline:
         if os.waitpid(viewer.pid, os.WNOHANG)[0]:
@@ -199,7 +204,7 @@ def settle(viewer: PtyViewer, t0: float) -> float | None:
         if not recent:
             if now - t0 >= NOTHING_S:
                 return None
-        elif now - recent[-1] >= SETTLED_S:
+        elif now - recent[-1] >= silence:
             return recent[-1] - t0
         time.sleep(0.002)
     raise RuntimeError("the screen never settled")
@@ -246,6 +251,34 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
             viewer.close()
         except (OSError, ChildProcessError):
             pass  # it had exited already
+
+
+def first_visits(run: str, pages: list[int] | None, read_s: float) -> dict[str, float | None]:
+    """Per page: its first visit, pressed ``read_s`` after the page before it settled (a
+    user reading it; the viewer may build pages ahead meanwhile), seconds to the last byte
+    before VISIT_SETTLED_S of silence: a page built on its visit draws its frame, then its
+    content after the agent answers, up to ~0.4 s apart (150 ms cut it at the frame)."""
+    viewer = PtyViewer(run)
+    figures: dict[str, float | None] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        titles = tab_titles(viewer)
+        for n in [n for n in range(2, len(titles) + 1) if pages is None or n in pages]:
+            while True:  # read_s of silence: the page before has settled and been read
+                with viewer._lock:
+                    last = viewer.chunks[-1][0] if viewer.chunks else 0.0
+                if time.perf_counter() - last >= read_s:
+                    break
+                time.sleep(0.01)
+            t0 = viewer.press(str(n))
+            figures[f"{n} {titles[n - 1]}"] = settle(viewer, t0, VISIT_SETTLED_S)
+        return figures
+    finally:
+        try:
+            viewer.close()
+        except (OSError, ChildProcessError):
+            pass
 
 
 def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float]:
@@ -385,6 +418,9 @@ def main() -> int:
     parser.add_argument("run", help="a recorded run (or a folder holding one)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pages", help="page numbers to visit, e.g. 2,3 (default: all)")
+    parser.add_argument(
+        "--first-visits", type=float, metavar="S", help="each page's first visit, S s after"
+    )
     parser.add_argument("--cold-layers", type=int, metavar="N", default=0, help="N cold `y`")
     parser.add_argument("--after-settle", action="store_true", help="cold `y` once Explore settled")
     parser.add_argument("--weights-all", action="store_true", help="Weights' `a`, in process")
@@ -418,6 +454,15 @@ def main() -> int:
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
     pages = [int(p) for p in args.pages.split(",")] if args.pages else None
+    if args.first_visits is not None:
+        visits = [first_visits(args.run, pages, args.first_visits) for _ in range(args.repeat)]
+        for page in visits[0]:
+            ms = [round((v[page] or 0) * 1000) for v in visits]
+            print(
+                f"first visit {page:<12} {statistics.median(ms):>5.0f} ms  ({' · '.join(map(str, ms))})"
+            )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     figures = sweep(args.run, args.repeat, pages)
     print("\n".join(table(figures)))
     over = sum(1 for v in figures.values() if (statistics.median([x or 0 for x in v]) or 0) > 0.05)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.reactive import var
@@ -26,6 +26,7 @@ from textual.timer import Timer
 from tvis.agent.replies import CallsAnswer, ReplayAnswer, replay_query
 from tvis.tui import keys
 from tvis.tui.anomaly_start import opening_batch as watched_opening
+from tvis.tui.build_ahead import BuildAhead
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
@@ -87,6 +88,13 @@ class TvisApp(Asks, App[None]):
         self._poll_timer: Timer | None = None
         self._asked_run: str | None = None  # the run the "run" reply in flight is for
         self._polled_run: str | None = None  # and the run the poll in flight is for
+        self.ahead = BuildAhead(self, self._build_ahead, self._lay_out_ahead)
+        self._decorated: set[int] = set()  # id() of the page screens given tabs and status
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
+            self.ahead.input_seen()  # a user at work: no page is built ahead under a key
+        await super().on_event(event)
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
         """A notice is a plain sentence: the paths, tokens and agent errors in it are never
@@ -339,10 +347,45 @@ class TvisApp(Asks, App[None]):
         spec = pages[n - 1]
         self._add_page(spec)
         await self.switch_mode(spec.id)
+        self.ahead.visited(spec.id)
         await self._decorate(self.screen)
         self._refresh_tabs()
         if self.offline is not None:
             grey(self.screen, True)
+        if self.run_name is not None:
+            self.ahead.start()
+
+    def page_built(self, page_id: str) -> bool:
+        """Whether the page's screen exists (visited, or built ahead)."""
+        return page_id in self._screen_stacks
+
+    def _build_ahead(self, spec: PageSpec) -> None:
+        """Build ``spec``'s page hidden, as ``switch_mode`` would on its first visit, less
+        the resume (the visit sends it): it composes, styles itself and asks the agent for
+        what it shows now, and its first visit is only a switch."""
+        self._add_page(spec)
+        if self.page_built(spec.id):
+            return
+        page = self._build_page(spec)
+        self.ahead.hold(spec.id, page)
+        screen, mounted = self._get_screen(page)
+        self._load_screen_css(screen)
+        screen._screen_resized(self.size)
+        self._screen_stacks[spec.id] = [screen]
+        self.run_worker(self._decorate_when_mounted(screen, mounted), group="build-ahead")
+
+    def _lay_out_ahead(self, page_id: str) -> None:
+        """Arrange a page built ahead at the terminal's size and render its lines, hidden:
+        its visit then draws what is already laid out and rendered."""
+        screen = self.page_screens.get(page_id)
+        if screen is None or screen is self.screen or not screen.is_attached:
+            return
+        screen._refresh_layout(self.size)
+        screen._compositor.render_update(full=True)
+
+    async def _decorate_when_mounted(self, screen: Screen, mounted: Any) -> None:
+        await mounted
+        await self._decorate(screen)
 
     def _add_page(self, spec: PageSpec) -> None:
         if spec.id not in self.page_screens:
@@ -358,7 +401,8 @@ class TvisApp(Asks, App[None]):
         return screen
 
     async def _decorate(self, screen: Screen) -> None:
-        if not screen.query(PageTabs):
+        if id(screen) not in self._decorated:  # a page built ahead may be visited mid-mount
+            self._decorated.add(id(screen))
             await screen.mount(PageTabs(), StatusLine())
 
     def _refresh_tabs(self) -> None:

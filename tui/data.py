@@ -58,6 +58,12 @@ class Data:
         self._cache = LRU(CACHE_ENTRIES)
         self._inflight: dict[tuple, Future] = {}
         self._lock = threading.Lock()
+        self._calls = 0  # requests on the wire now, cached or not
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request is waiting for the agent now (a page is still loading)."""
+        return self._calls > 0
 
     def describe(self) -> str:
         return self.client.describe()
@@ -66,6 +72,15 @@ class Data:
         self.client.close()
 
     def call(self, method: str, **params: Any) -> Any:
+        with self._lock:
+            self._calls += 1
+        try:
+            return self._call(method, params)
+        finally:
+            with self._lock:
+                self._calls -= 1
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
         cacheable = method not in NEVER_CACHED and not (self.live and method in LIVE_UNCACHED)
         if not cacheable:
             return decode_reply(method, self.client.call(method, **params))

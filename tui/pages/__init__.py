@@ -119,7 +119,7 @@ def build(spec: PageSpec, app: TvisApp) -> Screen:
         return BrokenPage(spec.title, e)
 
 
-def warm(spec: PageSpec) -> None:
+def warm(spec: PageSpec) -> threading.Thread:
     """Import ``spec``'s page (numpy, the picture kit, its widgets: 0.1–0.2 s) on a thread
     of its own while the link connects, when the app's thread waits for the agent: its
     first visit then finds the modules loaded. A failure is left to the page's own build,
@@ -131,7 +131,9 @@ def warm(spec: PageSpec) -> None:
         except Exception:
             pass
 
-    threading.Thread(target=load, name=f"tvis-import-{spec.id}", daemon=True).start()
+    thread = threading.Thread(target=load, name=f"tvis-import-{spec.id}", daemon=True)
+    thread.start()
+    return thread
 
 
 def pages_for(has_run: bool, ranks: int = 1) -> list[PageSpec]:

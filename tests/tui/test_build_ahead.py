@@ -1,0 +1,168 @@
+"""Pages built ahead while the viewer is idle: a first visit is only a switch, a key keeps
+them from starting, and nothing is asked of the agent twice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from viewer_support import make_app, open_explore, screen_text, wait_for
+
+from tvis.tui import build_ahead
+
+
+def spy_requests(app) -> list[tuple[str, str]]:
+    """Every request the app sends the agent, as (method, its parameters), in order."""
+    sent: list[tuple[str, str]] = []
+    dial = app.link.connector
+
+    class Spy:
+        def __init__(self, client):
+            self.client, self.on_lost = client, None
+
+        def call(self, method, **params):
+            sent.append((method, repr(sorted(params.items()))))
+            return self.client.call(method, **params)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    app.link.connector = lambda: Spy(dial())
+    return sent
+
+
+async def test_a_page_built_ahead_is_only_switched_to_on_its_first_visit(run_dir):
+    """Once Replay has settled, Explore is built, answered and laid out hidden; `2` then
+    shows that very screen, complete, with no build and no new request. (Built before it
+    is laid out, its cards first ask for 8-column views, as a hidden inspector's do.)"""
+    app = make_app(run_dir)
+    sent = spy_requests(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
+        page = app.explore_page()
+        await wait_for(
+            pilot,
+            lambda: (
+                not app.ahead._unlaid
+                and page.inspector.cards
+                and all(card.has_data for card in page.inspector.cards)
+            ),
+            "Explore answered and laid out, hidden",
+        )
+        assert app.current_mode == "replay"
+        assert page.inspector.size.width > 0  # laid out at the terminal's size
+        builds: list[str] = []
+        build = app._build_page
+        app._build_page = lambda spec: builds.append(spec.id) or build(spec)  # type: ignore[method-assign]
+        asked_before = len(sent)
+        await pilot.press("2")
+        assert await open_explore(pilot) is page
+        await pilot.pause(0.3)
+        assert builds == []
+        assert sent[asked_before:] == []
+        assert len(sent) == len(set(sent)), "a request was sent twice"
+        assert app.internal_errors == []
+
+
+async def test_every_page_is_built_ahead_once_in_turn_and_each_visit_finds_it(run_dir):
+    """Explore first, then the tab bar's order; each page once; visiting each after that
+    builds nothing, and no request was sent twice."""
+    app = make_app(run_dir)
+    sent = spy_requests(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        others = [p.id for p in app.pages() if p.id not in ("replay", "explore")]
+        await wait_for(
+            pilot,
+            lambda: (
+                len(app.ahead.built) == 1 + len(others)
+                and not app.ahead._unlaid
+                and not app.data.busy
+            ),
+            "every page built ahead",
+            timeout=40,
+        )
+        assert app.ahead.built == ["explore", *others]
+        screens = dict(app.page_screens)
+        for n, spec in enumerate(app.pages(), start=1):
+            await app.action_page(n)
+            await pilot.pause(0.1)
+            assert app.screen is screens[spec.id]
+            assert app.screen.query("PageTabs") and app.screen.query("StatusLine")
+        assert len(sent) == len(set(sent)), "a request was sent twice"
+        assert app.internal_errors == []
+
+
+async def test_keys_keep_pages_from_being_built_ahead_and_a_visit_then_builds_its_own(
+    run_dir, monkeypatch
+):
+    """While keys come faster than the quiet spell nothing is built ahead (a key never
+    waits behind a build it did not ask for); a page visited meanwhile is built then."""
+    monkeypatch.setattr(build_ahead, "QUIET_S", 1.5)  # wide: two loaded cores
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(pilot, lambda: not app.data.busy, "Replay's answers")
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            await pilot.press("f12")  # a key bound to nothing: a user's, all the same
+            await pilot.pause(0.1)
+        assert app.ahead.built == []
+        await pilot.press("2")
+        page = await open_explore(pilot)
+        assert app.ahead.built == [] and page is app.explore_page()
+        await wait_for(pilot, lambda: "loss" in app.ahead.built, "the next page built ahead")
+        assert app.internal_errors == []
+
+
+def test_tvis_tui_moves_the_imports_out_of_the_collectors_reach_before_the_app_starts(
+    run_dir,
+):
+    """What `tvis tui` imported lives as long as it does: frozen before the app runs, a
+    full collection on the way to the first page scans the app's objects, not textual's
+    (60–120 ms each before); and the app freezes its pages once they settle."""
+    code = (
+        "import gc, sys\n"
+        "from tvis.tui.app import TvisApp\n"
+        "seen = {}\n"
+        "def run(self):\n"
+        "    seen['frozen'] = gc.get_freeze_count()\n"
+        "    seen['freezes'] = self.ahead.freezes\n"
+        "    self.link.close()\n"
+        "TvisApp.run = run\n"
+        "from tvis import cli\n"
+        f"cli.main(['tui', {str(run_dir)!r}])\n"
+        "assert seen['frozen'] > 10_000 and seen['freezes'], seen\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+async def test_a_page_built_ahead_follows_a_new_batch_when_quiet_not_under_the_key(run_dir):
+    """`.` and `]` on Replay reload no hidden page under the key (its watchers, and its
+    widgets', are held); the page catches up at the next quiet spell, and its visit shows
+    the new batch."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
+        await wait_for(
+            pilot, lambda: not app.ahead._unlaid and not app.data.busy, "Explore laid out"
+        )
+        assert app.batch_count > 1
+        before = app.batch
+        await pilot.press(".")  # the next batch, as a user asks for it
+        assert app.batch != before and "explore" in app.ahead.held
+        held = app.ahead.held["explore"]
+        assert held.pending  # held, not run under the key
+        pending = len(held.pending)
+        await pilot.press("]")  # the next sample: the hidden inspector's own watcher too
+        assert app.sample == 1 and len(held.pending) > pending
+        await wait_for(pilot, lambda: not app.ahead.held["explore"].pending, "caught up")
+        await app.action_page(2)
+        await open_explore(pilot)
+        assert "explore" not in app.ahead.held  # visited: it follows the app from now on
+        await wait_for(pilot, lambda: f"batch {app.batch} · " in screen_text(app), "new batch")
+        assert app.internal_errors == []

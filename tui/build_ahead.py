@@ -1,0 +1,207 @@
+"""Pages built ahead while the viewer is idle, so that a page's first visit is only a switch.
+
+Once the page on screen has settled — no request waiting for the agent and no key or mouse
+event for ``QUIET_S`` — the next page not built yet (Explore first, then the tab bar's
+order) is built and mounted hidden: its widgets compose, style themselves and ask the agent
+for what they show, exactly as on a first visit, but while nobody waits; once its answers
+are in it is laid out and rendered at the terminal's size, still hidden. One page per quiet
+spell: its own requests make the viewer busy again, and a key pressed meanwhile is answered
+before the next page starts. The page's modules are imported on a thread first (an import
+on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
+then, as before.
+
+Until its first visit a page built ahead holds what it watches of the app (the batch, the
+sample, the run): a change calls its watcher once, later — at the next quiet spell, or at
+the visit if that comes first — so `.` on Replay does not reload four hidden pages under
+the key. After its first visit a page follows the app as any visited page does.
+
+In `tvis tui` (``freezes``), the quiet spell after a page was built also moves what exists
+then out of the cyclic collector's reach (``gc.freeze``): the pages live as long as the app, and every full collection rescanned
+them, a pause of 60–120 ms at a random key or first visit. The price: a cycle alive at a
+freeze that dies later is never collected — a few per page, once.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from textual._callback import count_parameters
+
+from tvis.tui.pages import warm
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+    from textual.timer import Timer
+
+    from tvis.tui.app import TvisApp
+    from tvis.tui.pages import PageSpec
+
+QUIET_S = 0.5
+"""How long nothing may happen before a page is built ahead: a user reading the screen, not
+one between two keys."""
+
+LAY_OUT_QUIET_S = 0.15
+"""A page built ahead is laid out once its answers are in and this long has passed quietly."""
+
+TICK_S = 0.1
+"""How often the app looks whether it is quiet."""
+
+ORDER = ("explore",)
+"""Built first, ahead of the tab bar's order: the page most first visits go to."""
+
+
+class HeldWatches:
+    """A hidden page's watchers of the app (its own and its widgets'), held until
+    ``release``: the newest arguments per watcher, called then in the order first held.
+
+    Textual keeps an object's watchers as ``(node, callback)`` lists per attribute; those of
+    nodes on the page are swapped for holding ones (``wrap``, at each tick: widgets mount
+    and watch later than the page)."""
+
+    def __init__(self, app: Any, screen: Screen) -> None:
+        self.app = app
+        self.screen = screen
+        self.holding = True
+        self.pending: dict[Callable, tuple[Any, tuple]] = {}  # callback -> (node, args)
+        self._held: set[int] = set()  # id() of the holding callbacks made
+
+    def _on_page(self, node: Any) -> bool:
+        while node is not None:
+            if node is self.screen:
+                return True
+            node = node._parent
+        return False
+
+    def wrap(self) -> None:
+        """Swap the page's new watchers of the app for holding ones."""
+        for watchers in getattr(self.app, "__watchers", {}).values():
+            for i, (node, callback) in enumerate(watchers):
+                if id(callback) not in self._held and self._on_page(node):
+                    watchers[i] = (node, self._holding(node, callback))
+
+    def _holding(self, node: Any, callback: Callable) -> Callable:
+        def held(*args: Any) -> Any:
+            if not self.holding:
+                return callback(*args)
+            self.pending.pop(callback, None)  # the newest change goes last
+            self.pending[callback] = (node, args)
+            return None
+
+        held._param_count = count_parameters(callback)  # type: ignore[attr-defined]
+        self._held.add(id(held))
+        return held
+
+    def flush(self) -> bool:
+        """Call what was held; whether there was anything."""
+        pending, self.pending = self.pending, {}
+        for callback, (node, args) in pending.items():
+            if not node._closing:
+                node.call_next(callback, *args)
+        return bool(pending)
+
+    def release(self) -> None:
+        """The page is shown: it follows the app from now on."""
+        self.holding = False
+        self.flush()
+
+
+class BuildAhead:
+    """Builds the app's pages one by one in its quiet spells; ``input_seen`` on every key."""
+
+    def __init__(
+        self, app: TvisApp, build: Callable[[PageSpec], None], lay_out: Callable[[str], None]
+    ) -> None:
+        self.app = app
+        self.build = build
+        self.lay_out = lay_out
+        self.quiet_since = time.monotonic()
+        self.built: list[str] = []  # page ids built ahead, in order (for tests and benches)
+        self._unlaid: list[str] = []  # built ahead, not laid out yet
+        self.held: dict[str, HeldWatches] = {}  # page id -> its watchers, until visited
+        self._timer: Timer | None = None
+        self.freezes = False  # `tvis tui` sets it: a test's app leaves the collector alone
+        self._freeze_due = True  # the first page's objects, once it has settled
+        self._imports: dict[str, threading.Thread] = {}  # page module -> its import
+
+    def start(self) -> None:
+        """Begin watching for quiet spells (once the first page is on screen)."""
+        if self._timer is None:
+            self.quiet_since = time.monotonic()
+            self._timer = self.app.set_interval(TICK_S, self.tick, name="build-ahead")
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def hold(self, page_id: str, screen: Screen) -> None:
+        """Hold ``screen``'s watchers of the app until its first visit."""
+        self.held[page_id] = HeldWatches(self.app, screen)
+
+    def visited(self, page_id: str) -> None:
+        held = self.held.pop(page_id, None)
+        if held is not None:
+            held.release()
+
+    def input_seen(self) -> None:
+        self.quiet_since = time.monotonic()
+
+    def next_page(self) -> PageSpec | None:
+        """The next page to build: Explore first, then the others in the tab bar's order."""
+        pages = self.app.pages()
+        unbuilt = [p for p in pages if not self.app.page_built(p.id)]
+        for page_id in ORDER:
+            for spec in unbuilt:
+                if spec.id == page_id:
+                    return spec
+        return unbuilt[0] if unbuilt else None
+
+    def tick(self) -> None:
+        app = self.app
+        if not app.is_running:  # shutting down: its screens are being closed
+            self.stop()
+            return
+        for held in self.held.values():
+            held.wrap()
+        now = time.monotonic()
+        data = app.data
+        if data is None or data.busy or app.offline is not None or app.run_name is None:
+            self.quiet_since = now
+            return
+        quiet = now - self.quiet_since
+        if self._unlaid and quiet >= LAY_OUT_QUIET_S:
+            # Its answers are in: laid out and rendered, hidden, in a slice of its own.
+            self.lay_out(self._unlaid.pop())
+            self.quiet_since = time.monotonic()
+            return
+        if quiet < QUIET_S:
+            return
+        for page_id, held in self.held.items():
+            if held.flush():  # a hidden page catches up with the batch, the sample, the run
+                self._unlaid.append(page_id)
+                self.quiet_since = time.monotonic()
+                return
+        if self._freeze_due:
+            self._freeze_due = False
+            if self.freezes:
+                gc.freeze()
+        spec = self.next_page()
+        if spec is None:
+            if not self.held:
+                self.stop()
+            return
+        if spec.module not in sys.modules and spec.module not in self._imports:
+            self._imports[spec.module] = warm(spec)
+        importing = self._imports.get(spec.module)
+        if importing is not None and importing.is_alive():
+            return
+        self.built.append(spec.id)
+        self.build(spec)
+        self._unlaid.append(spec.id)
+        self._freeze_due = True
+        self.quiet_since = time.monotonic()
