@@ -24,6 +24,9 @@ after its list appears) and gives, per key, the first byte written and the scree
 every parameter) from the key to the first thumbnail asking for its picture, with the
 thumbnails mounted and the memory it took.
 
+``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
+times, 1 s apart, each to a settled screen.
+
 ``--cold-layers`` instead times the layers table on a batch the agent has not read yet:
 `2` then `y` as soon as the Explore page has drawn anything, to the table's rows on screen
 and to the screen settled (the 20,000-call run of `bench/layers_bench.py` is the case).
@@ -391,6 +394,29 @@ def weights_terminal(run: str, wait: float) -> list[str]:
     ]
 
 
+def switch_walk(run: str, n: int) -> list[str]:
+    """Explore, then `.` ``n`` times (batches not seen yet) and `,` ``n`` times back, 1 s
+    apart (the prefetch of the batches beside runs in that pause), each to a settled screen."""
+    viewer = PtyViewer(run)
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        settle(viewer, press(viewer, "2"))
+        time.sleep(1.5)
+        lines = []
+        for key in (".", ","):
+            taken = []
+            for _ in range(n):
+                taken.append(settle(viewer, press(viewer, key)))
+                time.sleep(1.0)
+            shown = " · ".join(_ms(t) for t in taken)
+            median = statistics.median([t or 0.0 for t in taken]) * 1000
+            lines.append(f"Explore {key} ×{n}: {shown} ms (median {median:.0f})")
+        return lines
+    finally:
+        viewer.close()
+
+
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
@@ -428,8 +454,15 @@ def main() -> int:
     parser.add_argument(
         "--weights-terminal", type=float, metavar="WAIT", help="Weights' list keys in a pty"
     )
+    parser.add_argument(
+        "--switch-walk", type=int, metavar="N", help="Explore `.` N times, then `,` N times"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.switch_walk:
+        print("\n".join(switch_walk(args.run, args.switch_walk)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.weights_terminal is not None:
         print("\n".join(weights_terminal(args.run, args.weights_terminal)))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")

@@ -9,6 +9,7 @@ names every pane with its key; a pane fetches its data only while it is visible.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.style import Style
@@ -18,13 +19,17 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
+from tvis.agent.replies import CallsAnswer
 from tvis.tui import colors, keys
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
 from tvis.tui.pane import Asks
+from tvis.tui.widgets.call_tree import CallTree, first_interesting
 from tvis.tui.widgets.calls_pane import CallsPane
 from tvis.tui.widgets.inspector import Inspector
 from tvis.tui.widgets.layers_table import LayersPane, LayersTable
@@ -43,6 +48,43 @@ PANES = ("calls", "inspector", "source", "layers", "timeline", "step", "samples"
 """Each pane is brought up by the binding ``explore.<pane>`` (see keys.EXPLORE)."""
 SIDE = ("source", "layers", "timeline", "step", "samples")
 """Panes that share the last column (wide) or the right column (medium, with inspector)."""
+
+
+NEIGHBOURS_AFTER_S = 0.3
+"""Idle time after the selection last changed before the batches beside it are asked for."""
+
+
+def fetch_beside(
+    data: Any,
+    run: str,
+    batches: list[int],
+    call: int | None,
+    inspect: Callable[[Any, list[Selection]], None],
+) -> None:
+    """Ask ``data`` for what ``.``/``,`` to each of ``batches`` will show (run in a worker
+    thread): the tree's roots, the pages on the way to ``call`` (the call the switch keeps
+    selected; without one, the first interesting root, opened), and what the inspector
+    shows for it (``inspect``: ``Inspector.prefetcher``'s function)."""
+    worker = get_current_worker()
+    for batch in batches:
+        if worker.is_cancelled:
+            return
+        roots = data.prefetch("calls", **CallTree.page_request(run, batch, -1))
+        rows = roots.calls if isinstance(roots, CallsAnswer) else ()
+        if not rows:
+            continue
+        first = rows[first_interesting(rows)]
+        shown, parents = first.id, [first.id] if first.n_children else []
+        if call is not None:
+            record = data.prefetch("call", run=run, batch=batch, call=call)
+            path = record.get("path") if isinstance(record, dict) else None
+            if isinstance(path, list):
+                shown, parents = call, [*parents, *path]
+        for parent in dict.fromkeys(parents):
+            if worker.is_cancelled:
+                return
+            data.prefetch("calls", **CallTree.page_request(run, batch, parent))
+        inspect(data, [Selection("call", batch=batch, call=shown)])
 
 
 def layout_for(width: int) -> str:
@@ -98,6 +140,7 @@ class ExplorePage(Asks, Screen):
         # The panes built so far, by name: looked up on every key, where a DOM query would
         # walk the page's few hundred widgets each time.
         self._panes: dict[str, Widget] = {}
+        self._neighbours_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         # The tree and the inspector always exist; the other panes are built the first time
@@ -373,6 +416,30 @@ class ExplorePage(Asks, Screen):
         if message.open_inspector and "inspector" not in self.visible_panes():
             await self.action_pane("inspector")
         self._follow_in_source()
+        if self._neighbours_timer is not None:
+            self._neighbours_timer.stop()
+        self._neighbours_timer = self.set_timer(NEIGHBOURS_AFTER_S, self._prefetch_beside)
+
+    def _prefetch_beside(self) -> None:
+        """Once the selection rests, fetch the batches beside this one as ``.``/``,`` will
+        show them, so that a batch switch draws from the client's cache in one frame."""
+        self._neighbours_timer = None
+        app = self.app
+        data, run, position = app.data, app.run_name, app.batch_position
+        if data is None or run is None or position is None or self.mode != "batch":
+            return
+        indices = app.batch_indices
+        beside = [indices[p] for p in (position + 1, position - 1) if 0 <= p < len(indices)]
+        selection = self.selection
+        call = selection.call if selection is not None and selection.kind == "call" else None
+        inspect = self.inspector.prefetcher()
+        self.run_worker(
+            lambda: fetch_beside(data, run, beside, call, inspect),
+            group="batch-neighbours",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
+        )
 
     def _follow_in_source(self) -> None:
         """Keep a visible Source pane on the selected call's definition (its call site when
@@ -402,10 +469,11 @@ class ExplorePage(Asks, Screen):
             source = self.app.data
             if source is None:
                 return  # not connected yet: nothing to find it in
+            request = {"run": self.app.run_name, "batch": batch, "call": call}
             try:
-                record = await asyncio.to_thread(
-                    source.call, "call", run=self.app.run_name, batch=batch, call=call
-                )
+                found, record = source.peek("call", **request)  # prefetched: no thread hop
+                if not found:
+                    record = await asyncio.to_thread(source.call, "call", **request)
             except Exception as e:
                 self.notify(
                     f"cannot find call {call} in batch {batch}: {e}", severity="warning", timeout=4

@@ -179,7 +179,8 @@ class CallTree(Tree[Node], inherit_bindings=False):
     def show_batch(self, run: str, batch: int) -> None:
         """Show the calls of ``batch``; the roots load at once, the rest on demand."""
         self._reset(run, batch)
-        self._ensure_loaded_soon(self.root)
+        if not self._load_cached(self.root, self.root, 0):
+            self._ensure_loaded_soon(self.root)
 
     def show_step(
         self,
@@ -214,6 +215,9 @@ class CallTree(Tree[Node], inherit_bindings=False):
         self._loads.clear()
         self._generation += 1
         self.clear()
+        # No cursor until the new rows come: Tree.clear keeps the old node as the cursor
+        # until its next rebuild, and a page put in place at once must find none.
+        self.cursor_line = -1
         self.run_name, self.batch_index = run, batch
         # In step mode the roots are added at once; only a batch's roots are fetched.
         self.root.data = Node("root", batch=batch, parent_call=-1, loaded=batch is None)
@@ -225,10 +229,35 @@ class CallTree(Tree[Node], inherit_bindings=False):
     def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
         self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
 
+    @staticmethod
+    def page_request(
+        run: str | None, batch: int | None, parent: int, offset: int = 0
+    ) -> dict[str, Any]:
+        """The ``calls`` request for one page of ``parent``'s children (-1: the roots)."""
+        return {"run": run, "batch": batch, "parent": parent, "offset": offset, "limit": PAGE}
+
+    def _load_cached(self, node: TreeNode[Node], anchor: TreeNode[Node], offset: int) -> bool:
+        """Put ``node``'s page at ``offset`` in place now when the client holds it (seen
+        before, or prefetched for the batch beside this one): the tree is drawn whole in the
+        frame the key asked for, without an empty tree or a placeholder in between."""
+        data, source = node.data, self.app.data
+        if data is None or source is None or (self._loads.get(id(node)) and offset == 0):
+            return False
+        parent = data.call.id if data.call is not None else -1
+        found, page = source.peek(
+            "calls", **self.page_request(self.run_name, data.batch, parent, offset)
+        )
+        if not found or not isinstance(page, CallsAnswer):
+            return False
+        self._page_arrived(node, anchor, offset, page)
+        return True
+
     async def ensure_loaded(self, node: TreeNode[Node]) -> None:
         """Fetch ``node``'s first page of children once, however many callers ask."""
         data = node.data
         if data is None or data.loaded or data.kind not in ("root", "call", "batch"):
+            return
+        if self._load_cached(node, node, 0):
             return
         task = self._loads.get(id(node))
         if task is None:
@@ -250,13 +279,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
             if source is None:
                 raise AgentError(NOT_CONNECTED)
             page: CallsAnswer = await asyncio.to_thread(
-                source.call,
-                "calls",
-                run=run,
-                batch=batch,
-                parent=parent,
-                offset=offset,
-                limit=PAGE,
+                source.call, "calls", **self.page_request(run, batch, parent, offset)
             )
         except ConnectionLost as e:
             self.app.connection_lost(e.message)
@@ -268,6 +291,15 @@ class CallTree(Tree[Node], inherit_bindings=False):
             self._loads.pop(id(node), None)
         if generation != self._generation:
             return  # the tree was reset while the page was on its way
+        self._page_arrived(node, anchor, offset, page)
+
+    def _page_arrived(
+        self, node: TreeNode[Node], anchor: TreeNode[Node], offset: int, page: CallsAnswer
+    ) -> None:
+        data = node.data
+        assert data is not None
+        batch = data.batch
+        parent = data.call.id if data.call is not None else -1
         rows = page.calls
         self._note_times(rows, top=node is self.root or data.kind == "batch")
         items: list[Node] = []
@@ -360,8 +392,9 @@ class CallTree(Tree[Node], inherit_bindings=False):
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[Node]) -> None:
         event.stop()
-        if event.node.data is not None and not event.node.data.loaded:
-            self._ensure_loaded_soon(event.node)
+        node = event.node
+        if node.data is not None and not node.data.loaded and not self._load_cached(node, node, 0):
+            self._ensure_loaded_soon(node)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Node]) -> None:
         event.stop()

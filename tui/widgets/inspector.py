@@ -6,7 +6,9 @@ moves; the tensor cards follow when the agent answers ``call``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.table import Table
@@ -240,23 +242,37 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         wanted = [s for s in selections if s.kind == "call" and s.call is not None]
         if data is None or not wanted:
             return
-        # What the worker needs from the screen, read here: it never reads the DOM itself.
-        width = self.lines.picture_width()
-        views = self.layer_views
-        layer_request = views.requester() if views.display else None
-        app = self.app
-        context = (app.run_name, app.sample, app.show_grad, width, layer_request)
+        fetch = self.prefetcher()
         self.run_worker(
-            lambda: self._prefetch(data, wanted, *context),
+            lambda: fetch(data, wanted),
             group="inspector-prefetch",
             exclusive=True,
             thread=True,
             exit_on_error=False,
         )
 
-    def _prefetch(self, data, selections, run, sample, grad, width, layer_request) -> None:
+    def prefetcher(self) -> Callable[[Any, list[Selection]], None]:
+        """``fetch(data, selections)``: asks ``data`` for what showing each call selection
+        on this screen will ask for (its record, its cards' pictures, its layer views). What
+        it needs from the screen is read now: it runs in a worker thread (any page's) and
+        never reads the DOM itself."""
+        views = self.layer_views
+        app = self.app
+        return partial(
+            self._prefetch,
+            run=app.run_name,
+            sample=app.sample,
+            grad=app.show_grad,
+            width=self.lines.picture_width(),
+            layer_request=views.requester() if views.display else None,
+        )
+
+    @staticmethod
+    def _prefetch(data, selections, run, sample, grad, width, layer_request) -> None:
         worker = get_current_worker()
         for selection in selections:
+            if selection.kind != "call" or selection.call is None:
+                continue
             call = data.prefetch("call", **call_request(run, selection))
             if not isinstance(call, dict):
                 continue

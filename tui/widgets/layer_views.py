@@ -148,8 +148,13 @@ class OnImageView(Steady, AgentPane):
         r, c = min(self.location[0], grid["h"] - 1), min(self.location[1], grid["w"] - 1)
         return grid["offset"] + r * grid["w"] + c
 
-    def _picture_key(self, layer: Layer) -> tuple:
+    @staticmethod
+    def _picture_key(layer: Layer) -> tuple:
         return (layer.run, layer.batch, layer.sample)
+
+    def held_pictures(self) -> frozenset[tuple]:
+        """The input pictures this view holds (it asks the agent for the others)."""
+        return frozenset(self._pictures)
 
     def show(self, layer: Layer) -> None:
         if layer == self.shown_layer:
@@ -610,17 +615,24 @@ class LayerViews(SteadyVertical):
 
     def request(self, layer: Layer) -> tuple[str, dict[str, Any]] | None:
         """The request the current view makes for ``layer`` (for prefetching)."""
-        return view_request(self.current, layer, self._limit())
+        return view_request(self.current, layer, self._limit(), self._held())
 
     def requester(self) -> Callable[[Layer], tuple[str, dict[str, Any]] | None]:
         """``request`` with what it reads from the screen taken now: for a worker thread."""
-        return partial(view_request, self.current, limit=self._limit())
+        return partial(view_request, self.current, limit=self._limit(), held=self._held())
+
+    def _held(self) -> frozenset[tuple]:
+        return self.query_one(OnImageView).held_pictures() if self.ready else frozenset()
 
 
-def view_request(view: str, layer: Layer, limit: int) -> tuple[str, dict[str, Any]] | None:
-    """The request ``view`` makes for ``layer`` once its input picture is held."""
+def view_request(
+    view: str, layer: Layer, limit: int, held: frozenset[tuple] = frozenset()
+) -> tuple[str, dict[str, Any]] | None:
+    """The request ``view`` makes for ``layer``: the On image view asks for the input
+    picture too unless it holds it (``held``: its picture keys; a layer of another batch
+    comes with that batch's picture)."""
     if view == "image":
-        return OnImageView.request(layer, False)
+        return OnImageView.request(layer, OnImageView._picture_key(layer) not in held)
     if view == "neurons":
         return NeuronsView.request(layer, 0, limit)
     return None

@@ -1,0 +1,103 @@
+"""A batch switch (`.`/`,`) after a pause draws what was fetched during the pause: the agent is
+not asked for the new batch's tree, selected call or pictures, and the screen is the one a
+switch without the pause gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from viewer_support import make_app, open_explore, screen_text, wait_for
+
+from tvis.tui.pages import explore
+from tvis.tui.widgets.layer_views import OnImageView
+
+
+def _counting(app) -> list[dict]:
+    asked: list[dict] = []
+    client_call = app.data.client.call
+    app.data.client.call = lambda method, **params: (
+        asked.append({"method": method, **params}),
+        client_call(method, **params),
+    )[1]
+    return asked
+
+
+PREFETCH_AFTER_S = explore.NEIGHBOURS_AFTER_S
+
+
+async def _idle(pilot, app) -> None:
+    """Past the pause after which the batches beside are fetched, and that fetch done."""
+    await pilot.pause(PREFETCH_AFTER_S + 0.2)
+    await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+
+
+async def _switched(pilot, page, batch: int, call: int) -> None:
+    """The tree, the inspector's cards and its On image view all on ``call`` of ``batch``."""
+    inspector = page.inspector
+    image = inspector.layer_views.query_one(OnImageView)
+    await wait_for(
+        pilot,
+        lambda: (
+            page.calls.call_tree.batch_index == batch
+            and inspector.shown is not None
+            and (inspector.shown.batch, inspector.shown.call) == (batch, call)
+            and inspector.cards
+            and all(c.has_data for c in inspector.cards)
+            and image.drawn is not None
+            and (image.drawn.batch, image.drawn.call) == (batch, call)
+        ),
+        f"call {call} of batch {batch} shown",
+    )
+
+
+async def test_a_batch_switch_after_a_pause_asks_the_agent_nothing_for_what_it_shows(
+    run_dir: Path,
+):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        first, following = app.batch_indices[:2]
+        call = page.inspector.shown.call
+        await _idle(pilot, app)
+        asked = _counting(app)
+        await pilot.press("full_stop")
+        await _switched(pilot, page, following, call)
+        shown = {c.ref.entry["id"] for c in page.inspector.cards}
+        # What may be asked now is the next prefetch (the rows beside the cursor, the
+        # batches beside this one), never the tree, the call or the pictures on screen.
+        on_screen = [
+            a
+            for a in asked
+            if a.get("batch") == following
+            and (a["method"] == "calls" or a.get("call") == call or a.get("tensor") in shown)
+        ]
+        assert on_screen == []
+        await _idle(pilot, app)  # and back: the batch left is fetched again, as it may
+        asked.clear()  # have left the client's cache
+        await pilot.press("comma")
+        await _switched(pilot, page, first, call)
+        assert not [a for a in asked if a.get("batch") == first and a["method"] == "calls"]
+        assert app.internal_errors == []
+
+
+async def test_the_screen_after_a_prefetched_switch_is_the_screen_of_a_cold_one(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    screens = []
+    for pause in (PREFETCH_AFTER_S, 3600.0):  # prefetched, then never prefetched
+        monkeypatch.setattr(explore, "NEIGHBOURS_AFTER_S", pause)
+        app = make_app(run_dir)
+        async with app.run_test(size=(120, 40)) as pilot:
+            page = await open_explore(pilot)
+            following = app.batch_indices[1]
+            call = page.inspector.shown.call
+            await _idle(pilot, app)
+            asked = _counting(app)
+            await pilot.press("full_stop")
+            await _switched(pilot, page, following, call)
+            await _idle(pilot, app)
+            screens.append(screen_text(app))
+            if pause == 3600.0:  # the cold switch did ask for the new batch's tree
+                assert [a for a in asked if a["method"] == "calls" and a["batch"] == following]
+    assert screens[0] == screens[1]
