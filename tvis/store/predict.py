@@ -58,7 +58,9 @@ def sgd_hyper(group: dict[str, Any]) -> dict[str, Any] | None:
                 return None
             hyper[key] = value
         else:
-            if type(value) not in (int, float) or not (value == 0 or _LOW <= abs(value) <= _HIGH):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None
+            if not (value == 0 or _LOW <= abs(value) <= _HIGH):
                 return None
             hyper[key] = float(value)
     return hyper
