@@ -101,3 +101,23 @@ async def test_the_screen_after_a_prefetched_switch_is_the_screen_of_a_cold_one(
             if pause == 3600.0:  # the cold switch did ask for the new batch's tree
                 assert [a for a in asked if a["method"] == "calls" and a["batch"] == following]
     assert screens[0] == screens[1]
+
+
+async def test_a_hidden_explore_fetches_the_batches_beside_only_once_shown(run_dir: Path):
+    """Explore built ahead behind Replay asks nothing for the batches beside its selection;
+    once shown, it does when the selection has rested."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.data is not None, "connected")
+        asked = _counting(app)
+        following = app.batch_indices[1]
+        await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
+        await pilot.pause(PREFETCH_AFTER_S + 0.5)
+        assert app.current_mode == "replay"
+        assert not [a for a in asked if a.get("batch") == following and a["method"] == "calls"]
+        await open_explore(pilot)
+        await wait_for(
+            pilot,
+            lambda: [a for a in asked if a.get("batch") == following and a["method"] == "calls"],
+            "the batch beside fetched once Explore is shown",
+        )

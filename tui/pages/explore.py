@@ -141,6 +141,7 @@ class ExplorePage(Asks, Screen):
         # walk the page's few hundred widgets each time.
         self._panes: dict[str, Widget] = {}
         self._neighbours_timer: Timer | None = None
+        self._beside_due = False  # the selection rested while the page was hidden
 
     def compose(self) -> ComposeResult:
         # The tree and the inspector always exist; the other panes are built the first time
@@ -424,6 +425,9 @@ class ExplorePage(Asks, Screen):
         """Once the selection rests, fetch the batches beside this one as ``.``/``,`` will
         show them, so that a batch switch draws from the client's cache in one frame."""
         self._neighbours_timer = None
+        if not self.is_current:  # built ahead, or left: asked for when next shown
+            self._beside_due = True
+            return
         app = self.app
         data, run, position = app.data, app.run_name, app.batch_position
         if data is None or run is None or position is None or self.mode != "batch":
@@ -440,6 +444,11 @@ class ExplorePage(Asks, Screen):
             thread=True,
             exit_on_error=False,
         )
+
+    def on_screen_resume(self) -> None:
+        if self._beside_due:
+            self._beside_due = False
+            self._neighbours_timer = self.set_timer(NEIGHBOURS_AFTER_S, self._prefetch_beside)
 
     def _follow_in_source(self) -> None:
         """Keep a visible Source pane on the selected call's definition (its call site when
