@@ -374,14 +374,18 @@ class TvisApp(Asks, App[None]):
         self._screen_stacks[spec.id] = [screen]
         self.run_worker(self._decorate_when_mounted(screen, mounted), group="build-ahead")
 
-    def _lay_out_ahead(self, page_id: str) -> None:
+    def _lay_out_ahead(self, page_id: str) -> bool:
         """Arrange a page built ahead at the terminal's size and render its lines, hidden:
-        its visit then draws what is already laid out and rendered."""
+        its visit then draws what is already laid out and rendered. False while the page
+        is still mounting (to be tried again)."""
         screen = self.page_screens.get(page_id)
-        if screen is None or screen is self.screen or not screen.is_attached:
-            return
+        if screen is None or screen is self.screen:
+            return True  # gone, or shown already: laid out as any page on screen is
+        if not screen.is_attached or id(screen) not in self._decorated:
+            return False
         screen._refresh_layout(self.size)
         screen._compositor.render_update(full=True)
+        return True
 
     async def _decorate_when_mounted(self, screen: Screen, mounted: Any) -> None:
         await mounted

@@ -114,7 +114,7 @@ class BuildAhead:
     """Builds the app's pages one by one in its quiet spells; ``input_seen`` on every key."""
 
     def __init__(
-        self, app: TvisApp, build: Callable[[PageSpec], None], lay_out: Callable[[str], None]
+        self, app: TvisApp, build: Callable[[PageSpec], None], lay_out: Callable[[str], bool]
     ) -> None:
         self.app = app
         self.build = build
@@ -175,8 +175,10 @@ class BuildAhead:
             return
         quiet = now - self.quiet_since
         if self._unlaid and quiet >= LAY_OUT_QUIET_S:
-            # Its answers are in: laid out and rendered, hidden, in a slice of its own.
-            self.lay_out(self._unlaid.pop())
+            # Its answers are in: laid out and rendered, hidden, in a slice of its own
+            # (a page still mounting, on a loaded machine, is tried again at a later tick).
+            if self.lay_out(self._unlaid[-1]):
+                self._unlaid.pop()
             self.quiet_since = time.monotonic()
             return
         if quiet < QUIET_S:
