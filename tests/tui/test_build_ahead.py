@@ -63,7 +63,8 @@ async def test_a_page_built_ahead_is_only_switched_to_on_its_first_visit(run_dir
         assert builds == []
         # nothing it shows is asked again; once shown, the batch beside it is fetched ahead
         # (as after any rest of the selection), and nothing else
-        assert all("('batch', 1)" in params for _, params in sent[asked_before:]), sent[asked_before:]
+        asked_since = sent[asked_before:]
+        assert all("('batch', 1)" in params for _, params in asked_since), asked_since
         assert len(sent) == len(set(sent)), "a request was sent twice"
         assert app.internal_errors == []
 
