@@ -7,21 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from viewer_support import make_app, open_explore, screen_text, wait_for
+from viewer_support import count_requests, make_app, open_explore, screen_text, wait_for
 
 from tvis.tui.pages import explore
 from tvis.tui.widgets.layer_views import OnImageView
-
-
-def _counting(app) -> list[dict]:
-    asked: list[dict] = []
-    client_call = app.data.client.call
-    app.data.client.call = lambda method, **params: (
-        asked.append({"method": method, **params}),
-        client_call(method, **params),
-    )[1]
-    return asked
-
 
 PREFETCH_AFTER_S = explore.NEIGHBOURS_AFTER_S
 
@@ -60,7 +49,7 @@ async def test_a_batch_switch_after_a_pause_asks_the_agent_nothing_for_what_it_s
         first, following = app.batch_indices[:2]
         call = page.inspector.shown.call
         await _idle(pilot, app)
-        asked = _counting(app)
+        asked = count_requests(app)
         await pilot.press("full_stop")
         await _switched(pilot, page, following, call)
         shown = {c.ref.entry["id"] for c in page.inspector.cards}
@@ -93,7 +82,7 @@ async def test_the_screen_after_a_prefetched_switch_is_the_screen_of_a_cold_one(
             following = app.batch_indices[1]
             call = page.inspector.shown.call
             await _idle(pilot, app)
-            asked = _counting(app)
+            asked = count_requests(app)
             await pilot.press("full_stop")
             await _switched(pilot, page, following, call)
             await _idle(pilot, app)
@@ -109,7 +98,7 @@ async def test_a_hidden_explore_fetches_the_batches_beside_only_once_shown(run_d
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.data is not None, "connected")
-        asked = _counting(app)
+        asked = count_requests(app)
         following = app.batch_indices[1]
         await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
         await pilot.pause(PREFETCH_AFTER_S + 0.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
+from viewer_support import count_requests, make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
 
@@ -156,12 +156,7 @@ async def test_the_rows_beside_the_cursor_are_fetched_before_the_cursor_gets_the
             lambda: all(w.is_finished for w in app.workers),
             "the prefetch",
         )
-        asked: list[dict] = []
-        client_call = app.data.client.call
-        app.data.client.call = lambda method, **params: (
-            asked.append({"method": method, **params}),
-            client_call(method, **params),
-        )[1]
+        asked = count_requests(app)
         await pilot.press("j")
         inspector = page.inspector
         await wait_for(

@@ -45,6 +45,17 @@ async def wait_for(
         await pilot.pause(0.02)
 
 
+def count_requests(app) -> list[dict]:
+    """Every request the app sends its agent from now on, as ``{"method": …, **params}``."""
+    asked: list[dict] = []
+    client_call = app.data.client.call
+    app.data.client.call = lambda method, **params: (
+        asked.append({"method": method, **params}),
+        client_call(method, **params),
+    )[1]
+    return asked
+
+
 def screen_text(app) -> str:
     """The screen as plain text, one line per row (what a user reads)."""
     console = Console(
