@@ -308,6 +308,39 @@ async def test_a_first_visit_restyles_only_the_new_page_and_follows_the_theme(ru
         assert app.internal_errors == []
 
 
+async def test_a_page_is_restyled_whole_only_when_it_comes_back(run_dir):
+    """A first visit restyles no page whole at its resumes (Textual sends two, each a restyle
+    of every widget of the page, already styled as they registered); a page shown again
+    after another one is restyled once, as Textual does, for what changed while away.
+    Pins Textual's ``ScreenResume.refresh_styles`` and its subclass-first dispatch."""
+    from textual.screen import Screen
+
+    app = make_app(run_dir)
+    whole: list[str] = []  # the pages restyled whole, in order
+    restyle = app.update_styles
+
+    def counted(node, animate: bool = True) -> None:
+        if isinstance(node, Screen) and node.id != "_default":
+            whole.append(type(node).__name__)
+        restyle(node, animate)
+
+    app.update_styles = counted  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        page = await open_explore(pilot)
+        await pilot.pause(0.1)
+        assert whole == []
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.current_mode == "replay", "Replay again")
+        await pilot.pause(0.1)
+        assert whole == ["ReplayPage"]
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.screen is page, "Explore again")
+        await pilot.pause(0.1)
+        assert whole == ["ReplayPage", "ExplorePage"]
+        assert app.internal_errors == []
+
+
 async def test_the_run_is_asked_for_by_the_connection_itself_once(run_dir):
     """Connecting asks for the run it will open right after the list of runs, from the same
     worker (no hop to the UI thread, busy drawing "connecting …", and back); once."""

@@ -18,7 +18,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
@@ -28,6 +27,7 @@ from tvis.agent.replies import CallsAnswer
 from tvis.tui import colors, keys
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
+from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import CallTree, first_interesting
 from tvis.tui.widgets.calls_pane import CallsPane
@@ -115,7 +115,7 @@ class PaneBar(Static):
         self.update(text)
 
 
-class ExplorePage(Asks, Screen):
+class ExplorePage(Asks, Page):
     """The Explore page."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*keys.EXPLORE]

@@ -10,10 +10,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
-from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
 
 from tvis.tui import colors, keys
+from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.widgets.attention_view import AttentionView
 from tvis.tui.widgets.embeddings_view import EmbeddingsView
@@ -72,7 +72,7 @@ class ViewBar(AgentPane):
         self.refresh()
 
 
-class InsightsPage(Screen):
+class InsightsPage(Page):
     """Attention · Grad-CAM · Embeddings for the open run."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*keys.INSIGHTS]

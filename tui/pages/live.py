@@ -22,7 +22,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from tvis.live.address import parse_address
@@ -33,6 +32,7 @@ from tvis.live.store import Entry
 from tvis.store.printable import printable, printable_line
 from tvis.tui import keys
 from tvis.tui.live_image import HeatmapImage, fit
+from tvis.tui.pages.page import Page
 from tvis.tui.picture import Picture, Scale
 from tvis.tui.widgets.lists import ListTable
 from tvis.tui.widgets.live_bars import LiveBars
@@ -92,7 +92,7 @@ class Request:
     rank: int | None = None
 
 
-class LivePage(Screen):
+class LivePage(Page):
     """The Live page, receiving on ``address`` (``HOST:PORT``; port 0 picks a free one)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*keys.LIVE]

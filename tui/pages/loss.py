@@ -20,10 +20,10 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive, var
-from textual.screen import Screen
 from textual.widgets import Static
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
 from tvis.tui.picture.colormaps import Depth
@@ -625,7 +625,7 @@ class LossView(AgentPane):
             self._load_table()
 
 
-class LossPage(Screen):
+class LossPage(Page):
     """The Loss page."""
 
     if TYPE_CHECKING:

@@ -19,11 +19,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Static
 
 from tvis.agent.replies import RankParamsReply, RankRow, RanksReply
 from tvis.tui import colors, keys
+from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
@@ -63,7 +63,7 @@ class RankBar(Static):
         self.update(text)
 
 
-class RanksPage(Asks, Screen):
+class RanksPage(Asks, Page):
     """Every rank of the open run's group compared."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*keys.RANKS]

@@ -21,7 +21,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -30,6 +29,7 @@ from tvis.agent.replies import ReplayAnswer, ReplayDetail, ReplayEvent, replay_q
 from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
 from tvis.tui.anomaly_start import opening_event, opening_seq
+from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.replay_model import (
     PAGE,
@@ -103,7 +103,7 @@ class EventFeed(AgentPane):
             page.say_missing(message)
 
 
-class ReplayPage(PlaceKeys, Screen):
+class ReplayPage(PlaceKeys, Page):
     """The Replay page."""
 
     if TYPE_CHECKING:

@@ -22,10 +22,10 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
-from textual.screen import Screen
 from textual.widgets import Static
 
 from tvis.tui import colors, export, fmt, keys
+from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, Picture, Scale
 from tvis.tui.picture.widget import depth_of
@@ -736,7 +736,7 @@ class WeightsView(AgentPane):
             self.chosen = table.params[event.row].get("name")
 
 
-class WeightsPage(Screen):
+class WeightsPage(Page):
     """The Weights page."""
 
     if TYPE_CHECKING:

@@ -1,0 +1,38 @@
+"""What every page's screen shares: a resume that restyles the page only when it comes back.
+
+Textual restyles a whole screen at each ``ScreenResume``, and a page's first visit sends two
+(``App._init_mode`` posts one, ``switch_mode`` another): on the first screen that was two
+restyles of every widget of Replay, then two of Explore's, each 20–60 ms of the app's
+thread, restyling widgets that were styled as they registered, with the stylesheet of
+that moment (``TvisApp._build_page``). What the restyle catches up on is what changed while
+the page was away: hover and focus left behind at the suspend, rules that depend on
+another screen being shown. A page never suspended has missed none of it, so it skips
+the restyle until its first suspend; a page that comes back restyles as before.
+
+What stays covered without it: a class set on a hidden page's widget restyles that widget
+at once (Textual's ``add_class``), a stylesheet changed meanwhile (a theme) is re-applied
+by ``switch_mode`` itself (``_css_update_count``), and a widget mounted later is styled as
+it registers. Not covered: the app's own ``:focus``/``:blur`` pseudo-classes in a rule of
+a page's widgets, which no page uses (Textual's only one is its ``Header``'s).
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.screen import Screen
+
+
+class Page(Screen):
+    """A page of the viewer (a Textual screen installed as an app mode)."""
+
+    _away = False
+    """Whether the page was suspended since it was last restyled whole."""
+
+    def _on_screen_suspend(self) -> None:
+        # Runs before Screen's own handler (Textual calls each class's, subclass first).
+        self._away = True
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Runs before Screen's own handler, which restyles the page when this is True.
+        event.refresh_styles = event.refresh_styles and self._away
+        self._away = False
