@@ -150,6 +150,10 @@ class ExplorePage(Asks, Page):
         with Horizontal(id="panes"):
             yield self._kept(CallsPane(id="calls"))
             yield self._kept(Inspector(id="inspector"))
+        # Sized for this terminal before the first layout: laid out 1fr each, the inspector
+        # asked its cards' pictures at that width, then again at its own once `_start` set it.
+        self.layout_name = layout_for(self.app.size.width)
+        self._size_panes(self.visible_panes())
 
     def _kept(self, pane: Widget) -> Widget:
         self._panes[pane.id or ""] = pane
@@ -223,6 +227,15 @@ class ExplorePage(Asks, Page):
             if self._pane(name) is None:
                 before = [n for n in PANES[: PANES.index(name)] if self._pane(n) is not None]
                 await container.mount(self._build_pane(name), after=self._pane(before[-1]))
+        self._size_panes(visible)
+        if self._focused_pane() not in visible:
+            self._focus_target(visible[0] if self.front not in visible else self.front).focus()
+        self._apply_layout_bar()
+        for name in visible:
+            self._ensure_loaded(name)
+
+    def _size_panes(self, visible: list[str]) -> None:
+        """Show the ``visible`` panes built so far at this layout's widths, hide the rest."""
         widths = {"wide": {"calls": "30%", "inspector": "34%"}, "medium": {"calls": "42%"}}
         for name in PANES:
             pane = self._pane(name)
@@ -231,11 +244,6 @@ class ExplorePage(Asks, Page):
             pane.display = name in visible
             pane.set_class(name in visible[:-1], "-divided")
             pane.styles.width = widths.get(self.layout_name, {}).get(name, "1fr")
-        if self._focused_pane() not in visible:
-            self._focus_target(visible[0] if self.front not in visible else self.front).focus()
-        self._apply_layout_bar()
-        for name in visible:
-            self._ensure_loaded(name)
 
     def _focused_pane(self) -> str | None:
         focused = self.focused
