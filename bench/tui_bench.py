@@ -115,11 +115,55 @@ def compile_sources() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir())
 
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(stat_path: str) -> float:
+    """User plus system CPU seconds from a /proc ``stat`` file (a process's or a thread's)."""
+    with open(stat_path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def pane_cpu(root_pid: int) -> dict[str, float]:
+    """CPU seconds spent so far by the viewer under ``root_pid`` (its main thread, the whole
+    process) and by a local agent it started: what the screen cost, whatever the load."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found: dict[str, float] = {}
+    todo = list(children.get(root_pid, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if b"agent" in argv and b"--stdio" in argv:
+                found["agent"] = _cpu_s(f"/proc/{pid}/stat")
+            elif b"tui" in argv:
+                found["viewer"] = _cpu_s(f"/proc/{pid}/stat")
+                found["viewer_main"] = _cpu_s(f"/proc/{pid}/task/{pid}/stat")
+        except OSError:
+            continue
+    return found
+
+
 def tmux_first_screen(
-    command: str, env: dict[str, str] | None = None, first_page: bool = False
+    command: str,
+    env: dict[str, str] | None = None,
+    first_page: bool = False,
+    cpu: list[dict[str, float]] | None = None,
 ) -> float:
     """Seconds from starting ``command`` in a fresh 120×40 tmux pane to the complete screen:
-    Explore's (`2` pressed once Replay shows), or with ``first_page`` Replay's as it opens."""
+    Explore's (`2` pressed once Replay shows), or with ``first_page`` Replay's as it opens.
+    ``cpu``: gets the CPU the viewer and its agent had spent when the screen completed."""
     socket = f"tvis-bench-{os.getpid()}-{time.monotonic_ns()}"
     clean = {
         k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("COLUMNS", "LINES")
@@ -130,13 +174,19 @@ def tmux_first_screen(
             ["tmux", "-L", socket, *args], capture_output=True, text=True, env=clean, check=True
         ).stdout
 
+    def done() -> float:
+        elapsed = time.perf_counter() - start
+        if cpu is not None:
+            cpu.append(pane_cpu(int(tmux("display-message", "-p", "-t", "main", "#{pane_pid}"))))
+        return elapsed
+
     start = time.perf_counter()
     tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", f"{command}; sleep 60")
     try:
         if first_page:
             while time.perf_counter() - start < 60:
                 if first_page_complete(tmux("capture-pane", "-p", "-t", "main")):
-                    return time.perf_counter() - start
+                    return done()
                 time.sleep(POLL_S)
             raise RuntimeError(
                 "the first page never completed:\n" + tmux("capture-pane", "-p", "-t", "main")
@@ -149,7 +199,7 @@ def tmux_first_screen(
         tmux("send-keys", "-t", "main", "2")
         while time.perf_counter() - start < 60:
             if first_screen_complete(tmux("capture-pane", "-p", "-t", "main")):
-                return time.perf_counter() - start
+                return done()
             time.sleep(POLL_S)
         raise RuntimeError(
             "the first screen never completed:\n" + tmux("capture-pane", "-p", "-t", "main")
@@ -379,6 +429,21 @@ def summary(values: list[float]) -> str:
     return f"median {statistics.median(ms):.0f} ms (min {ms[0]:.0f}, max {ms[-1]:.0f}, n={len(ms)})"
 
 
+def print_cpu(what: str, marks: list[dict[str, float]]) -> None:
+    """The CPU spent by the time each screen completed (medians): less noisy than the wall
+    time on a loaded machine, and what the two cores have to give before the screen."""
+    parts = []
+    for key, label in (
+        ("viewer_main", "viewer's main thread"),
+        ("viewer", "viewer"),
+        ("agent", "agent"),
+    ):
+        values = [m[key] for m in marks if key in m]
+        if values:
+            parts.append(f"{label} {statistics.median(values) * 1000:.0f} ms")
+    print(f"  {what}, CPU spent by then: " + ", ".join(parts) + f" (n={len(marks)})")
+
+
 def print_moves(where: str, keys: dict[str, list[float]]) -> None:
     print(f"[{where}] tree move, row drawn:      {summary(keys['tree_row'])}   (target ≤ 50 ms)")
     print(f"[{where}] tree move, inspector header: {summary(keys['header'])}")
@@ -410,11 +475,15 @@ def main() -> int:
             return 0
         command = f"{TVIS} tui {shlex.quote(str(run))}"
         local, pages = [], []
+        local_cpu: list[dict[str, float]] = []
+        pages_cpu: list[dict[str, float]] = []
         for _ in range(args.repeat):
-            local.append(tmux_first_screen(command))
-            pages.append(tmux_first_screen(command, first_page=True))
+            local.append(tmux_first_screen(command, cpu=local_cpu))
+            pages.append(tmux_first_screen(command, first_page=True, cpu=pages_cpu))
         print(f"first screen, local:        {summary(local)}   (target ≤ 500 ms)")
+        print_cpu("first screen", local_cpu)
         print(f"first page (Replay), local: {summary(pages)}")
+        print_cpu("first page", pages_cpu)
         if not args.screens_only:
             print_moves("local", terminal_cursor_moves(PtyViewer(str(run)), args.repeat))
         if not args.no_ssh:
