@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import cast
 
@@ -44,6 +45,10 @@ def main(args: argparse.Namespace) -> int:
     from tvis.agent.api import AgentAPI
     from tvis.agent.protocol import Readable
     from tvis.agent.server import StdioServer
+    from tvis.store.chunks import codecs
 
+    # The decoders of stored values (numcodecs) load on a thread while the agent answers
+    # what needs none (hello, runs, run, Replay's event list) and waits for the viewer.
+    threading.Thread(target=codecs, name="tvis-codecs", daemon=True).start()
     stdin = cast(Readable, sys.stdin.buffer)  # a BufferedReader: it reads into buffers
     return StdioServer(AgentAPI(root), stdin, out_fd).serve()

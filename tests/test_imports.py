@@ -260,3 +260,32 @@ def test_the_app_shell_loads_no_numpy_and_the_first_page_comes_on_a_thread():
     )
     loaded = _loaded_after(code)
     assert "tvis.tui.pages.replay" in loaded and "numpy" in loaded
+
+
+def test_the_agent_answers_the_first_page_before_it_loads_the_decoders(recorded_run: Path):
+    """numcodecs (≈ 60 ms of the agent's start, most of it reading every package's entry
+    points) is not needed to answer hello, runs, run and Replay's event list: `tvis agent
+    --stdio` loads it on a thread as it starts serving, and a stored value's first decode
+    loads it wherever the agent runs."""
+    first_page = (
+        "from tvis import __version__\n"
+        "from tvis.agent.client import LocalClient\n"
+        "from tvis.agent.protocol import PROTOCOL_VERSION\n"
+        "from tvis.agent.replies import replay_query\n"
+        f"client = LocalClient({str(recorded_run.parent)!r})\n"
+        "client.call('hello', protocol=PROTOCOL_VERSION, version=__version__)\n"
+        "run = client.call('runs')[0]['run']\n"
+        "client.call('run', run=run)\n"
+        "client.call('replay', **replay_query(run, 0, 'layer', []))\n"
+    )
+    assert "numcodecs" not in _loaded_after(first_page)
+    a_value = (
+        "root = client.call('calls', run=run, batch=0, parent=-1, offset=0, limit=50)\n"
+        "call = root['calls'][-1]['id']\n"
+        "out = client.call('call', run=run, batch=0, call=call)['outputs'][0]['tensor']\n"
+        "client.call('view', run=run, tensor=out, grad=False, index=[], batch=0, sample=0,\n"
+        "            width=20, height=10)\n"
+    )
+    assert "numcodecs" in _loaded_after(first_page + a_value)
+    source = (ROOT / "agent/command.py").read_text(encoding="utf-8")
+    assert 'threading.Thread(target=codecs, name="tvis-codecs"' in source

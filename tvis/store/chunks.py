@@ -14,6 +14,7 @@ whole array only when used whole (``np.asarray``, arithmetic, any other method).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numcodecs import Blosc
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 # The codec name stored in a value record (format.py).
@@ -31,13 +31,24 @@ CODEC = "blosc-zstd-chunks"
 # 12 KiB (a chunk holds five): a view of one channel decodes little more than the channel.
 CHUNK_BYTES = 64 << 10
 
-# zstd level 1: the mantissa bytes of floats are noise at any level, and level 1 keeps the
-# writer thread ahead of training.
-_BLOSC = Blosc(cname="zstd", clevel=1, shuffle=Blosc.SHUFFLE)
-# Values rounded to fewer mantissa bits (rounding.py) have whole bit planes of zeros:
-# shuffled by bit they take 7 % less than by byte (a ResNet-18 batch at 10 bits), and
-# decode as fast. A Blosc frame says how it was shuffled, so one decoder reads both.
-_BLOSC_BITS = Blosc(cname="zstd", clevel=1, shuffle=Blosc.BITSHUFFLE)
+
+@functools.cache
+def codecs() -> tuple[Any, Any]:
+    """Blosc shuffling by byte, and by bit. numcodecs is imported at the first call, not with
+    this module: its import (≈ 60 ms, most of it reading every installed package's entry
+    points) is then off the start of the agent, which answers the viewer's hello, runs and
+    run without it and loads it on a thread meanwhile (``tvis agent --stdio``)."""
+    from numcodecs import Blosc
+
+    # zstd level 1: the mantissa bytes of floats are noise at any level, and level 1 keeps
+    # the writer thread ahead of training.
+    by_byte = Blosc(cname="zstd", clevel=1, shuffle=Blosc.SHUFFLE)
+    # Values rounded to fewer mantissa bits (rounding.py) have whole bit planes of zeros:
+    # shuffled by bit they take 7 % less than by byte (a ResNet-18 batch at 10 bits), and
+    # decode as fast. A Blosc frame says how it was shuffled, so one decoder reads both.
+    by_bit = Blosc(cname="zstd", clevel=1, shuffle=Blosc.BITSHUFFLE)
+    return by_byte, by_bit
+
 
 # A read of many chunks (a whole array, an export's range) decodes them on every core:
 # Blosc decodes without the GIL on threads other than the main one.
@@ -82,7 +93,8 @@ def compress(array: np.ndarray, rounded: bool = False) -> Chunked:
     ``rounded``: its floats were rounded to fewer mantissa bits."""
     flat = array.reshape(-1)
     chunk = chunk_elems(array.shape, array.itemsize)
-    codec = _BLOSC_BITS if rounded else _BLOSC
+    by_byte, by_bit = codecs()
+    codec = by_bit if rounded else by_byte
     payload = [codec.encode(flat[i : i + chunk]) for i in range(0, flat.size, chunk)]
     return Chunked(payload, array.dtype, tuple(array.shape), chunk)
 
@@ -251,7 +263,7 @@ class ChunkedArray(LazyArray):
         if end > len(self._blob):
             raise self._fail("they are truncated")
         try:
-            _BLOSC.decode(memoryview(self._blob)[start:end], out=into)
+            codecs()[0].decode(memoryview(self._blob)[start:end], out=into)
         except (RuntimeError, ValueError) as e:
             raise self._fail(f"chunk {i} does not decode: {e}") from None
         return into

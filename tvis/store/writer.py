@@ -53,6 +53,8 @@ class RunWriter:
         (self.path / BATCHES).mkdir(parents=True, exist_ok=False)
         (self.path / STEPS).mkdir()
         self.chunked = chunked
+        if chunked:
+            chunks.codecs()  # numcodecs loaded as the run starts, not in its first step's write
         self.mantissa_bits = mantissa_bits if chunked else None
         version = FORMAT_VERSION if chunked else 2
         self.meta = {"format": version, "status": RUNNING, "started": time.time(), **meta}
