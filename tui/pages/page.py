@@ -5,9 +5,9 @@ Textual restyles a whole screen at each ``ScreenResume``, and a page's first vis
 restyles of every widget of Replay, then two of Explore's, each 20–60 ms of the app's
 thread, restyling widgets that were styled as they registered, with the stylesheet of
 that moment (``TvisApp._build_page``). What the restyle catches up on is what changed while
-the page was away: hover and focus left behind at the suspend, rules that depend on
-another screen being shown. A page never suspended has missed none of it, so it skips
-the restyle until its first suspend; a page that comes back restyles as before.
+the page was away: the hover and focus left behind at its suspend. A page never suspended
+has missed none of it, so it skips the restyle until its first suspend; a page that comes
+back restyles as before.
 
 What stays covered without it: a class set on a hidden page's widget restyles that widget
 at once (Textual's ``add_class``), a stylesheet changed meanwhile (a theme) is re-applied
