@@ -24,6 +24,10 @@ after its list appears) and gives, per key, the first byte written and the scree
 every parameter) from the key to the first thumbnail asking for its picture, with the
 thumbnails mounted and the memory it took.
 
+``--attention-terminal`` presses Insights' Attention cursor keys (j ×6, k ×3, l, h) in a
+real `tvis tui` of a vision model's run (a ViT: each row brings the overlay of where its
+query looks) and gives, per key, the first byte written and the screen settled.
+
 ``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
 times, 1 s apart, each to a settled screen.
 
@@ -394,6 +398,33 @@ def weights_terminal(run: str, wait: float) -> list[str]:
     ]
 
 
+def attention_terminal(run: str) -> list[str]:
+    """Insights' Attention cursor in a real `tvis tui` on a run with a vision model (ViT):
+    `a`, then j ×6, k ×3 (each row a new overlay of where its query looks), l and h; per key,
+    ms to the first byte written and to the screen settled (the overlay too)."""
+    viewer = PtyViewer(run)
+    figures: dict[str, list[tuple[float | None, float | None]]] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        insights = tab_titles(viewer).index("Insights") + 1
+        viewer.wait_settled(press(viewer, str(insights)), timeout=120)
+        viewer.wait_for("looks", press(viewer, "a"), timeout=120)
+        for key in ["j"] * 6 + ["k"] * 3 + ["l", "h"]:
+            t0 = press(viewer, key)
+            settled = settle(viewer, t0)
+            with viewer._lock:
+                first = next((t for t, _ in viewer.chunks if t >= t0), None)
+            figures.setdefault(key, []).append((first and first - t0, settled))
+    finally:
+        viewer.close()
+    return [
+        f"{key}: first byte {' · '.join(_ms(f) for f, _ in values)} ms, "
+        f"settled {' · '.join(_ms(s) for _, s in values)} ms"
+        for key, values in figures.items()
+    ]
+
+
 def switch_walk(run: str, n: int) -> list[str]:
     """Explore, then `.` ``n`` times (batches not seen yet) and `,` ``n`` times back, 1 s
     apart (the prefetch of the batches beside runs in that pause), each to a settled screen."""
@@ -455,12 +486,19 @@ def main() -> int:
         "--weights-terminal", type=float, metavar="WAIT", help="Weights' list keys in a pty"
     )
     parser.add_argument(
+        "--attention-terminal", action="store_true", help="Attention's cursor keys in a pty"
+    )
+    parser.add_argument(
         "--switch-walk", type=int, metavar="N", help="Explore `.` N times, then `,` N times"
     )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     if args.switch_walk:
         print("\n".join(switch_walk(args.run, args.switch_walk)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.attention_terminal:
+        print("\n".join(attention_terminal(args.run)))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
     if args.weights_terminal is not None:

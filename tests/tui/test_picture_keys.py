@@ -153,8 +153,8 @@ async def test_the_attention_screen_after_a_prefetched_move_is_the_screen_of_a_c
             view = await _attention(pilot)
             await _rested(pilot, app, 0.3)
             await pilot.press("j")
-            label = view.reply["tokens"][1]
-            await wait_for(pilot, lambda: f"where {label} looks" in screen_text(app), label)
+            shown = f"where {view.reply['tokens'][1]} looks"
+            await wait_for(pilot, lambda t=shown, a=app: t in screen_text(a), shown)
             await _rested(pilot, app, 0.3)
             screens.append(screen_text(app))
     assert screens[0] == screens[1]
