@@ -189,7 +189,9 @@ class BuildAhead:
         if quiet < QUIET_S:
             return
         for page_id, held in self.held.items():
-            if held.holding and held.flush():  # a hidden page catches up with the batch, the sample, the run
+            if (
+                held.holding and held.flush()
+            ):  # a hidden page catches up with the batch, the sample, the run
                 self._unlaid.append(page_id)
                 self.quiet_since = time.monotonic()
                 return
