@@ -18,7 +18,9 @@ to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the
 to the app idle again.
 
 ``--weights-terminal WAIT`` presses the Weights list's keys in a real `tvis tui` (WAIT s
-after its list appears) and gives, per key, the first byte written and the screen settled.
+after its list appears: j ×6, k ×2, G, g, o, o, O) and gives, per key, the first byte
+written, the screen settled and the viewer's CPU per press (``/proc``; the agent runs in a
+process of its own).
 
 ``--weights-all`` times, in the app itself (headless, 120×40), Weights' `a` (a thumbnail of
 every parameter) from the key to the first thumbnail asking for its picture, with the
@@ -26,7 +28,7 @@ thumbnails mounted and the memory it took.
 
 ``--attention-terminal`` presses Insights' Attention cursor keys (j ×6, k ×3, l, h) in a
 real `tvis tui` of a vision model's run (a ViT: each row brings the overlay of where its
-query looks) and gives, per key, the first byte written and the screen settled.
+query looks) and gives the same three figures per key.
 
 ``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
 times, 1 s apart, each to a settled screen.
@@ -373,29 +375,45 @@ def weights_list(run: str, timeout: float) -> str:
     return asyncio.run(measure())
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (``/proc``, in ticks of
+    1/CLK_TCK s: read as a sum over several keys)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def walk_keys(viewer: PtyViewer, keys: list[str]) -> list[str]:
+    """Press ``keys`` in turn (each after QUIET_S of silence); per key, ms to the first byte
+    written and to the screen settled, and the viewer's CPU per press (ms, mean)."""
+    figures: dict[str, list[tuple[float | None, float | None, float]]] = {}
+    for key in keys:
+        cpu = cpu_s(viewer.pid)
+        t0 = press(viewer, key)
+        settled = settle(viewer, t0)
+        with viewer._lock:
+            first = next((t for t, _ in viewer.chunks if t >= t0), None)
+        figures.setdefault(key, []).append((first and first - t0, settled, cpu_s(viewer.pid) - cpu))
+    return [
+        f"{key}: first byte {' · '.join(_ms(f) for f, _, _ in values)} ms, "
+        f"settled {' · '.join(_ms(s) for _, s, _ in values)} ms, "
+        f"viewer CPU {sum(c for _, _, c in values) * 1000 / len(values):.0f} ms a press"
+        for key, values in figures.items()
+    ]
+
+
 def weights_terminal(run: str, wait: float) -> list[str]:
     """Weights' list keys in a real `tvis tui` on a pseudo-terminal: per key, ms to the first
     byte written (the cursor's line) and to the screen settled (the picture too)."""
     viewer = PtyViewer(run)
-    figures: dict[str, list[tuple[float | None, float | None]]] = {}
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
         viewer.wait_for("parameters ·", press(viewer, "4"), timeout=600)
         time.sleep(wait)  # a DataTable keeps working after its rows are on screen
-        for key in ["j"] * 6 + ["G", "g", "o", "o", "O"]:
-            t0 = press(viewer, key)
-            settled = settle(viewer, t0)
-            with viewer._lock:
-                first = next((t for t, _ in viewer.chunks if t >= t0), None)
-            figures.setdefault(key, []).append((first and first - t0, settled))
+        return walk_keys(viewer, ["j"] * 6 + ["k"] * 2 + ["G", "g", "o", "o", "O"])
     finally:
         viewer.close()
-    return [
-        f"{key}: first byte {' · '.join(_ms(f) for f, _ in values)} ms, "
-        f"settled {' · '.join(_ms(s) for _, s in values)} ms"
-        for key, values in figures.items()
-    ]
 
 
 def attention_terminal(run: str) -> list[str]:
@@ -403,26 +421,15 @@ def attention_terminal(run: str) -> list[str]:
     `a`, then j ×6, k ×3 (each row a new overlay of where its query looks), l and h; per key,
     ms to the first byte written and to the screen settled (the overlay too)."""
     viewer = PtyViewer(run)
-    figures: dict[str, list[tuple[float | None, float | None]]] = {}
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
         insights = tab_titles(viewer).index("Insights") + 1
         viewer.wait_settled(press(viewer, str(insights)), timeout=120)
         viewer.wait_for("looks", press(viewer, "a"), timeout=120)
-        for key in ["j"] * 6 + ["k"] * 3 + ["l", "h"]:
-            t0 = press(viewer, key)
-            settled = settle(viewer, t0)
-            with viewer._lock:
-                first = next((t for t, _ in viewer.chunks if t >= t0), None)
-            figures.setdefault(key, []).append((first and first - t0, settled))
+        return walk_keys(viewer, ["j"] * 6 + ["k"] * 3 + ["l", "h"])
     finally:
         viewer.close()
-    return [
-        f"{key}: first byte {' · '.join(_ms(f) for f, _ in values)} ms, "
-        f"settled {' · '.join(_ms(s) for _, s in values)} ms"
-        for key, values in figures.items()
-    ]
 
 
 def switch_walk(run: str, n: int) -> list[str]:
