@@ -158,3 +158,20 @@ async def test_the_attention_screen_after_a_prefetched_move_is_the_screen_of_a_c
             await _rested(pilot, app, 0.3)
             screens.append(screen_text(app))
     assert screens[0] == screens[1]
+
+
+async def test_a_conv_kernel_after_a_vector_shows_no_bars(run_dir):
+    """The bars of a vector drawn before go when the next parameter is a conv kernel grid."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page, table = await _param_list(pilot)
+        shapes = [len(p.get("shape") or []) for p in table.params]
+        vector = shapes.index(1)
+        kernel = vector + shapes[vector:].index(4)
+        table.focus()
+        table.move_cursor(row=vector)
+        await _weights_drawn(pilot, page, table, vector)
+        assert "values as bars" in screen_text(app)
+        table.move_cursor(row=kernel)
+        await _weights_drawn(pilot, page, table, kernel)
+        assert "kernels" in screen_text(app) and "values as bars" not in screen_text(app)

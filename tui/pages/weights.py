@@ -382,6 +382,7 @@ class LayerView(AgentPane):
         )
         if grid.get("kept_note"):
             note = f"{grid['kept_note']} · {note}"
+        self.query_one("#layer-bars", Static).display = False  # a vector's, shown before
         # Filters down, channels across: a row of the mosaic is one filter's kernels.
         kernels = list(array.reshape(-1, *array.shape[2:]))
         self.query_one(Picture).show_mosaic(
