@@ -30,6 +30,11 @@ thumbnails mounted and the memory it took.
 real `tvis tui` of a vision model's run (a ViT: each row brings the overlay of where its
 query looks) and gives the same three figures per key.
 
+``--picture-keys weights|insights`` times, in the app itself (headless, 120×40), Weights'
+list keys (j, k, PageDown, PageUp, G, g) or Attention's cursor (j, k; a ViT's run), each
+after a 1 s rest, from the key to its picture on screen, wall and CPU; ``--repeat`` rounds;
+``--latency MS`` adds MS to every request (a slow ssh link's round trip).
+
 ``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
 times, 1 s apart, each to a settled screen.
 
@@ -375,6 +380,82 @@ def weights_list(run: str, timeout: float) -> str:
     return asyncio.run(measure())
 
 
+def picture_keys(run: str, page: str, rounds: int, latency_ms: float) -> list[str]:
+    """In the headless app (120×40): Weights' list keys or Attention's cursor keys, each
+    pressed after a 1 s rest, timed from the key to its picture on screen (the parameter's
+    picture and statistics; the overlay of where the query looks), wall and the process's
+    CPU (the viewer's threads; the agent runs in a process of its own). ``latency_ms``
+    is added to every request, as a slow ssh link adds its round trip."""
+    import asyncio
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "tests"), str(root / "tests" / "tui")]
+    from viewer_support import goto_page, make_app, screen_text, wait_for
+
+    async def drawn(app, done) -> tuple[float, float]:
+        # The key's action run as its binding runs it (Pilot's press adds its own waits).
+        t0, c0 = time.perf_counter(), time.process_time()
+        await app.run_action(BINDINGS[key_now[0]], app.focused)
+        while not done():
+            await asyncio.sleep(0.0005)
+        return time.perf_counter() - t0, time.process_time() - c0
+
+    key_now = [""]
+    figures: dict[str, list[tuple[float, float]]] = {}
+    lists = {"j": "cursor_down", "k": "cursor_up", "pagedown": "page_down", "pageup": "page_up"}
+    BINDINGS = {**lists, "G": "last_row", "g": "first_row"}
+
+    async def measure() -> None:
+        app = make_app(Path(run))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await goto_page(pilot, page)
+            call = app.data.client.call
+
+            def slow_link(method: str, **params: object) -> object:
+                time.sleep(latency_ms / 1000)
+                return call(method, **params)
+
+            app.data.client.call = slow_link
+            await pilot.pause(2.0)
+            if page == "weights":
+                from tvis.tui.pages.weights import LayerView, ParamList
+
+                table, layer = app.screen.query_one(ParamList), app.screen.query_one(LayerView)
+                table.focus()
+                walk = ["j", "j", "j", "k", "pagedown", "pageup", "G", "g"] * rounds
+
+                def done() -> bool:
+                    name = table.params[table.cursor_row]["name"]
+                    return (layer.shown or {}).get("name") == name and layer.stats is not None
+
+            else:
+                await pilot.press("a")
+                view = await wait_for(pilot, lambda: app.screen.current_view(), "attention")
+                await wait_for(pilot, lambda: "looks" in screen_text(app), "the overlay")
+                walk = ["j", "j", "j", "k", "k", "k"] * rounds
+                BINDINGS.update({"j": "screen.move(1, 0)", "k": "screen.move(-1, 0)"})
+
+                def done() -> bool:
+                    token = view.reply["tokens"][view.cursor[0]]
+                    note = view.query_one("#attention-overlay-note").render()
+                    return f"where {token} looks" in str(note)
+
+            for key in walk:
+                await pilot.pause(1.0)
+                if page == "weights":
+                    layer.stats = None  # set again by the move's statistics
+                key_now[0] = key
+                figures.setdefault(key, []).append(await drawn(app, done))
+
+    asyncio.run(measure())
+    return [
+        f"{key}: to the picture {' · '.join(f'{w * 1000:.0f}' for w, _ in v)} ms "
+        f"(median {statistics.median(w for w, _ in v) * 1000:.0f}), "
+        f"CPU median {statistics.median(c for _, c in v) * 1000:.0f} ms"
+        for key, v in figures.items()
+    ]
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used so far (``/proc``, in ticks of
     1/CLK_TCK s: read as a sum over several keys)."""
@@ -493,6 +574,14 @@ def main() -> int:
         "--weights-terminal", type=float, metavar="WAIT", help="Weights' list keys in a pty"
     )
     parser.add_argument(
+        "--picture-keys",
+        choices=("weights", "insights"),
+        help="Weights' list or Attention's cursor, in process, key to picture",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, metavar="MS", help="--picture-keys: link delay"
+    )
+    parser.add_argument(
         "--attention-terminal", action="store_true", help="Attention's cursor keys in a pty"
     )
     parser.add_argument(
@@ -502,6 +591,10 @@ def main() -> int:
     load = os.getloadavg()[0]
     if args.switch_walk:
         print("\n".join(switch_walk(args.run, args.switch_walk)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.picture_keys:
+        print("\n".join(picture_keys(args.run, args.picture_keys, args.repeat, args.latency)))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
     if args.attention_terminal:
