@@ -18,11 +18,23 @@ to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the
 to the app idle again.
 
 ``--weights-terminal WAIT`` presses the Weights list's keys in a real `tvis tui` (WAIT s
-after its list appears) and gives, per key, the first byte written and the screen settled.
+after its list appears: j ×6, k ×2, G, g, o, o, O) and gives, per key, the first byte
+written, the screen settled and the viewer's CPU per press (``/proc``; the agent runs in a
+process of its own).
 
 ``--weights-all`` times, in the app itself (headless, 120×40), Weights' `a` (a thumbnail of
 every parameter) from the key to the first thumbnail asking for its picture, with the
 thumbnails mounted and the memory it took.
+
+``--attention-terminal`` presses Insights' Attention cursor keys (j ×6, k ×3, l, h) in a
+real `tvis tui` of a vision model's run (a ViT: each row brings the overlay of where its
+query looks) and gives the same three figures per key.
+
+``--picture-keys weights|insights`` times, in the app itself (headless, 120×40), Weights'
+list keys (j, k, PageDown, PageUp, G, g), Attention's cursor (j, k; a ViT's run) or the
+Embeddings' point (j, k: the sample every page follows), each
+after a 1 s rest, from the key to its picture on screen, wall and CPU; ``--repeat`` rounds;
+``--latency MS`` adds MS to every request (a slow ssh link's round trip).
 
 ``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
 times, 1 s apart, each to a settled screen.
@@ -369,29 +381,159 @@ def weights_list(run: str, timeout: float) -> str:
     return asyncio.run(measure())
 
 
+def picture_keys(run: str, page: str, rounds: int, latency_ms: float) -> list[str]:
+    """In the headless app (120×40): Weights' list keys or Attention's cursor keys, each
+    pressed after a 1 s rest, timed from the key to its picture on screen (the parameter's
+    picture and statistics; the overlay of where the query looks), wall and the process's
+    CPU (the viewer's threads; the agent runs in a process of its own). ``latency_ms``
+    is added to every request, as a slow ssh link adds its round trip."""
+    import asyncio
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "tests"), str(root / "tests" / "tui")]
+    from viewer_support import goto_page, make_app, open_explore, screen_text, wait_for
+
+    async def drawn(app, done) -> tuple[float, float, float]:
+        # The key's action run as its binding runs it (Pilot's press adds its own waits).
+        t0, c0 = time.perf_counter(), time.process_time()
+        await app.run_action(BINDINGS[key_now[0]], app.focused)
+        while not done():
+            await asyncio.sleep(0.0005)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        await asyncio.sleep(AFTER_S)  # what the key set off while the keys have not rested
+        return wall, cpu, time.process_time() - c0
+
+    key_now = [""]
+    figures: dict[str, list[tuple[float, float, float]]] = {}
+    lists = {"j": "cursor_down", "k": "cursor_up", "pagedown": "page_down", "pageup": "page_up"}
+    BINDINGS = {**lists, "G": "last_row", "g": "first_row"}
+
+    async def measure() -> None:
+        app = make_app(Path(run))
+        async with app.run_test(size=(120, 40)) as pilot:
+            if page == "embeddings":  # a user who has read Explore: it follows from then on
+                await open_explore(pilot)
+            await goto_page(pilot, "insights" if page == "embeddings" else page)
+            call = app.data.client.call
+
+            def slow_link(method: str, **params: object) -> object:
+                time.sleep(latency_ms / 1000)
+                return call(method, **params)
+
+            app.data.client.call = slow_link
+            await pilot.pause(2.0)
+            if page == "weights":
+                from tvis.tui.pages.weights import LayerView, ParamList
+
+                table, layer = app.screen.query_one(ParamList), app.screen.query_one(LayerView)
+                table.focus()
+                walk = ["j", "j", "j", "k", "pagedown", "pageup", "G", "g"] * rounds
+
+                def done() -> bool:
+                    name = table.params[table.cursor_row]["name"]
+                    return (layer.shown or {}).get("name") == name and layer.stats is not None
+
+            elif page == "insights":
+                await pilot.press("a")
+                view = await wait_for(pilot, lambda: app.screen.current_view(), "attention")
+                await wait_for(pilot, lambda: "looks" in screen_text(app), "the overlay")
+                walk = ["j", "j", "j", "k", "k", "k"] * rounds
+                BINDINGS.update({"j": "screen.move(1, 0)", "k": "screen.move(-1, 0)"})
+
+                def done() -> bool:
+                    token = view.reply["tokens"][view.cursor[0]]
+                    note = view.query_one("#attention-overlay-note").render()
+                    return f"where {token} looks" in str(note)
+
+            else:  # Embeddings: a point chosen is the sample every page follows
+                await pilot.press("e")
+                view = await wait_for(pilot, lambda: app.screen.current_view(), "embeddings")
+                await wait_for(pilot, lambda: view.reply, "the projection")
+                walk = ["j", "j", "j", "k", "k", "k"] * rounds
+                BINDINGS.update({"j": "screen.move(1, 0)", "k": "screen.move(-1, 0)"})
+                followed = [app.sample]
+
+                def done() -> bool:
+                    moved, followed[0] = app.sample != followed[0], app.sample
+                    return moved
+
+            for key in walk:
+                await pilot.pause(1.0)
+                if page == "weights":
+                    layer.stats = None  # set again by the move's statistics
+                key_now[0] = key
+                figures.setdefault(key, []).append(await drawn(app, done))
+
+    asyncio.run(measure())
+    return [
+        f"{key}: to the picture {' · '.join(f'{w * 1000:.0f}' for w, _, _ in v)} ms "
+        f"(median {statistics.median(w for w, _, _ in v) * 1000:.0f}), "
+        f"CPU median {statistics.median(c for _, c, _ in v) * 1000:.0f} ms, "
+        f"with the next {AFTER_S}s {statistics.median(a for _, _, a in v) * 1000:.0f} ms"
+        for key, v in figures.items()
+    ]
+
+
+AFTER_S = 0.4
+"""``--picture-keys`` also counts the CPU this long after the key: less than the quiet spell
+(0.5 s) after which hidden pages catch up, as a user's next key comes."""
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (``/proc``, in ticks of
+    1/CLK_TCK s: read as a sum over several keys)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def walk_keys(viewer: PtyViewer, keys: list[str]) -> list[str]:
+    """Press ``keys`` in turn (each after QUIET_S of silence); per key, ms to the first byte
+    written and to the screen settled, and the viewer's CPU per press (ms, mean)."""
+    figures: dict[str, list[tuple[float | None, float | None, float]]] = {}
+    for key in keys:
+        cpu = cpu_s(viewer.pid)
+        t0 = press(viewer, key)
+        settled = settle(viewer, t0)
+        with viewer._lock:
+            first = next((t for t, _ in viewer.chunks if t >= t0), None)
+        figures.setdefault(key, []).append((first and first - t0, settled, cpu_s(viewer.pid) - cpu))
+    return [
+        f"{key}: first byte {' · '.join(_ms(f) for f, _, _ in values)} ms, "
+        f"settled {' · '.join(_ms(s) for _, s, _ in values)} ms, "
+        f"viewer CPU {sum(c for _, _, c in values) * 1000 / len(values):.0f} ms a press"
+        for key, values in figures.items()
+    ]
+
+
 def weights_terminal(run: str, wait: float) -> list[str]:
     """Weights' list keys in a real `tvis tui` on a pseudo-terminal: per key, ms to the first
     byte written (the cursor's line) and to the screen settled (the picture too)."""
     viewer = PtyViewer(run)
-    figures: dict[str, list[tuple[float | None, float | None]]] = {}
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
         viewer.wait_for("parameters ·", press(viewer, "4"), timeout=600)
         time.sleep(wait)  # a DataTable keeps working after its rows are on screen
-        for key in ["j"] * 6 + ["G", "g", "o", "o", "O"]:
-            t0 = press(viewer, key)
-            settled = settle(viewer, t0)
-            with viewer._lock:
-                first = next((t for t, _ in viewer.chunks if t >= t0), None)
-            figures.setdefault(key, []).append((first and first - t0, settled))
+        return walk_keys(viewer, ["j"] * 6 + ["k"] * 2 + ["G", "g", "o", "o", "O"])
     finally:
         viewer.close()
-    return [
-        f"{key}: first byte {' · '.join(_ms(f) for f, _ in values)} ms, "
-        f"settled {' · '.join(_ms(s) for _, s in values)} ms"
-        for key, values in figures.items()
-    ]
+
+
+def attention_terminal(run: str) -> list[str]:
+    """Insights' Attention cursor in a real `tvis tui` on a run with a vision model (ViT):
+    `a`, then j ×6, k ×3 (each row a new overlay of where its query looks), l and h; per key,
+    ms to the first byte written and to the screen settled (the overlay too)."""
+    viewer = PtyViewer(run)
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        insights = tab_titles(viewer).index("Insights") + 1
+        viewer.wait_settled(press(viewer, str(insights)), timeout=120)
+        viewer.wait_for("looks", press(viewer, "a"), timeout=120)
+        return walk_keys(viewer, ["j"] * 6 + ["k"] * 3 + ["l", "h"])
+    finally:
+        viewer.close()
 
 
 def switch_walk(run: str, n: int) -> list[str]:
@@ -455,12 +597,31 @@ def main() -> int:
         "--weights-terminal", type=float, metavar="WAIT", help="Weights' list keys in a pty"
     )
     parser.add_argument(
+        "--picture-keys",
+        choices=("weights", "insights", "embeddings"),
+        help="Weights' list or Attention's cursor, in process, key to picture",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, metavar="MS", help="--picture-keys: link delay"
+    )
+    parser.add_argument(
+        "--attention-terminal", action="store_true", help="Attention's cursor keys in a pty"
+    )
+    parser.add_argument(
         "--switch-walk", type=int, metavar="N", help="Explore `.` N times, then `,` N times"
     )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     if args.switch_walk:
         print("\n".join(switch_walk(args.run, args.switch_walk)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.picture_keys:
+        print("\n".join(picture_keys(args.run, args.picture_keys, args.repeat, args.latency)))
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.attention_terminal:
+        print("\n".join(attention_terminal(args.run)))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
     if args.weights_terminal is not None:

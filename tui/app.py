@@ -346,8 +346,12 @@ class TvisApp(Asks, App[None]):
             return
         spec = pages[n - 1]
         self._add_page(spec)
+        left = self.page_screens.get(self.current_mode)
+        if left is not None and self.current_mode != spec.id:
+            self.ahead.hold(self.current_mode, left)  # it follows the app again when shown
         await self.switch_mode(spec.id)
-        self.ahead.visited(spec.id)
+        if self.current_mode == spec.id:  # not left meanwhile (a key during a first build)
+            self.ahead.visited(spec.id)
         await self._decorate(self.screen)
         self._refresh_tabs()
         if self.offline is not None:

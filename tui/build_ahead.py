@@ -10,10 +10,11 @@ before the next page starts. The page's modules are imported on a thread first (
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
 then, as before.
 
-Until its first visit a page built ahead holds what it watches of the app (the batch, the
-sample, the run): a change calls its watcher once, later — at the next quiet spell, or at
-the visit if that comes first — so `.` on Replay does not reload four hidden pages under
-the key. After its first visit a page follows the app as any visited page does.
+A page not on screen — built ahead and not visited yet, or left for another — holds what it
+watches of the app (the batch, the sample, the run): a change calls its watcher once, later
+— at the next quiet spell, or at the visit if that comes first — so `.` on Replay, or a
+point chosen on Insights' Embeddings, does not reload the hidden pages under the key. The
+page on screen follows the app at once.
 
 In `tvis tui` (``freezes``), the quiet spell after a page was built also moves what exists
 then out of the cyclic collector's reach (``gc.freeze``): the pages live as long as the app, and every full collection rescanned
@@ -122,7 +123,7 @@ class BuildAhead:
         self.quiet_since = time.monotonic()
         self.built: list[str] = []  # page ids built ahead, in order (for tests and benches)
         self._unlaid: list[str] = []  # built ahead, not laid out yet
-        self.held: dict[str, HeldWatches] = {}  # page id -> its watchers, until visited
+        self.held: dict[str, HeldWatches] = {}  # page id -> its watchers, held while hidden
         self._timer: Timer | None = None
         self.freezes = False  # `tvis tui` sets it: a test's app leaves the collector alone
         self._freeze_due = True  # the first page's objects, once it has settled
@@ -140,11 +141,15 @@ class BuildAhead:
             self._timer = None
 
     def hold(self, page_id: str, screen: Screen) -> None:
-        """Hold ``screen``'s watchers of the app until its first visit."""
-        self.held[page_id] = HeldWatches(self.app, screen)
+        """Hold ``screen``'s watchers of the app until it is shown (built ahead, or left)."""
+        held = self.held.get(page_id)
+        if held is None or held.screen is not screen:
+            held = self.held[page_id] = HeldWatches(self.app, screen)
+        held.holding = True
+        held.wrap()
 
     def visited(self, page_id: str) -> None:
-        held = self.held.pop(page_id, None)
+        held = self.held.get(page_id)
         if held is not None:
             held.release()
 
@@ -184,7 +189,9 @@ class BuildAhead:
         if quiet < QUIET_S:
             return
         for page_id, held in self.held.items():
-            if held.flush():  # a hidden page catches up with the batch, the sample, the run
+            if (
+                held.holding and held.flush()
+            ):  # a hidden page catches up with the batch, the sample, the run
                 self._unlaid.append(page_id)
                 self.quiet_since = time.monotonic()
                 return
@@ -194,7 +201,7 @@ class BuildAhead:
                 gc.freeze()
         spec = self.next_page()
         if spec is None:
-            if not self.held:
+            if not any(held.holding for held in self.held.values()):
                 self.stop()
             return
         if spec.module not in sys.modules and spec.module not in self._imports:

@@ -6,7 +6,8 @@ reply that arrives after a newer request was made is dropped; the answer comes b
 UI thread as a message and lands in ``answered(tag, result)``, or a failure in
 ``failed(tag, message)`` as the agent's one sentence. A lost connection goes to the app,
 which says so once. Workers read nothing from the DOM: everything they need is in the
-request's parameters.
+request's parameters. ``prefetch_all`` warms the client's cache, from a worker, with what
+the next key will show (a list's or a cursor's neighbours), so that the key draws at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.widget import Widget
+from textual.worker import get_current_worker
 
 from tvis.agent.protocol import AgentError, ConnectionLost
 
@@ -125,3 +127,13 @@ class Asks(_Node):
 
 class AgentPane(Asks, Widget):
     """A widget whose content comes from the agent."""
+
+
+def prefetch_all(data: Any, asked: list[tuple[str, dict[str, Any]]]) -> None:
+    """Warm ``data``'s cache with ``asked``, in order (run in a worker thread); stops when a
+    newer prefetch replaces this one (the cursor moved)."""
+    worker = get_current_worker()
+    for method, params in asked:
+        if worker.is_cancelled:
+            return
+        data.prefetch(method, **params)

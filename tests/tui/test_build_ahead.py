@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from viewer_support import make_app, open_explore, screen_text, wait_for
+from viewer_support import count_requests, make_app, open_explore, screen_text, wait_for
 
 from tvis.tui import build_ahead
 
@@ -166,6 +166,52 @@ async def test_a_page_built_ahead_follows_a_new_batch_when_quiet_not_under_the_k
         await wait_for(pilot, lambda: not app.ahead.held["explore"].pending, "caught up")
         await app.action_page(2)
         await open_explore(pilot)
-        assert "explore" not in app.ahead.held  # visited: it follows the app from now on
+        assert not app.ahead.held["explore"].holding  # shown: it follows the app now
         await wait_for(pilot, lambda: f"batch {app.batch} · " in screen_text(app), "new batch")
+        assert app.internal_errors == []
+
+
+async def test_a_page_left_holds_its_watchers_until_a_quiet_spell_or_its_visit(run_dir):
+    """Explore, visited and left for Replay, reloads nothing under `]` there; it catches up
+    at the next quiet spell, and its visit shows the new sample, following the app again."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await app.action_page(1)
+        await wait_for(pilot, lambda: app.current_mode == "replay", "back on Replay")
+        held = app.ahead.held["explore"]
+        assert held.holding
+        await pilot.press("]")  # the next sample
+        assert app.sample == 1 and held.pending  # held, not run under the key
+        await wait_for(pilot, lambda: not held.pending, "caught up when quiet")
+        await app.action_page(2)
+        await wait_for(pilot, lambda: app.current_mode == "explore", "Explore again")
+        assert not held.holding
+        await pilot.press("]")  # on screen: followed at once
+        assert app.sample == 2 and not held.pending
+        await wait_for(pilot, lambda: "sample 2" in screen_text(app), "the new sample shown")
+        assert page is app.screen and app.internal_errors == []
+
+
+async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_under_the_key(
+    run_dir,
+):
+    """j on Insights' Embeddings makes every page follow the next sample: the pages behind
+    it (Replay, Explore) ask the agent for it only once the keys rest."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await app.action_page([p.id for p in app.pages()].index("insights") + 1)
+        await wait_for(pilot, lambda: app.screen.found, "the Insights page")
+        await pilot.press("e")
+        view = await wait_for(pilot, lambda: app.screen.current_view(), "the embeddings view")
+        await wait_for(pilot, lambda: view.reply, "the embeddings")
+        await wait_for(pilot, lambda: not app.data.busy, "the page settled")
+        asked = count_requests(app)
+        sample = app.sample
+        await pilot.press("j")
+        assert app.sample != sample and asked == []
+        await wait_for(
+            pilot, lambda: [a for a in asked if a.get("sample") == app.sample], "caught up"
+        )
         assert app.internal_errors == []

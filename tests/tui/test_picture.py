@@ -224,3 +224,24 @@ async def test_a_notice_with_brackets_is_shown_as_written(tmp_path):
         await pilot.pause()
         shown = [Toast(n).render().plain for n in app._notifications]
         assert shown == ["no token [/INST] in [CLS]", "from a widget: [/x]"]
+
+
+async def test_a_cursor_move_draws_the_cells_a_full_drawing_would():
+    """A cursor move redraws only the outline's cell rows, on the picture scaled before:
+    its cells are those of the picture drawn anew under the same cursor, and the scaled
+    picture is not redone."""
+    picture = Picture(max_rows=12)
+    app = _One(picture)
+    async with app.run_test(size=(60, 16)) as pilot:
+        values = np.random.default_rng(0).standard_normal((7, 9)).astype(np.float32)
+        picture.show_values(values)
+        await pilot.pause()
+        cells = picture.query_one("_Cells")
+        scaled = picture._scaled
+        for cursor in [(0, 0), (3, 4), (6, 8), (3, 4), (5, 1)]:
+            picture.set_cursor(cursor)
+            moved = [list(strip) for strip in cells.strips]
+            assert picture._scaled is scaled  # not scaled again
+            picture._draw()  # the same cursor, drawn in full
+            assert moved == [list(strip) for strip in cells.strips], cursor
+            scaled = picture._scaled

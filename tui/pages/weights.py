@@ -26,12 +26,13 @@ from textual.widgets import Static
 
 from tvis.tui import colors, export, fmt, keys
 from tvis.tui.pages.page import Page
-from tvis.tui.pane import AgentPane
+from tvis.tui.pane import AgentPane, prefetch_all
 from tvis.tui.picture import SIGNED, Picture, Scale
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
 from tvis.tui.widgets.layers_table import Caption
 from tvis.tui.widgets.lists import LineColumn, LineTable
+from tvis.tui.widgets.loading_cue import LoadingCue
 from tvis.tui.widgets.sparkline import signed_sparkline
 
 WHICH = ("weight", "grad", "update")
@@ -47,6 +48,7 @@ COLUMNS = (
 
 if TYPE_CHECKING:
     from textual import getters
+    from textual.timer import Timer
 
     from tvis.tui.app import TvisApp
 """The list's headed columns and the key each sorts by."""
@@ -60,6 +62,10 @@ THUMB_PX = (24, 12)
 PICTURE_DELAY = 0.1
 """Seconds a parameter's picture waits after a list move that follows another this soon
 (a key held down): the picture is drawn for the row the cursor stops on."""
+
+NEIGHBOURS_AFTER_S = 0.3
+"""Rest after the chosen parameter last changed before its neighbours' pictures are asked
+for: keys repeating faster than this ask for nothing ahead."""
 
 MAX_FILTERS = 32
 """Kernels per column of the grid; ``<``/``>`` page through more (the agent's limit)."""
@@ -86,6 +92,13 @@ def sorted_order(keys: list[str] | np.ndarray, descending: bool) -> list[int]:
     if isinstance(keys, np.ndarray):  # 20,000 norms sort in C
         return np.argsort(-keys if descending else keys, kind="stable").tolist()
     return sorted(range(len(keys)), key=keys.__getitem__, reverse=descending)
+
+
+def beside(row: int, count: int, page: int) -> list[int]:
+    """The rows the list keys reach from ``row`` (j, k, PageDown, PageUp, G, g), likeliest
+    first, each once: the parameters whose pictures are fetched ahead."""
+    reached = (row + 1, row - 1, row + page, row - page, count - 1, 0)
+    return [r for r in dict.fromkeys(reached) if 0 <= r < count and r != row]
 
 
 def norms_text(param: dict[str, Any]) -> Text:
@@ -232,6 +245,7 @@ class LayerView(AgentPane):
         self.param: dict[str, Any] | None = None
         self.step: int | None = None
         self.which = "weight"
+        self.cue = LoadingCue(self, self._loading, lambda: None)  # the answer replaces it
 
     def on_resize(self) -> None:
         # The picture takes what the header, bars, note and statistics leave.
@@ -244,15 +258,17 @@ class LayerView(AgentPane):
         yield Static("", id="layer-stats")
 
     def show(self, param: dict[str, Any], step: int | None, which: str) -> None:
-        """Ask for ``param``'s ``which`` at ``step``: its picture and its statistics."""
+        """Ask for ``param``'s ``which`` at ``step``: its picture and its statistics. An
+        answer the client holds is drawn now; otherwise what is on screen stays until the
+        answer comes, and a loading cue replaces it only if that takes ``CUE_AFTER_S``."""
         if self.param is None or param.get("name") != self.param.get("name"):
             self.set_reactive(LayerView.first_filter, 0)
         self.param, self.step, self.which = param, step, which
         self._header()
         self._ask_picture()
-        tensor = param.get(which)
-        if isinstance(tensor, int):
-            self.ask("tensor", tag="stats", run=self.app.run_name, step=step, tensor=tensor)
+        stats = self.stats_request(param, step, which)
+        if stats is not None:
+            self.ask("tensor", tag="stats", **stats)
         else:
             self.query_one("#layer-stats", Static).update(
                 Text(f"no {WHICH_LABEL[which]} recorded at this step", style=colors.MUTED)
@@ -262,30 +278,51 @@ class LayerView(AgentPane):
         self._ask_picture()
 
     def _ask_picture(self) -> None:
-        param, picture = self.param or {}, self.query_one(Picture)
-        picture.placeholder(f"{WHICH_LABEL[self.which]} …")
-        common = {
-            "run": self.app.run_name,
-            "step": self.step,
-            "name": param.get("name"),
-            "which": self.which,
-        }
+        method, params = self.picture_request(self.param or {}, self.step, self.which)
+        if not self.ask(method, tag="picture", **params):
+            self.cue.start()
+
+    def _loading(self) -> None:
+        self.query_one(Picture).placeholder(f"{WHICH_LABEL[self.which]} …")
+
+    def requests(
+        self, param: dict[str, Any], step: int | None, which: str
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """What ``show(param, step, which)`` asks the agent, at this pane's size: a list
+        prefetch asks the same, so the move finds the answers in the client's cache."""
+        asked = [self.picture_request(param, step, which, first_filter=0)]
+        stats = self.stats_request(param, step, which)
+        if stats is not None:
+            asked.append(("tensor", stats))
+        return asked
+
+    def stats_request(
+        self, param: dict[str, Any], step: int | None, which: str
+    ) -> dict[str, Any] | None:
+        tensor = param.get(which)
+        if not isinstance(tensor, int):
+            return None
+        return {"run": self.app.run_name, "step": step, "tensor": tensor}
+
+    def picture_request(
+        self, param: dict[str, Any], step: int | None, which: str, first_filter: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The picture's request: a conv kernel grid or a matrix cut to the pane."""
+        common = {"run": self.app.run_name, "step": step, "name": param.get("name"), "which": which}
         shape = param.get("shape") or []
         if len(shape) == 4:
             rows, cols = self._fit(shape)
-            self.ask(
-                "kernel_grid",
-                tag="picture",
-                filters=rows,
-                channels=cols,
-                first_filter=self.first_filter,
-                cell=min(8, max(shape[2], shape[3])),
+            first = self.first_filter if first_filter is None else first_filter
+            return "kernel_grid", {
+                "filters": rows,
+                "channels": cols,
+                "first_filter": first,
+                "cell": min(8, max(shape[2], shape[3])),
                 **common,
-            )
-        else:
-            width = max(16, (self.size.width or self.app.size.width) - 12)
-            height = 1 if len(shape) <= 1 else max(4, picture.max_rows * 2)
-            self.ask("matrix", tag="picture", width=width, height=height, **common)
+            }
+        width = max(16, (self.size.width or self.app.size.width) - 12)
+        height = 1 if len(shape) <= 1 else max(4, self.query_one(Picture).max_rows * 2)
+        return "matrix", {"width": width, "height": height, **common}
 
     def _fit(self, shape: list[int]) -> tuple[int, int]:
         """Filters and channels that fit the pane in half-block cells (two pixels a row)."""
@@ -309,6 +346,7 @@ class LayerView(AgentPane):
         if tag == "stats":
             self.stats = result
         else:
+            self.cue.stop()
             self.shown = result
 
     def watch_shown(self, shown: dict[str, Any] | None) -> None:
@@ -325,6 +363,7 @@ class LayerView(AgentPane):
 
     def failed(self, tag: str, message: str) -> None:
         if tag == "picture":
+            self.cue.stop()
             self.query_one(Picture).placeholder(message)
         else:
             self.query_one("#layer-stats", Static).update(Text(message, style=colors.MUTED))
@@ -343,6 +382,7 @@ class LayerView(AgentPane):
         )
         if grid.get("kept_note"):
             note = f"{grid['kept_note']} · {note}"
+        self.query_one("#layer-bars", Static).display = False  # a vector's, shown before
         # Filters down, channels across: a row of the mosaic is one filter's kernels.
         kernels = list(array.reshape(-1, *array.shape[2:]))
         self.query_one(Picture).show_mosaic(
@@ -629,6 +669,8 @@ class WeightsView(AgentPane):
         self.step: int | None = None
         self._last_move = -math.inf  # when the chosen parameter last changed
         self._moves = 0  # how many times: a later move makes an earlier one's draw stale
+        self._neighbours_timer: Timer | None = None
+        self._neighbours_due = False  # the cursor rested while the page was hidden
 
     def compose(self) -> ComposeResult:
         with Vertical(id="weights-left"):
@@ -672,9 +714,10 @@ class WeightsView(AgentPane):
             self._draw_soon()
 
     def _draw_soon(self) -> None:
-        """Draw the chosen parameter once the list's cursor has been painted: a key moves
-        the cursor at once and the picture follows. While keys repeat, only the row the
-        cursor stops on is drawn, and no reply for a row passed over is drawn."""
+        """Draw the chosen parameter: in the cursor's frame when the client holds its
+        answers (prefetched while the cursor rested), else once the cursor has been painted.
+        While keys repeat, only the row the cursor stops on is drawn, and no reply for a
+        row passed over is drawn."""
         layer = self.query_one(LayerView)
         layer.cancel("picture")
         layer.cancel("stats")
@@ -685,12 +728,54 @@ class WeightsView(AgentPane):
         move = self._moves
         if repeating:
             self.set_timer(PICTURE_DELAY, lambda: self._draw_move(move))
+        elif self._held(self.query_one(ParamList).param_named(self.chosen)):
+            self._draw()
         else:
             self.call_after_refresh(self._draw_move, move)
 
     def _draw_move(self, move: int) -> None:
         if move == self._moves and not self.all_layers:  # no later move overtook it
             self._draw()
+
+    def _held(self, param: dict[str, Any] | None) -> bool:
+        """Whether the client holds every answer that showing ``param`` needs."""
+        data = self.app.data
+        if param is None or data is None or self.step is None:
+            return False
+        asked = self.query_one(LayerView).requests(param, self.step, self.which)
+        return all(data.peek(method, **params)[0] for method, params in asked)
+
+    def _rest_then_prefetch(self) -> None:
+        if self._neighbours_timer is not None:
+            self._neighbours_timer.stop()
+        self._neighbours_timer = self.set_timer(NEIGHBOURS_AFTER_S, self._prefetch_neighbours)
+
+    def _prefetch_neighbours(self) -> None:
+        """Once the cursor rests, fetch what the list keys would show next (``beside``), so
+        that the move draws from the client's cache in the cursor's frame."""
+        self._neighbours_timer = None
+        data, step = self.app.data, self.step
+        if not self.screen.is_current:  # built ahead, or left: asked for when next shown
+            self._neighbours_due = True
+            return
+        if data is None or step is None or self.all_layers:
+            return
+        table, layer = self.query_one(ParamList), self.query_one(LayerView)
+        rows = beside(table.cursor_row, len(table.params), table.page_rows)
+        asked = [r for row in rows for r in layer.requests(table.params[row], step, self.which)]
+        self.run_worker(
+            lambda: prefetch_all(data, asked),
+            group="weights-neighbours",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def resume(self) -> None:
+        """The page is shown again: a rest that came while it was hidden is taken up."""
+        if self._neighbours_due:
+            self._neighbours_due = False
+            self._rest_then_prefetch()
 
     async def watch_all_layers(self, all_layers: bool) -> None:
         self.query_one(LayerView).display = not all_layers
@@ -722,6 +807,7 @@ class WeightsView(AgentPane):
             self.set_reactive(WeightsView.chosen, param.get("name"))
         if param is not None and self.step is not None:
             self.query_one(LayerView).show(param, self.step, self.which)
+            self._rest_then_prefetch()
 
     async def _draw_all(self) -> None:
         if self.step is not None:
@@ -758,6 +844,9 @@ class WeightsPage(Page):
     def on_mount(self) -> None:
         self.watch(self.app, "batch", self._batch_changed, init=False)
         self.call_after_refresh(self._batch_changed)
+
+    def on_screen_resume(self) -> None:
+        self.view.resume()
 
     @property
     def view(self) -> WeightsView:

@@ -213,6 +213,10 @@ class Picture(Steady, Widget):
         self._note = ""
         self._pixels = (0, 0)  # size of the last drawing, in pixels
         self._drawn_width = -1  # the widget's width when it last drew
+        # The last drawing's picture scaled, before any cursor: (content, width, max_rows,
+        # depth, pixels); a cursor move outlines on it.
+        self._scaled: tuple[_Content, int, int, str, np.ndarray] | None = None
+        self._plain_strips: list[Strip] | None = None  # its cells without a cursor, once asked
         self._cell = (1, 2)  # pixels per cell of the last drawing (half blocks: 1×2)
         self._graphics: SixelCanvas | TGPImage | None = None
         self._fitted: tuple[Depth, np.ndarray] | None = None  # a photo in the terminal's colours
@@ -307,7 +311,8 @@ class Picture(Steady, Widget):
         value of the array (e.g. the one a cursor or a click chose); over a photo, e.g. a
         place on a layer's map. Drawn after scaling, so it shows at any size."""
         self.cursor, self.grid = cursor, grid
-        self._draw()
+        if not self._draw_cursor_only():
+            self._draw()
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -383,6 +388,8 @@ class Picture(Steady, Widget):
         self._pixels, self._cell = (px_h, px_w), (cw, ch)
         self._shape = (h, w)
         pixels = raster.resample(rgb, px_h, px_w)
+        self._scaled = (content, self.size.width, self.max_rows, depth, pixels)
+        self._plain_strips = None
         grid = self.grid or ((h, w) if content.values is not None else None)
         if self.cursor is not None and grid is not None:
             # A small cell is outlined by inverting it: back into the terminal's colours.
@@ -392,6 +399,36 @@ class Picture(Steady, Widget):
         legend.display = self.show_legend and content.values is not None
         if legend.display:  # text: in the terminal's colours even beside graphics
             legend.update(self._legend(content, min(width, 40), self._depth()))
+
+    def _draw_cursor_only(self) -> bool:
+        """Outline the cursor on the scaled picture of the last drawing, when the picture,
+        its size and its colours are the same: a cursor key then skips colouring, scaling,
+        labels and legend, and in cells redraws only the cell rows the outline is on
+        (whether it could)."""
+        scaled, content = self._scaled, self._content
+        if scaled is None or content is None or not self.is_mounted:
+            return False
+        depth = "truecolor" if self._graphics is not None else self._depth()
+        drawn, width, max_rows, drawn_depth, pixels = scaled
+        same = (width, max_rows, drawn_depth) == (self.size.width, self.max_rows, depth)
+        if drawn is not content or not same:
+            return False
+        grid = self.grid or (self._shape if content.values is not None else None)
+        (cw, ch), (px_h, px_w) = self._cell, pixels.shape[:2]
+        if self._graphics is not None or self.cursor is None or grid is None:
+            if self.cursor is not None and grid is not None:
+                pixels = colormaps.fit(self._outline(pixels, grid), depth)
+            self._paint(pixels, -(-px_w // cw), -(-px_h // ch))
+            return True
+        if self._plain_strips is None:  # once per drawing: the cells without a cursor
+            self._plain_strips = raster.half_block_strips(pixels)
+        y0, y1 = self._outline_rows(px_h, grid[0])
+        top, bottom = y0 // 2 * 2, min(px_h, -(-y1 // 2) * 2)  # whole cell rows
+        band = colormaps.fit(self._outline(pixels, grid)[top:bottom], depth)
+        strips = list(self._plain_strips)
+        strips[top // 2 : top // 2 + -(-(bottom - top) // 2)] = raster.half_block_strips(band)
+        self.query_one(_Cells).set_strips(strips)
+        return True
 
     def _source(self, content: _Content, depth: Depth, width: int) -> np.ndarray:
         """The picture to scale (h×w×3 uint8) in ``depth``'s colours: values and mosaics
@@ -466,14 +503,18 @@ class Picture(Steady, Widget):
         self.screen.refresh()
         return rows
 
+    def _outline_rows(self, px_h: int, rows: int) -> tuple[int, int]:
+        """The pixel rows the cursor's outline covers, of a picture ``px_h`` pixels high
+        showing ``rows`` rows of values."""
+        assert self.cursor is not None  # drawn only under a cursor
+        row = self.cursor[0]
+        return row * px_h // rows, max(row * px_h // rows + 1, (row + 1) * px_h // rows)
+
     def _outline(self, pixels: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
         assert self.cursor is not None  # drawn only under a cursor
         row, col = self.cursor
         px_h, px_w = pixels.shape[:2]
-        y0, y1 = (
-            row * px_h // shape[0],
-            max(row * px_h // shape[0] + 1, (row + 1) * px_h // shape[0]),
-        )
+        y0, y1 = self._outline_rows(px_h, shape[0])
         x0, x1 = (
             col * px_w // shape[1],
             max(col * px_w // shape[1] + 1, (col + 1) * px_w // shape[1]),

@@ -6,7 +6,7 @@ looks, laid over the input picture."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.text import Text
@@ -15,10 +15,14 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from tvis.agent.replies import AttentionReply
-from tvis.tui import fmt, keys
-from tvis.tui.pane import AgentPane
+from tvis.tui import colors, fmt, keys
+from tvis.tui.pane import AgentPane, prefetch_all
 from tvis.tui.picture import Picture, Scale, overlay
 from tvis.tui.widgets.insight_context import shown_token, where
+from tvis.tui.widgets.loading_cue import LoadingCue
+
+if TYPE_CHECKING:
+    from textual.timer import Timer
 
 MAP_SIDE = 128
 """Side asked for: the agent's cap, so maps of up to 128 tokens arrive exact (no block
@@ -26,6 +30,10 @@ means) and the cursor reads recorded weights; the picture shrinks them to the sc
 
 HEAD_SIDE = 16
 """Side of each head's small map in the heads grid (8 rows of half blocks + a caption)."""
+
+NEIGHBOURS_AFTER_S = 0.3
+"""Rest of the cursor before the overlays of the rows beside it are asked for: keys
+repeating faster ask for nothing ahead."""
 
 CHROME_ROWS = 5
 """Rows around the map: title, key labels, legend, cursor line, key hints."""
@@ -56,6 +64,8 @@ class AttentionView(AgentPane):
         self.cursor = (0, 0)
         self.reply: AttentionReply | None = None  # the ``attention`` map on screen
         self.cursor_value: float | None = None
+        self.overlay_cue = LoadingCue(self, self._overlay_loading, lambda: None)
+        self._neighbours_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(classes="title")
@@ -118,22 +128,58 @@ class AttentionView(AgentPane):
             side=HEAD_SIDE,
         )
 
-    def _ask_overlay(self) -> None:
+    def _overlay_request(self, query: int) -> dict[str, Any] | None:
+        """Where query token ``query`` looks, over the input picture: asked for a vision
+        model's map only (one with a patch grid)."""
         place = where(self.app)
         if place is None or not self.reply or not self.reply.get("grid"):
-            return
-        self.ask(
-            "attention_overlay",
-            tag="overlay",
+            return None
+        return {
             **place,
-            layer=self.at_layer,
-            head=self.head,
-            sample=self.app.sample,
-            query=self.cursor[0],
-            rollout=self.rollout,
-            width=64,
-            height=64,
+            "layer": self.at_layer,
+            "head": self.head,
+            "sample": self.app.sample,
+            "query": query,
+            "rollout": self.rollout,
+            "width": 64,
+            "height": 64,
+        }
+
+    def _ask_overlay(self) -> None:
+        """Ask for the cursor's row's overlay: drawn now when the client holds it (fetched
+        while the cursor rested), else the one on screen stays, with a cue once it takes
+        ``CUE_AFTER_S``."""
+        request = self._overlay_request(self.cursor[0])
+        if request is None:
+            return
+        if not self.ask("attention_overlay", tag="overlay", **request):
+            self.overlay_cue.start()
+        if self._neighbours_timer is not None:
+            self._neighbours_timer.stop()
+        self._neighbours_timer = self.set_timer(NEIGHBOURS_AFTER_S, self._prefetch_neighbours)
+
+    def _prefetch_neighbours(self) -> None:
+        """Once the cursor rests, fetch the overlays of the rows above and below (``j``/``k``
+        next), so that the move draws in the cursor's frame."""
+        self._neighbours_timer = None
+        data = self.app.data
+        if data is None or not self.screen.is_current or not self.reply:
+            return
+        rows = np.asarray(self.reply["map"]).shape[0]
+        below, above = self.cursor[0] + 1, self.cursor[0] - 1
+        asked = [self._overlay_request(q) for q in (below, above) if 0 <= q < rows]
+        requests = [("attention_overlay", r) for r in asked if r is not None]
+        self.run_worker(
+            lambda: prefetch_all(data, requests),
+            group="attention-neighbours",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
         )
+
+    def _overlay_loading(self) -> None:
+        note = Text(f"loading where query {self.cursor[0]} looks …", style=colors.WARN)
+        self.query_one("#attention-overlay-note", Static).update(note)
 
     def answered(self, tag: str, result: Any) -> None:
         if tag == "map":
@@ -143,6 +189,7 @@ class AttentionView(AgentPane):
             self.query_one("#attention-side").set_class(bool(result.get("grid")), "shown")
             self._ask_overlay()
         elif tag == "overlay":
+            self.overlay_cue.stop()
             self._draw_overlay(result)
         elif tag == "heads":
             self._draw_heads(result)
@@ -153,6 +200,7 @@ class AttentionView(AgentPane):
             self.query_one("#attention-picture", Picture).placeholder(message)
             self.query_one("#attention-cursor", Static).update("")
         elif tag == "overlay":
+            self.overlay_cue.stop()
             self.query_one("#attention-overlay", Picture).placeholder(message)
         else:
             self.notify(message, severity="error", timeout=6)

@@ -255,7 +255,7 @@ class LineTable(ScrollView, can_focus=True):
         self.cursor_row = row
 
     @property
-    def _page(self) -> int:
+    def page_rows(self) -> int:
         """Rows shown at once."""
         return max(1, self.size.height - self.HEADER)
 
@@ -263,8 +263,8 @@ class LineTable(ScrollView, can_focus=True):
         top = self.scroll_offset.y
         if self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False)
-        elif self.cursor_row >= top + self._page:
-            self.scroll_to(y=self.cursor_row - self._page + 1, animate=False)
+        elif self.cursor_row >= top + self.page_rows:
+            self.scroll_to(y=self.cursor_row - self.page_rows + 1, animate=False)
 
     def action_cursor_down(self) -> None:
         self.cursor_row += 1
@@ -279,10 +279,10 @@ class LineTable(ScrollView, can_focus=True):
         self.cursor_row = self.row_count - 1
 
     def action_page_down(self) -> None:
-        self.cursor_row += self._page
+        self.cursor_row += self.page_rows
 
     def action_page_up(self) -> None:
-        self.cursor_row -= self._page
+        self.cursor_row -= self.page_rows
 
     def action_scroll_home(self) -> None:
         self.action_first_row()
