@@ -293,8 +293,8 @@ class TvisApp(Asks, App[None]):
         from tvis.tui.widgets.layers_table import SORTABLE, locate_request, page_request
 
         layers = page_request(run, first, SORTABLE[0].sort, False, 0)
-        data.prefetch("layers", **layers)
-        data.prefetch("layers", **locate_request(layers, call))
+        data.prefetch_later("layers", **layers)  # a key may never ask for it
+        data.prefetch_later("layers", **locate_request(layers, call))
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
         first = self.run_name is None

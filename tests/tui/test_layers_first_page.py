@@ -51,7 +51,7 @@ async def test_the_table_from_the_prefetch_is_the_table_the_agent_gives_on_askin
                 app.data._cache = LRU(CACHE_ENTRIES)  # as if nothing had been fetched
             await pilot.press("y")
             table = page.query_one(LayersTable)
-            await wait_for(pilot, lambda: table.row_count and table.row(0), "the table's rows")
+            await wait_for(pilot, lambda t=table: t.row_count and t.row(0), "the table's rows")
             await pilot.pause(0.2)
             screens.append((table.cursor, table.row_count, screen_text(app)))
     assert screens[0] == screens[1]

@@ -47,7 +47,9 @@ HEADER = 1
 """Lines above the rows (the column titles), which stay put while the rows scroll."""
 
 
-def page_request(run: str, batch: int, sort: str | None, desc: bool, page: int) -> dict[str, Any]:
+def page_request(
+    run: str | None, batch: int | None, sort: str | None, desc: bool, page: int
+) -> dict[str, Any]:
     """The ``layers`` parameters of rows page ``page`` in one order: the table's own, and
     the first screen's prefetch (``TvisApp._prefetch_first_screen``), which must match them
     for the table to find its first page in the client's cache."""
@@ -243,7 +245,6 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         )
 
     def _page_params(self, page: int) -> dict[str, Any]:
-        assert self.batch_index is not None
         return page_request(
             self.app.run_name, self.batch_index, self.sort_column.sort, self.desc, page
         )
