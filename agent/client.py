@@ -122,6 +122,12 @@ class Client(ABC):
     def call(self, method: str, **params: Any) -> Any:
         """Run ``method`` on the agent and return its result (blocking, thread-safe)."""
 
+    def call_background(self, method: str, **params: Any) -> Any:
+        """``call`` for what is fetched ahead of need: the agent serves it once nothing else
+        it was asked waits (a request-map key, ``background``; agent/workers.py). A client
+        without a queue of its own (in process) just calls."""
+        return self.call(method, **params)
+
     @abstractmethod
     def describe(self) -> str:
         """Where the runs are, for a status line."""
@@ -300,10 +306,19 @@ class PipeClient(Client):
     def call(self, method: str, **params: Any) -> Any:
         return result_of(self._send(method, params, None).result())
 
+    def call_background(self, method: str, **params: Any) -> Any:
+        return result_of(self._send(method, params, None, background=True).result())
+
     def read_chunk(self, into: memoryview, **params: Any) -> Future[Any]:
         return self._send("read", params, into)
 
-    def _send(self, method: str, params: dict[str, Any], sink: memoryview | None) -> Future[Any]:
+    def _send(
+        self,
+        method: str,
+        params: dict[str, Any],
+        sink: memoryview | None,
+        background: bool = False,
+    ) -> Future[Any]:
         """Send a request; the future gets its reply map (or ``ConnectionLost``)."""
         future: Future[Any] = Future()
         with self._lock:
@@ -316,7 +331,10 @@ class PipeClient(Client):
             self._methods[rid] = method
             if sink is not None:
                 self._sinks[rid] = sink
-        body = encode({"id": rid, "method": method, "params": params})
+        request = {"id": rid, "method": method, "params": params}
+        if background:
+            request["background"] = True
+        body = encode(request)
         if len(body) > MAX_REQUEST_FRAME:
             with self._lock:
                 self._pending.pop(rid, None)

@@ -108,6 +108,18 @@ def request_id(request: Any) -> int | None:
     return None
 
 
+def background(request: Any) -> bool:
+    """Whether a request map asks to be served after the others (``"background": true``,
+    beside ``id``: a prefetch). An agent that predates the key ignores it."""
+    return isinstance(request, dict) and request.get("background") is True
+
+
+def yields(request: Any) -> bool:
+    """Whether a request map asks for a method that gives way to others by itself."""
+    method = request.get("method") if isinstance(request, dict) else None
+    return isinstance(method, str) and getattr(METHODS.get(method), "gives_way", False)
+
+
 def handle(api: Any, request: Any) -> dict[str, Any]:
     """The reply map for one request map; never raises. ``api`` (agent/api.py) says which
     of its services a method runs on (``receiver``) and counts requests (``traffic``)."""
@@ -125,7 +137,8 @@ def handle(api: Any, request: Any) -> dict[str, Any]:
         return _error(rid, "params must be a map from names to values.", BAD_REQUEST)
     try:
         check_params(method, func, params)
-        with api.traffic.serving(long=getattr(func, "gives_way", False)):
+        # What a long build gives way to is a request someone waits for, not a prefetch.
+        with api.traffic.serving(long=getattr(func, "gives_way", False) or background(request)):
             return {"id": rid, "result": func(api.receiver(func), **params)}
     except AgentError as e:
         return _error(rid, e.message, e.status)

@@ -2,7 +2,8 @@
 
 Requests run on worker threads (``workers.Workers``) and replies go out as they finish,
 under one write lock, so a slow view never holds back a cheap call and a stuck one never
-starves the others. Bad input of any kind is answered with an error frame (or, when the
+starves the others; those a client sent ahead of need (``"background": true``) wait until
+the others are answered. Bad input of any kind is answered with an error frame (or, when the
 stream itself is unreadable, ends the session cleanly); the server never dies of it.
 Memory is bounded: each request decodes into at most ``MAX_REQUEST_OBJECTS`` objects, and
 requests waiting or running together cost at most ``MAX_QUEUED_COST`` bytes.
@@ -20,7 +21,7 @@ import threading
 from functools import partial
 from typing import Any
 
-from tvis.agent.dispatch import handle
+from tvis.agent.dispatch import background, handle, yields
 from tvis.agent.protocol import (
     BAD_REQUEST,
     HEARTBEAT,
@@ -85,7 +86,9 @@ class StdioServer:
                 if isinstance(request, dict) and request.get("method") == "hello":
                     params = request.get("params")
                     self._beats = isinstance(params, dict) and params.get("heartbeat") is True
-                workers.submit(partial(self._answer, request, cost))
+                workers.submit(
+                    partial(self._answer, request, cost), background(request), yields(request)
+                )
         finally:
             workers.close()
             self._stop.set()

@@ -30,7 +30,8 @@ class Traffic:
 
     @contextmanager
     def serving(self, long: bool) -> Iterator[None]:
-        """Around one request; ``long`` ones are those that give way, not counted."""
+        """Around one request; ``long`` ones (those that give way, and background ones) are
+        not counted."""
         if long:
             yield
             return

@@ -43,7 +43,9 @@ times, 1 s apart, each to a settled screen.
 `2` then `y` as soon as the Explore page has drawn anything, to the table's rows on screen
 and to the screen settled (the 20,000-call run of `bench/layers_bench.py` is the case).
 With ``--after-settle``, `y` waits until Explore's screen has settled and 1 s more: the
-layers pane alone, without Explore's own first build and requests.
+layers pane alone, without Explore's own first build and requests. Each figure comes with
+the viewer's main thread from `y` to the rows: its time on a CPU, and its time ready but
+waiting for one (``/proc/PID/schedstat``), which is what a loaded machine adds.
 
 Run it from outside the worktree with ``PYTHONPATH`` naming the sources to measure (the
 viewer under test is the `tvis tui` the bench starts, which inherits it).
@@ -296,9 +298,17 @@ def first_visits(run: str, pages: list[int] | None, read_s: float) -> dict[str, 
             pass
 
 
-def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float]:
+def main_thread_s(pid: int) -> tuple[float, float]:
+    """Seconds the process's main thread has run on a CPU, and waited for one while ready
+    (``/proc/PID/schedstat``): what a loaded machine adds to a figure is the second."""
+    ran, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float, float, float]:
     """`y` right after Explore first draws (its batch not yet read by the agent): seconds to
-    the table's rows on screen and to the screen settled."""
+    the table's rows on screen and to the screen settled, and the viewer's main thread from
+    `y` to the rows: seconds on a CPU, seconds waiting for one."""
     viewer = PtyViewer(run)
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
@@ -308,9 +318,11 @@ def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float]:
         if after_settle:
             viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
             time.sleep(1.0)
+        ran0, waited0 = main_thread_s(viewer.pid)
         t0 = viewer.press("y")  # at once, not after a quiet moment
         rows = viewer.wait_for("layers · call order", t0, timeout=120)  # the caption, once filled
-        return rows, viewer.wait_settled(t0, timeout=120)
+        ran, waited = main_thread_s(viewer.pid)
+        return rows, viewer.wait_settled(t0, timeout=120), ran - ran0, waited - waited0
     finally:
         viewer.close()
 
@@ -638,12 +650,18 @@ def main() -> int:
         return 0
     if args.cold_layers:
         rounds = [cold_layers(args.run, args.after_settle) for _ in range(args.cold_layers)]
-        rows, settled = zip(*rounds, strict=True)
-        for what, values in (("rows on screen", rows), ("screen settled", settled)):
+        rows, settled, ran, waited = zip(*rounds, strict=True)
+        for what, values in (
+            ("rows on screen", rows),
+            ("screen settled", settled),
+            ("viewer's main thread on a CPU, y to the rows", ran),
+            ("viewer's main thread waiting for a CPU, y to the rows", waited),
+        ):
             ms = sorted(v * 1000 for v in values)
             print(
                 f"cold y, {what}: median {statistics.median(ms):.0f} ms "
-                f"(min {ms[0]:.0f}, max {ms[-1]:.0f}, n={len(ms)})"
+                f"(min {ms[0]:.0f}, max {ms[-1]:.0f}, n={len(ms)}; "
+                f"{' · '.join(f'{v * 1000:.0f}' for v in values)})"
             )
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0

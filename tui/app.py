@@ -277,14 +277,24 @@ class TvisApp(Asks, App[None]):
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
     def _prefetch_first_screen(self, run: str, first: int) -> None:
         """While the page mounts, ask for what its first screen shows: the roots of the first
-        batch and the call the cursor starts on. The page's own requests then find them ready."""
+        batch and the call the cursor starts on. The page's own requests then find them ready.
+        Then the layers table's first page, on that call's row: on a big batch `y` is the
+        key that waits longest for the agent (its rows are then drawn in the frame that
+        mounts the table); the agent has just opened the batch for the roots."""
         data = self.data
         if data is None:
             return
         page = data.prefetch("calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE)
         rows = page.calls if isinstance(page, CallsAnswer) else ()
-        if rows:
-            data.prefetch("call", run=run, batch=first, call=rows[first_interesting(rows)].id)
+        if not rows:
+            return
+        call = rows[first_interesting(rows)].id
+        data.prefetch("call", run=run, batch=first, call=call)
+        from tvis.tui.widgets.layers_table import SORTABLE, locate_request, page_request
+
+        layers = page_request(run, first, SORTABLE[0].sort, False, 0)
+        data.prefetch_later("layers", **layers)  # a key may never ask for it
+        data.prefetch_later("layers", **locate_request(layers, call))
 
     def _run_loaded(self, run: str, info: dict[str, Any]) -> None:
         first = self.run_name is None

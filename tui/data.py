@@ -22,6 +22,8 @@ class Client(Protocol):
 
     def call(self, method: str, **params: Any) -> Any: ...
 
+    def call_background(self, method: str, **params: Any) -> Any: ...
+
     def silence(self) -> float: ...
 
     def describe(self) -> str: ...
@@ -50,13 +52,15 @@ def _freeze(value: Any) -> Any:
 
 class Data:
     """A thread-safe caching façade over one agent client. Identical requests in flight at
-    the same time are sent once: the later callers wait for the first one's answer."""
+    the same time are sent once: the later callers wait for the first one's answer — unless
+    the first was sent in the background (``prefetch_later``) and the later one is not: the
+    agent may hold that one back behind others, so the later one is sent too."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self.live = False
         self._cache = LRU(CACHE_ENTRIES)
-        self._inflight: dict[tuple, Future] = {}
+        self._inflight: dict[tuple, tuple[Future, bool]] = {}  # -> (answer, sent in background)
         self._lock = threading.Lock()
         self._calls = 0  # requests on the wire now, cached or not
 
@@ -75,35 +79,39 @@ class Data:
         with self._lock:
             self._calls += 1
         try:
-            return self._call(method, params)
+            return self._call(method, params, background=False)
         finally:
             with self._lock:
                 self._calls -= 1
 
-    def _call(self, method: str, params: dict[str, Any]) -> Any:
+    def _call(self, method: str, params: dict[str, Any], background: bool) -> Any:
+        send = self.client.call_background if background else self.client.call
         cacheable = method not in NEVER_CACHED and not (self.live and method in LIVE_UNCACHED)
         if not cacheable:
-            return decode_reply(method, self.client.call(method, **params))
+            return decode_reply(method, send(method, **params))
         key = (method, _freeze(params))
         with self._lock:
             found, value = self._cache.peek(key)
             if found:
                 return value
             pending = self._inflight.get(key)
-            if pending is None:
+            if pending is None or (pending[1] and not background):
                 future: Future = Future()
-                self._inflight[key] = future
+                self._inflight[key] = (future, background)
+                pending = None
         if pending is not None:
-            return pending.result()
+            return pending[0].result()
         try:
-            result = decode_reply(method, self.client.call(method, **params))
+            result = decode_reply(method, send(method, **params))
         except BaseException as e:
             with self._lock:
-                del self._inflight[key]
+                if self._inflight.get(key, (None,))[0] is future:
+                    del self._inflight[key]
             future.set_exception(e)
             raise
         with self._lock:
-            del self._inflight[key]
+            if self._inflight.get(key, (None,))[0] is future:
+                del self._inflight[key]
             self._cache.put(key, result)
         future.set_result(result)
         return result
@@ -119,3 +127,17 @@ class Data:
             return self.call(method, **params)
         except Exception:
             return None
+
+    def prefetch_later(self, method: str, **params: Any) -> Any:
+        """``prefetch`` of what a key may show next, not what is on its way to the screen:
+        the agent serves it after every request not sent this way, so that it never delays
+        one (a request for the same answer meanwhile is sent again, not made to wait)."""
+        with self._lock:
+            self._calls += 1
+        try:
+            return self._call(method, params, background=True)
+        except Exception:
+            return None
+        finally:
+            with self._lock:
+                self._calls -= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from agent_process import AgentProcess
 
-from tvis.agent import dispatch
+from tvis.agent import dispatch, workers
 from tvis.agent.api import AgentAPI
 from tvis.agent.client import AgentError, ConnectionLost, PipeClient
 from tvis.agent.protocol import (
@@ -235,3 +236,52 @@ def test_a_slow_request_does_not_hold_back_a_cheap_one(monkeypatch, runs_root):
     thread.join(timeout=10)
     os.close(replies_w)
     assert first["id"] == 2 and second == {"id": 1, "result": "slow"}
+
+
+def _ready(stream, timeout: float) -> bool:
+    """Whether a reply frame starts arriving on ``stream`` within ``timeout`` seconds."""
+    return bool(select.select([stream], [], [], timeout)[0])
+
+
+def test_a_background_request_waits_for_those_a_client_waits_for(monkeypatch, runs_root, run):
+    """A prefetch (``"background": true``) starts only once no other request runs: a `layers`
+    page asked while a slow request runs is answered at once, the prefetch sent before it
+    only after the slow one."""
+    monkeypatch.setattr(workers, "SLOW_S", 60.0)  # the slow one never counts as stuck here
+    release = threading.Event()
+
+    def slow(self) -> str:
+        release.wait(timeout=30)
+        return "slow"
+
+    monkeypatch.setitem(dispatch.METHODS, "slow", slow)
+    requests_r, requests_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    server = StdioServer(AgentAPI(runs_root), os.fdopen(requests_r, "rb"), replies_w)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    hello = {"protocol": PROTOCOL_VERSION}
+    layers = {"run": run.name, "batch": 0, "sort": "order", "desc": False, "limit": 2}
+    with os.fdopen(requests_w, "wb") as requests, os.fdopen(replies_r, "rb") as replies:
+        for request in (
+            {"id": 1, "method": "slow"},
+            {"id": 2, "method": "hello", "params": hello, "background": True},
+            {"id": 3, "method": "layers", "params": layers},
+        ):
+            requests.write(frame(encode(request)))
+        requests.flush()
+        first = decode(read_frame(replies, MAX_REPLY_FRAME))
+        held = not _ready(replies, 0.5)  # the prefetch, cheap as it is, is not answered yet
+        release.set()
+        then = [decode(read_frame(replies, MAX_REPLY_FRAME))["id"] for _ in range(2)]
+    thread.join(timeout=10)
+    os.close(replies_w)
+    assert first["id"] == 3 and len(first["result"]["rows"]) == 2
+    assert held and then == [1, 2]
+
+
+def test_a_background_request_is_served_when_nothing_else_runs(agent_process):
+    agent_process.send_raw(
+        frame(encode({"id": 7, "method": "hello", "params": {}, "background": True}))
+    )
+    assert agent_process.reply()["id"] == 7

@@ -39,6 +39,9 @@ class FakeClient:
             raise AgentError(f"unknown method {method!r}.", 400)
         return answer(**params)
 
+    def call_background(self, method: str, **params: Any) -> Any:
+        return self.call(method, **params)
+
     # -- the synthetic model -------------------------------------------------------------
 
     def _build_calls(self) -> list[dict[str, Any]]:

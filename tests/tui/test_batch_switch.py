@@ -110,3 +110,16 @@ async def test_a_hidden_explore_fetches_the_batches_beside_only_once_shown(run_d
             lambda: [a for a in asked if a.get("batch") == following and a["method"] == "calls"],
             "the batch beside fetched once Explore is shown",
         )
+
+
+async def test_what_is_fetched_for_the_batches_beside_goes_in_the_background(run_dir: Path):
+    """The agent serves it after every request a key waits for (agent/workers.py)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await _idle(pilot, app)
+        asked = count_requests(app)
+        await pilot.press("j")  # the selection moves, then rests: the batches beside again
+        await _idle(pilot, app)
+        beside = [a for a in asked if a.get("batch") not in (None, app.batch)]
+        assert beside and all(a.get("background") for a in beside)

@@ -25,6 +25,10 @@ def spy_requests(app) -> list[tuple[str, str]]:
             sent.append((method, repr(sorted(params.items()))))
             return self.client.call(method, **params)
 
+        def call_background(self, method, **params):
+            sent.append((method, repr(sorted(params.items()))))
+            return self.client.call_background(method, **params)
+
         def __getattr__(self, name):
             return getattr(self.client, name)
 

@@ -46,12 +46,18 @@ async def wait_for(
 
 
 def count_requests(app) -> list[dict]:
-    """Every request the app sends its agent from now on, as ``{"method": …, **params}``."""
+    """Every request the app sends its agent from now on, as ``{"method": …, **params}``
+    (``"background": True`` in those sent in the background)."""
     asked: list[dict] = []
-    client_call = app.data.client.call
-    app.data.client.call = lambda method, **params: (
+    client = app.data.client
+    client_call, client_later = client.call, client.call_background
+    client.call = lambda method, **params: (
         asked.append({"method": method, **params}),
         client_call(method, **params),
+    )[1]
+    client.call_background = lambda method, **params: (
+        asked.append({"method": method, "background": True, **params}),
+        client_later(method, **params),
     )[1]
     return asked
 

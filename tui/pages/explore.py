@@ -62,28 +62,28 @@ def fetch_beside(
     inspect: Callable[[Any, list[Selection]], None],
 ) -> None:
     """Ask ``data`` for what ``.``/``,`` to each of ``batches`` will show (run in a worker
-    thread): the tree's roots, the pages on the way to ``call`` (the call the switch keeps
+    thread; in the background, behind every request a key is waiting for): the tree's roots, the pages on the way to ``call`` (the call the switch keeps
     selected; without one, the first interesting root, opened), and what the inspector
     shows for it (``inspect``: ``Inspector.prefetcher``'s function)."""
     worker = get_current_worker()
     for batch in batches:
         if worker.is_cancelled:
             return
-        roots = data.prefetch("calls", **CallTree.page_request(run, batch, -1))
+        roots = data.prefetch_later("calls", **CallTree.page_request(run, batch, -1))
         rows = roots.calls if isinstance(roots, CallsAnswer) else ()
         if not rows:
             continue
         first = rows[first_interesting(rows)]
         shown, parents = first.id, [first.id] if first.n_children else []
         if call is not None:
-            record = data.prefetch("call", run=run, batch=batch, call=call)
+            record = data.prefetch_later("call", run=run, batch=batch, call=call)
             path = record.get("path") if isinstance(record, dict) else None
             if isinstance(path, list):
                 shown, parents = call, [*parents, *path]
         for parent in dict.fromkeys(parents):
             if worker.is_cancelled:
                 return
-            data.prefetch("calls", **CallTree.page_request(run, batch, parent))
+            data.prefetch_later("calls", **CallTree.page_request(run, batch, parent))
         inspect(data, [Selection("call", batch=batch, call=shown)])
 
 

@@ -252,8 +252,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         )
 
     def prefetcher(self) -> Callable[[Any, list[Selection]], None]:
-        """``fetch(data, selections)``: asks ``data`` for what showing each call selection
-        on this screen will ask for (its record, its cards' pictures, its layer views). What
+        """``fetch(data, selections)``: asks ``data``, in the background, for what showing
+        each call selection on this screen will ask for (its record, its cards' pictures,
+        its layer views). What
         it needs from the screen is read now: it runs in a worker thread (any page's) and
         never reads the DOM itself."""
         views = self.layer_views
@@ -273,7 +274,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         for selection in selections:
             if selection.kind != "call" or selection.call is None:
                 continue
-            call = data.prefetch("call", **call_request(run, selection))
+            call = data.prefetch_later("call", **call_request(run, selection))
             if not isinstance(call, dict):
                 continue
             requests = []
@@ -294,7 +295,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
                 if worker.is_cancelled:
                     return
                 if request is not None:
-                    data.prefetch(request[0], **request[1])
+                    data.prefetch_later(request[0], **request[1])
 
     def _load(self) -> None:
         self._timer = None

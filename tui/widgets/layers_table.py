@@ -47,6 +47,28 @@ HEADER = 1
 """Lines above the rows (the column titles), which stay put while the rows scroll."""
 
 
+def page_request(
+    run: str | None, batch: int | None, sort: str | None, desc: bool, page: int
+) -> dict[str, Any]:
+    """The ``layers`` parameters of rows page ``page`` in one order: the table's own, and
+    the first screen's prefetch (``TvisApp._prefetch_first_screen``), which must match them
+    for the table to find its first page in the client's cache."""
+    return {
+        "run": run,
+        "batch": batch,
+        "sort": sort,
+        "desc": desc,
+        "offset": page * PAGE,
+        "limit": PAGE,
+        "skip_data": True,
+    }
+
+
+def locate_request(params: dict[str, Any], call: int) -> dict[str, Any]:
+    """Where ``call``'s row is in the order of page ``params``, without rows."""
+    return params | {"limit": 0, "locate": call}
+
+
 @dataclass(frozen=True)
 class Column:
     key: str
@@ -209,8 +231,7 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
             self.ask(
                 "layers",
                 tag=f"{self._order}:locate",
-                **self._page_params(0)
-                | {"limit": 0, "locate": self.follow},  # no rows: only where its row is
+                **locate_request(self._page_params(0), self.follow),
             )
 
     def _ask_page(self, page: int) -> None:
@@ -224,15 +245,9 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
         )
 
     def _page_params(self, page: int) -> dict[str, Any]:
-        return {
-            "run": self.app.run_name,
-            "batch": self.batch_index,
-            "sort": self.sort_column.sort,
-            "desc": self.desc,
-            "offset": page * PAGE,
-            "limit": PAGE,
-            "skip_data": True,
-        }
+        return page_request(
+            self.app.run_name, self.batch_index, self.sort_column.sort, self.desc, page
+        )
 
     def answered(self, tag: str, result: dict[str, Any]) -> None:
         order, what = tag.split(":")
