@@ -419,6 +419,15 @@ class WorstSample(TypedDict):
     neg_log_p: float
 
 
+class LossTerm(TypedDict, total=False):
+    """One term of the scalar backward ran on: its loss call, value and weight in the sum."""
+
+    call: int | None
+    fn: str
+    value: float
+    weight: float
+
+
 class LossDetailReply(TypedDict, total=False):
     """``loss_detail``: the loss call of a batch, its per-element losses and the checks."""
 
@@ -437,6 +446,8 @@ class LossDetailReply(TypedDict, total=False):
     per_element_shape: list[int]
     per_sample_how: str | None
     per_sample_why: str | None
+    terms: list[LossTerm] | None
+    rest: float | None
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

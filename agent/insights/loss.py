@@ -102,6 +102,8 @@ class LossAPI(InsightBase):
                 "merged",
                 "per_sample_how",
                 "per_sample_why",
+                "terms",
+                "rest",
             )
         }
         result["call"] = (
