@@ -414,7 +414,7 @@ class PixelIoU(TypedDict):
 
 class WorstSample(TypedDict):
     sample: int
-    loss: float
+    loss: float | None  # None: the loss does not split by sample
     p_target: float
     neg_log_p: float
 

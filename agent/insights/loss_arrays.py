@@ -178,11 +178,15 @@ class LossArrays:
         return []
 
     def worst(self, limit: int) -> list[dict[str, Any]]:
-        """Each sample's p(target) → −log p → loss, the highest loss first."""
+        """Each sample's p(target) → −log p → loss, the highest loss first. A loss that
+        does not split by sample (a contrastive loss, a hand-written masked mean) still
+        lists every sample, by −log p when the batch has p(target), its loss unknown."""
         losses = self._per_sample_loss()
         p = self.by_sample("p_target")
+        n = len(losses) or (p.shape[0] if p is not None else 0)
         rows = []
-        for i, value in enumerate(losses):
+        for i in range(n):
+            value = losses[i] if i < len(losses) else None
             row: dict[str, Any] = {"sample": i, "loss": value}
             if p is not None and i < p.shape[0]:
                 probs = p[i].reshape(-1).astype(np.float64)
@@ -192,7 +196,8 @@ class LossArrays:
                     row["neg_log_p"] = nll
                     row["p_target"] = float(np.exp(-nll))  # per token: the geometric mean
             rows.append(row)
-        rows.sort(key=lambda r: -r["loss"] if isinstance(r["loss"], (int, float)) else 0)
+        key = "loss" if losses else "neg_log_p"
+        rows.sort(key=lambda r: -r[key] if isinstance(r.get(key), (int, float)) else 0)
         return rows[: max(limit, 0)]
 
     def sample_rows(self, classes: Any) -> list[dict[str, Any]]:
