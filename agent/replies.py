@@ -453,6 +453,7 @@ class LossDetailReply(TypedDict, total=False):
     valid_mean: float
     n_valid: int
     hist: Hist
+    hist_of: Literal["element", "sample"] | None
     residual_hist: Hist | None
     tokens_per_sample: int | None
     worst: list[WorstSample]

@@ -102,6 +102,12 @@ class LossArrays:
         """``{counts, lo, hi}`` of the valid per-element losses (32 bins)."""
         return histogram_of(self.valid_elements())
 
+    def sample_histogram(self) -> dict[str, Any] | None:
+        """``{counts, lo, hi}`` of the per-sample losses: what a loss of the script's own
+        that keeps no per-element losses (a VAE's summed terms) has to show instead."""
+        losses = self._per_sample_loss()
+        return histogram_of(np.asarray(losses, dtype=np.float64)) if losses else None
+
     def residual_histogram(self, fn: Any) -> dict[str, Any] | None:
         """|input − target| per element for the regression losses whose elements give it
         exactly (``mse_loss``: √loss, ``l1_loss``: loss); its sign is not recorded."""

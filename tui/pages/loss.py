@@ -629,7 +629,8 @@ class LossView(AgentPane):
         detail = self.detail or {}
         depth = depth_of(self.app.console.color_system)
         width = max(16, self.query_one("#loss-right").size.width - 2)
-        text = Text("per-element loss\n", style="bold")
+        of = "per-sample" if detail.get("hist_of") == "sample" else "per-element"
+        text = Text(f"{of} loss\n", style="bold")
         text.append_text(histogram(detail.get("hist"), width, False, rows=4, depth=depth))
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")

@@ -78,7 +78,7 @@ def find(rec, batch, loss: torch.Tensor) -> None:
     analysed at a functional loss is not it (or there was none); a loss summed from
     several terms (a multi-task dict of losses, distillation's soft and hard terms) is
     described by its first term, and the section lists every term with its weight."""
-    section = batch.sections.get("loss")
+    section = analysed = batch.sections.get("loss")
     if section is not None and batch.loss_tensor is loss:
         return
     found, linear = _producers(batch, loss)
@@ -101,7 +101,7 @@ def find(rec, batch, loss: torch.Tensor) -> None:
         batch.sections["loss"] = section
         vocabulary.settle(rec, section.get("classes"))
     if section is not None and not (len(found) == 1 and made is loss):
-        section.update(_terms(rec, batch, loss, found, linear, section))
+        section.update(_terms(rec, batch, loss, found, linear, analysed))
 
 
 # Autograd steps walked back from the scalar backward ran on to the calls that made it: a
@@ -193,16 +193,17 @@ def _call_order(made_by, section: dict | None) -> float:
     return made_by[1].id if made_by[0] == "call" else math.inf
 
 
-def _terms(rec, batch, loss: torch.Tensor, found: list, linear: bool, section: dict) -> dict:
+def _terms(rec, batch, loss: torch.Tensor, found: list, linear: bool, analysed) -> dict:
     """``terms``: each loss term backward's scalar was made from, with its value and (when
     the scalar is a weighted sum of them) its weight, d(scalar)/d(term); ``rest``: what
-    the weighted terms leave of the scalar (terms tvis saw no loss call make)."""
+    the weighted terms leave of the scalar (terms tvis saw no loss call make).
+    ``analysed``: the section of the functional loss analysed where it was called."""
     terms = []
     for t, made_by in found:
         if made_by is None:
-            call_id = section.get("call")
+            call_id = (analysed or {}).get("call")
             call = next((c for c in batch.calls if c.id == call_id), None)
-            name = (call.cls or call.name) if call is not None else section.get("fn")
+            name = (call.cls or call.name) if call is not None else (analysed or {}).get("fn")
         elif made_by[0] == "call":
             call_id, name = made_by[1].id, made_by[1].cls or made_by[1].name
         else:

@@ -42,7 +42,11 @@ def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_st
     def lr_lambda(current_step: int):
         if current_step < num_warmup_steps:
             return float(current_step) / float(max(1, num_warmup_steps))
-        return max(0.0, float(num_training_steps - current_step) / float(max(1, num_training_steps - num_warmup_steps)))
+        return max(
+            0.0,
+            float(num_training_steps - current_step)
+            / float(max(1, num_training_steps - num_warmup_steps)),
+        )
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
 
@@ -52,18 +56,26 @@ train_dataloader = DataLoader(ToyClassificationDataset(), batch_size=8, shuffle=
 model = Classifier()
 no_decay = ["bias", "LayerNorm.weight"]
 optimizer_grouped_parameters = [
-    {"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
-    {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+    {
+        "params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)],
+        "weight_decay": 0.01,
+    },
+    {
+        "params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)],
+        "weight_decay": 0.0,
+    },
 ]
 optimizer = torch.optim.AdamW(optimizer_grouped_parameters, lr=5e-4)
 gradient_accumulation_steps = 3
 num_train_epochs = 1
 num_update_steps_per_epoch = math.ceil(len(train_dataloader) / gradient_accumulation_steps)
 max_train_steps = num_train_epochs * num_update_steps_per_epoch
-lr_scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=2, num_training_steps=max_train_steps)
+lr_scheduler = get_linear_schedule_with_warmup(
+    optimizer, num_warmup_steps=2, num_training_steps=max_train_steps
+)
 
 completed_steps = 0
-for epoch in range(num_train_epochs):
+for _epoch in range(num_train_epochs):
     model.train()
     for step, batch in enumerate(train_dataloader):
         with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
@@ -77,4 +89,6 @@ for epoch in range(num_train_epochs):
             lr_scheduler.step()
             optimizer.zero_grad()
             completed_steps += 1
-            print(f"step {completed_steps} loss {loss.item() * gradient_accumulation_steps:.4f} lr {lr_scheduler.get_last_lr()[0]:.2e}")
+            print(
+                f"step {completed_steps} loss {loss.item() * gradient_accumulation_steps:.4f} lr {lr_scheduler.get_last_lr()[0]:.2e}"
+            )

@@ -61,7 +61,9 @@ class ClipLoss(nn.Module):
 
     def forward(self, image_features, text_features, logit_scale, output_dict=False):
         device = image_features.device
-        logits_per_image, logits_per_text = self.get_logits(image_features, text_features, logit_scale)
+        logits_per_image, logits_per_text = self.get_logits(
+            image_features, text_features, logit_scale
+        )
         labels = self.get_ground_truth(device, logits_per_image.shape[0])
         total_loss = (
             F.cross_entropy(logits_per_image, labels) + F.cross_entropy(logits_per_text, labels)
@@ -77,7 +79,10 @@ loss_fn = ClipLoss()
 optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.2)
 batch_size = 12
 for i in range(len(images) // batch_size):
-    image, text = images[i * batch_size : (i + 1) * batch_size], captions[i * batch_size : (i + 1) * batch_size]
+    image, text = (
+        images[i * batch_size : (i + 1) * batch_size],
+        captions[i * batch_size : (i + 1) * batch_size],
+    )
     optimizer.zero_grad()
     image_features, text_features, logit_scale = model(image, text)
     losses = loss_fn(image_features, text_features, logit_scale, output_dict=True)

@@ -1,6 +1,7 @@
 """A DDPM training step as the small diffusion repos write it: a linear beta schedule,
 a random timestep per sample, the noised picture made in closed form, a sinusoidal
 timestep embedding added into a small conv net, and MSE on the predicted noise."""
+
 import math
 
 import torch
@@ -25,9 +26,10 @@ def extract(a, t, x_shape):
 def q_sample(x_start, t, noise=None):
     if noise is None:
         noise = torch.randn_like(x_start)
-    return extract(sqrt_alphas_cumprod, t, x_start.shape) * x_start + extract(
-        sqrt_one_minus_alphas_cumprod, t, x_start.shape
-    ) * noise
+    return (
+        extract(sqrt_alphas_cumprod, t, x_start.shape) * x_start
+        + extract(sqrt_one_minus_alphas_cumprod, t, x_start.shape) * noise
+    )
 
 
 class SinusoidalPositionEmbeddings(nn.Module):
@@ -63,7 +65,10 @@ class TinyUnet(nn.Module):
     def __init__(self, channels=1, dim=16):
         super().__init__()
         self.time_mlp = nn.Sequential(
-            SinusoidalPositionEmbeddings(dim), nn.Linear(dim, dim * 4), nn.GELU(), nn.Linear(dim * 4, dim * 4)
+            SinusoidalPositionEmbeddings(dim),
+            nn.Linear(dim, dim * 4),
+            nn.GELU(),
+            nn.Linear(dim * 4, dim * 4),
         )
         self.down = Block(channels, dim, dim * 4)
         self.mid = Block(dim, dim, dim * 4)
@@ -103,7 +108,7 @@ model = TinyUnet()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
 epochs = 1
-for epoch in range(epochs):
+for _epoch in range(epochs):
     for step, batch in enumerate(dataloader):
         optimizer.zero_grad()
 

@@ -14,9 +14,14 @@ train_loader = DataLoader(TensorDataset(X, y), batch_size=32, shuffle=True)
 
 class DeepNN(nn.Module):
     def __init__(self, num_classes=4):
-        super(DeepNN, self).__init__()
+        super().__init__()
         self.classifier = nn.Sequential(
-            nn.Linear(20, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, num_classes)
+            nn.Linear(20, 128),
+            nn.ReLU(),
+            nn.Dropout(0.1),
+            nn.Linear(128, 64),
+            nn.ReLU(),
+            nn.Linear(64, num_classes),
         )
 
     def forward(self, x):
@@ -25,7 +30,7 @@ class DeepNN(nn.Module):
 
 class LightNN(nn.Module):
     def __init__(self, num_classes=4):
-        super(LightNN, self).__init__()
+        super().__init__()
         self.classifier = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, num_classes))
 
     def forward(self, x):
@@ -36,7 +41,7 @@ def train(model, train_loader, epochs, learning_rate):
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
     model.train()
-    for epoch in range(epochs):
+    for _epoch in range(epochs):
         for inputs, labels in train_loader:
             optimizer.zero_grad()
             loss = criterion(model(inputs), labels)
@@ -44,7 +49,16 @@ def train(model, train_loader, epochs, learning_rate):
             optimizer.step()
 
 
-def train_knowledge_distillation(teacher, student, train_loader, epochs, learning_rate, T, soft_target_loss_weight, ce_loss_weight):
+def train_knowledge_distillation(
+    teacher,
+    student,
+    train_loader,
+    epochs,
+    learning_rate,
+    T,
+    soft_target_loss_weight,
+    ce_loss_weight,
+):
     ce_loss = nn.CrossEntropyLoss()
     optimizer = torch.optim.Adam(student.parameters(), lr=learning_rate)
 
@@ -80,7 +94,7 @@ def train_knowledge_distillation(teacher, student, train_loader, epochs, learnin
             optimizer.step()
 
             running_loss += loss.item()
-            print(f"Epoch {epoch+1}/{epochs}, Loss: {loss.item():.4f}")
+            print(f"Epoch {epoch + 1}/{epochs}, Loss: {loss.item():.4f}")
 
 
 nn_deep = DeepNN()
@@ -91,4 +105,13 @@ if __name__ == "__main__":
     # the teacher was trained earlier (train(nn_deep, ...)); its checkpoint is loaded when present
     if os.path.exists("teacher.pth"):
         nn_deep.load_state_dict(torch.load("teacher.pth"))
-    train_knowledge_distillation(teacher=nn_deep, student=nn_light, train_loader=train_loader, epochs=1, learning_rate=0.001, T=2, soft_target_loss_weight=0.25, ce_loss_weight=0.75)
+    train_knowledge_distillation(
+        teacher=nn_deep,
+        student=nn_light,
+        train_loader=train_loader,
+        epochs=1,
+        learning_rate=0.001,
+        T=2,
+        soft_target_loss_weight=0.25,
+        ce_loss_weight=0.75,
+    )

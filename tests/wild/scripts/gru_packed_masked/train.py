@@ -11,8 +11,20 @@ PAD = 0
 words = ["<pad>", "the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "park", "big", "small"]
 word2idx = {w: i for i, w in enumerate(words)}
 tags = ["<pad>", "DET", "NOUN", "VERB", "ADP", "ADJ"]
-tag_of = {"the": "DET", "a": "DET", "cat": "NOUN", "mat": "NOUN", "dog": "NOUN", "park": "NOUN",
-          "sat": "VERB", "ran": "VERB", "on": "ADP", "to": "ADP", "big": "ADJ", "small": "ADJ"}
+tag_of = {
+    "the": "DET",
+    "a": "DET",
+    "cat": "NOUN",
+    "mat": "NOUN",
+    "dog": "NOUN",
+    "park": "NOUN",
+    "sat": "VERB",
+    "ran": "VERB",
+    "on": "ADP",
+    "to": "ADP",
+    "big": "ADJ",
+    "small": "ADJ",
+}
 
 torch.manual_seed(0)
 random_gen = torch.Generator().manual_seed(0)
@@ -26,7 +38,11 @@ for _ in range(64):
 def collate(batch):
     lengths = torch.tensor([len(s) for s in batch])
     x = pad_sequence(batch, batch_first=True, padding_value=PAD)
-    y = pad_sequence([torch.tensor([tags.index(tag_of[words[i]]) for i in s]) for s in batch], batch_first=True, padding_value=PAD)
+    y = pad_sequence(
+        [torch.tensor([tags.index(tag_of[words[i]]) for i in s]) for s in batch],
+        batch_first=True,
+        padding_value=PAD,
+    )
     return x, y, lengths
 
 
@@ -47,7 +63,9 @@ class Tagger(nn.Module):
 
 def masked_loss(logits, targets, lengths):
     mask = (torch.arange(targets.size(1))[None, :] < lengths[:, None]).float()
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none"
+    )
     loss = loss.view_as(mask) * mask
     return loss.sum() / mask.sum()
 
@@ -55,7 +73,7 @@ def masked_loss(logits, targets, lengths):
 loader = torch.utils.data.DataLoader(sentences, batch_size=8, shuffle=True, collate_fn=collate)
 model = Tagger(len(words), len(tags))
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-for epoch in range(1):
+for _epoch in range(1):
     for i, (x, y, lengths) in enumerate(loader):
         model.zero_grad()
         logits = model(x, lengths)

@@ -8,7 +8,9 @@ import torch.nn.functional as F
 
 def one_hot(x, num_classes, on_value=1.0, off_value=0.0):
     x = x.long().view(-1, 1)
-    return torch.full((x.size()[0], num_classes), off_value, device=x.device).scatter_(1, x, on_value)
+    return torch.full((x.size()[0], num_classes), off_value, device=x.device).scatter_(
+        1, x, on_value
+    )
 
 
 def mixup_target(target, num_classes, lam=1.0, smoothing=0.0):
@@ -29,7 +31,14 @@ def rand_bbox(img_shape, lam):
 
 
 class Mixup:
-    def __init__(self, mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.5, label_smoothing=0.1, num_classes=10):
+    def __init__(
+        self,
+        mixup_alpha=0.8,
+        cutmix_alpha=1.0,
+        switch_prob=0.5,
+        label_smoothing=0.1,
+        num_classes=10,
+    ):
         self.mixup_alpha = mixup_alpha
         self.cutmix_alpha = cutmix_alpha
         self.switch_prob = switch_prob
@@ -53,7 +62,7 @@ class Mixup:
 
 class SoftTargetCrossEntropy(nn.Module):
     def __init__(self):
-        super(SoftTargetCrossEntropy, self).__init__()
+        super().__init__()
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = torch.sum(-target * F.log_softmax(x, dim=-1), dim=-1)
@@ -64,8 +73,13 @@ class Net(nn.Module):
     def __init__(self, num_classes=10):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(inplace=True),
         )
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.head = nn.Linear(32, num_classes)
@@ -78,7 +92,9 @@ np.random.seed(0)
 torch.manual_seed(0)
 images = torch.randn(64, 3, 16, 16)
 labels = torch.randint(0, 10, (64,))
-loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=16, shuffle=True, drop_last=True)
+loader = torch.utils.data.DataLoader(
+    torch.utils.data.TensorDataset(images, labels), batch_size=16, shuffle=True, drop_last=True
+)
 model = Net()
 mixup_fn = Mixup(num_classes=10)
 train_loss_fn = SoftTargetCrossEntropy()

@@ -12,7 +12,9 @@ from torch.utils.data import DataLoader, TensorDataset
 class MultiTaskModel(nn.Module):
     def __init__(self, n_features=12, hidden=32, n_classes=4):
         super().__init__()
-        self.trunk = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.trunk = nn.Sequential(
+            nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+        )
         self.cls_head = nn.Linear(hidden, n_classes)
         self.reg_head = nn.Linear(hidden, 2)
         self.ce = nn.CrossEntropyLoss()
@@ -45,7 +47,7 @@ y_reg = X[:, 2] * 3 + 0.5 * torch.randn(160)
 loader = DataLoader(TensorDataset(X, y_cls, y_reg), batch_size=20, shuffle=True)
 model = MultiTaskModel()
 optimizer = model.configure_optimizers()
-for epoch in range(1):
+for _epoch in range(1):
     model.train()
     for batch_idx, batch in enumerate(loader):
         out = model.training_step(batch, batch_idx)

@@ -13,14 +13,16 @@ torch.manual_seed(1)
 # stand-in for MNIST: blobs of light on 14x14 pictures, in [0, 1]
 yy, xx = torch.meshgrid(torch.arange(14.0), torch.arange(14.0), indexing="ij")
 centres = torch.rand(128, 2) * 10 + 2
-images = torch.exp(-((yy - centres[:, 0, None, None]) ** 2 + (xx - centres[:, 1, None, None]) ** 2) / 6)
+images = torch.exp(
+    -((yy - centres[:, 0, None, None]) ** 2 + (xx - centres[:, 1, None, None]) ** 2) / 6
+)
 dataset = torch.utils.data.TensorDataset(images.unsqueeze(1), torch.zeros(128))
 train_loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True)
 
 
 class VAE(nn.Module):
     def __init__(self):
-        super(VAE, self).__init__()
+        super().__init__()
 
         self.fc1 = nn.Linear(196, 64)
         self.fc21 = nn.Linear(64, 8)
@@ -74,7 +76,9 @@ def train(epoch):
         train_loss += loss.item()
         optimizer.step()
         if batch_idx % 2 == 0:
-            print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_loader.dataset)}]\tLoss: {loss.item() / len(data):.6f}")
+            print(
+                f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_loader.dataset)}]\tLoss: {loss.item() / len(data):.6f}"
+            )
 
 
 for epoch in range(1, 2):
