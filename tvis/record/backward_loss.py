@@ -207,7 +207,7 @@ def _terms(rec, batch, loss: torch.Tensor, found: list, linear: bool, analysed) 
         elif made_by[0] == "call":
             call_id, name = made_by[1].id, made_by[1].cls or made_by[1].name
         else:
-            call_id, name = None, f".{made_by[1]}()"
+            call_id, name = None, _expression(made_by[3]) or f".{made_by[1]}()"
         terms.append({"call": call_id, "fn": name, "value": float(t.detach())})
     if not linear:
         return {"terms": terms, "rest": None}
