@@ -151,6 +151,8 @@ def test_a_contrastive_loss_returned_in_a_dict_is_the_loss_and_lists_every_sampl
     assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in worst)
     nll = [r["neg_log_p"] for r in worst]
     assert nll == sorted(nll, reverse=True)
+    # Its targets are batch positions, not token ids: no vocabulary is looked for them.
+    assert "vocab_why" not in rec.info["data"] and "vocab" not in rec.info["data"]
 
 
 def test_distillation_shows_the_hard_term_its_weight_and_what_the_kl_adds(recordings):
@@ -187,6 +189,8 @@ def test_gradient_accumulation_shows_the_scale_and_the_steps_batches(recordings)
     # `step % 3 == 0` steps after batch 0, then after batches 1-3.
     steps = {s["index"]: s["batches"] for s in rec.info["steps"]}
     assert steps[0] == [0] and steps[1] == [1, 2, 3]
+    # Three labels of a token-sequence classifier are not "the model's 3 token ids".
+    assert "vocab_why" not in rec.info["data"]
     assert _mean([r["loss"] for r in rec.rows]) == pytest.approx(d["value"], rel=1e-5)
 
 
@@ -197,6 +201,8 @@ def test_a_hand_masked_token_mean_lists_every_sample_with_its_loss_unknown(recor
     assert "does not split by sample" in d["per_sample_why"]
     assert sorted(r["sample"] for r in d["worst"]) == list(range(8))
     assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in d["worst"])
+    # Six tags predicted from thirteen words: tags are not token ids of any vocabulary.
+    assert "vocab_why" not in rec.info["data"]
 
 
 def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):
