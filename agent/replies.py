@@ -414,9 +414,18 @@ class PixelIoU(TypedDict):
 
 class WorstSample(TypedDict):
     sample: int
-    loss: float
+    loss: float | None  # None: the loss does not split by sample
     p_target: float
     neg_log_p: float
+
+
+class LossTerm(TypedDict, total=False):
+    """One term of the scalar backward ran on: its loss call, value and weight in the sum."""
+
+    call: int | None
+    fn: str
+    value: float
+    weight: float
 
 
 class LossDetailReply(TypedDict, total=False):
@@ -437,11 +446,14 @@ class LossDetailReply(TypedDict, total=False):
     per_element_shape: list[int]
     per_sample_how: str | None
     per_sample_why: str | None
+    terms: list[LossTerm] | None
+    rest: float | None
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float
     n_valid: int
     hist: Hist
+    hist_of: Literal["element", "sample"] | None
     residual_hist: Hist | None
     tokens_per_sample: int | None
     worst: list[WorstSample]

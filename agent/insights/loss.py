@@ -102,6 +102,8 @@ class LossAPI(InsightBase):
                 "merged",
                 "per_sample_how",
                 "per_sample_why",
+                "terms",
+                "rest",
             )
         }
         result["call"] = (
@@ -124,6 +126,10 @@ class LossAPI(InsightBase):
             raise AgentError(f"elements must be 0 to {MAX_ELEMENTS}.", BAD_REQUEST)
         result.update(table.elements(elements))
         result["hist"] = table.histogram()
+        result["hist_of"] = "element" if result["hist"] else None
+        if result["hist"] is None:
+            result["hist"] = table.sample_histogram()
+            result["hist_of"] = "sample" if result["hist"] else None
         result["residual_hist"] = table.residual_histogram(loss.get("fn"))
         result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)

@@ -102,6 +102,12 @@ class LossArrays:
         """``{counts, lo, hi}`` of the valid per-element losses (32 bins)."""
         return histogram_of(self.valid_elements())
 
+    def sample_histogram(self) -> dict[str, Any] | None:
+        """``{counts, lo, hi}`` of the per-sample losses: what a loss of the script's own
+        that keeps no per-element losses (a VAE's summed terms) has to show instead."""
+        losses = self._per_sample_loss()
+        return histogram_of(np.asarray(losses, dtype=np.float64)) if losses else None
+
     def residual_histogram(self, fn: Any) -> dict[str, Any] | None:
         """|input − target| per element for the regression losses whose elements give it
         exactly (``mse_loss``: √loss, ``l1_loss``: loss); its sign is not recorded."""
@@ -178,11 +184,15 @@ class LossArrays:
         return []
 
     def worst(self, limit: int) -> list[dict[str, Any]]:
-        """Each sample's p(target) → −log p → loss, the highest loss first."""
+        """Each sample's p(target) → −log p → loss, the highest loss first. A loss that
+        does not split by sample (a contrastive loss, a hand-written masked mean) still
+        lists every sample, by −log p when the batch has p(target), its loss unknown."""
         losses = self._per_sample_loss()
         p = self.by_sample("p_target")
+        n = len(losses) or (p.shape[0] if p is not None else 0)
         rows = []
-        for i, value in enumerate(losses):
+        for i in range(n):
+            value = losses[i] if i < len(losses) else None
             row: dict[str, Any] = {"sample": i, "loss": value}
             if p is not None and i < p.shape[0]:
                 probs = p[i].reshape(-1).astype(np.float64)
@@ -192,7 +202,8 @@ class LossArrays:
                     row["neg_log_p"] = nll
                     row["p_target"] = float(np.exp(-nll))  # per token: the geometric mean
             rows.append(row)
-        rows.sort(key=lambda r: -r["loss"] if isinstance(r["loss"], (int, float)) else 0)
+        key = "loss" if losses else "neg_log_p"
+        rows.sort(key=lambda r: -r[key] if isinstance(r.get(key), (int, float)) else 0)
         return rows[: max(limit, 0)]
 
     def sample_rows(self, classes: Any) -> list[dict[str, Any]]:

@@ -115,7 +115,9 @@ def test_a_loss_call_that_is_one_term_says_what_backward_ran_on(tmp_path, text_l
         batch = client.call("run", run=".")["batches"][0]
     assert detail["fn"] == "mse_loss" and detail["backward_loss"] == batch["loss"]
     assert detail["backward_loss"] > detail["value"]  # plus the penalty
-    assert "is one term of the loss" in call_line(detail).plain
+    # backward ran on the sum, each term weighted as the line weighs it
+    assert "= 1 × F.mse_loss" in call_line(detail).plain
+    assert "+ 0.1 × out.pow(2).mean()" in call_line(detail).plain
     with LocalClient(text_lm) as client:  # one loss call, backward on it
         single = client.call("loss_detail", run=".", batch=_training_batch(client))
     assert single["backward_loss"] == pytest.approx(single["value"])

@@ -64,13 +64,36 @@ def call_line(detail: dict[str, Any]) -> Text:
     if call.get("site"):
         text.append(f"   called at {fmt.where(call['site'])}", style=colors.MUTED)
     value, backward = detail.get("value"), detail.get("backward_loss")
-    if isinstance(value, float) and isinstance(backward, float) and not _close(value, backward):
-        text.append(
-            f"\nbackward ran on {fmt.num(backward)}, not this call's {fmt.num(value)}: the call "
-            "is one term of the loss, or the loss was scaled",
-            style=colors.WARN,
-        )
+    terms = detail.get("terms") or []
+    if not isinstance(value, float) or not isinstance(backward, float):
+        return text
+    if len(terms) > 1 or not _close(value, backward):
+        text.append(f"\nbackward ran on {fmt.num(backward)}", style=colors.WARN)
+        if terms:
+            text.append(" = " + terms_text(terms, detail.get("rest"), backward), style=colors.WARN)
+        else:
+            text.append(
+                f", not this call's {fmt.num(value)}: the call is one term of the loss, or "
+                "the loss was scaled",
+                style=colors.WARN,
+            )
     return text
+
+
+def terms_text(terms: list[dict[str, Any]], rest: float | None, total: float) -> str:
+    """``1 × CrossEntropyLoss 1.384 + 0.5 × GaussianNLLLoss 4.799 + 0.01475 not from a
+    loss call``: the loss terms backward's scalar was made from, weighted as it weighs them."""
+    parts = []
+    for term in terms:
+        weight = term.get("weight")
+        scaled = f"{fmt.num(weight)} × " if isinstance(weight, float) else ""
+        parts.append(f"{scaled}{term.get('fn')} {fmt.num(term.get('value'))}")
+    line = " + ".join(parts)
+    if rest is None:
+        return line + " (combined otherwise than by a weighted sum)"
+    if abs(rest) > 1e-5 * max(1.0, abs(total)):  # float32 rounding of the sum is not a term
+        line += f" + {fmt.num(rest)} from terms no loss call made"
+    return line
 
 
 def _close(a: float, b: float) -> bool:
@@ -606,7 +629,8 @@ class LossView(AgentPane):
         detail = self.detail or {}
         depth = depth_of(self.app.console.color_system)
         width = max(16, self.query_one("#loss-right").size.width - 2)
-        text = Text("per-element loss\n", style="bold")
+        of = "per-sample" if detail.get("hist_of") == "sample" else "per-element"
+        text = Text(f"{of} loss\n", style="bold")
         text.append_text(histogram(detail.get("hist"), width, False, rows=4, depth=depth))
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")

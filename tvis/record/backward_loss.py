@@ -41,57 +41,114 @@ REDUCTIONS = ("mean", "sum")
 
 def note_scalar(batch, result, made_by) -> None:
     """Remember a scalar that may become the loss: ``made_by`` is ``("call", call, fn,
-    args, kwargs)`` or ``("op", name, input, (file, line))``."""
-    if (
-        isinstance(result, torch.Tensor)
-        and result.requires_grad
-        and result.numel() == 1
-        and not batch.light
-    ):
-        batch.scalars[id(result)] = (result, made_by)
+    args, kwargs)`` or ``("op", name, input, (file, line))``. A call that returns its
+    losses in a dict, tuple or list (open_clip's ``output_dict=True``, a model returning
+    ``(logits, loss)``) has each scalar noted, ``fn`` then picking that one out."""
+    if batch.light:
+        return
+    if isinstance(result, torch.Tensor):
+        if result.requires_grad and result.numel() == 1:
+            batch.scalars[id(result)] = (result, made_by)
+        return
+    if made_by[0] != "call" or not isinstance(result, (dict, list, tuple)):
+        return
+    items = result.items() if isinstance(result, dict) else enumerate(result)
+    for key, value in list(items)[:MAX_RETURNED]:
+        if isinstance(value, torch.Tensor) and value.requires_grad and value.numel() == 1:
+            fn = made_by[2] and _picking(made_by[2], key)
+            batch.scalars[id(value)] = (value, (*made_by[:2], fn, *made_by[3:]))
+
+
+# Values of a returned dict, tuple or list looked at for scalars: a loss dict holds a few.
+MAX_RETURNED = 16
+
+
+def _picking(fn, key):
+    """``fn`` returning only its result's ``key`` entry (for re-applying it per sample)."""
+
+    def picked(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out[key] if isinstance(out, (dict, list, tuple)) else out
+
+    return picked
 
 
 def find(rec, batch, loss: torch.Tensor) -> None:
     """Make ``batch.sections["loss"]`` describe what backward runs on, when the loss
-    analysed at a functional loss is not it (or there was none)."""
-    section = batch.sections.get("loss")
+    analysed at a functional loss is not it (or there was none); a loss summed from
+    several terms (a multi-task dict of losses, distillation's soft and hard terms) is
+    described by its first term, and the section lists every term with its weight."""
+    section = analysed = batch.sections.get("loss")
     if section is not None and batch.loss_tensor is loss:
         return
-    producer = _producer(batch, loss)
-    if producer is None:
+    found, linear = _producers(batch, loss)
+    if not found:
         if section is None:
             batch.sections["loss"] = _unknown(batch, loss)
         return
-    made, made_by = producer
+    found.sort(key=lambda term: _call_order(term[1], section))
+    made, made_by = found[0]
     if made_by is None:
-        return  # the functional loss analysed, scaled or summed with other terms
-    if made_by[0] == "op" and section is not None and made_by[2] is batch.loss_tensor:
+        pass  # the functional loss analysed, scaled or summed with other terms
+    elif made_by[0] == "op" and section is not None and made_by[2] is batch.loss_tensor:
         # loss(..., reduction="none").mean(): the loss analysed, reduced on the script's line
         section.update(value=float(made.detach()), reduction=made_by[1])
-        return
-    if made_by[0] == "op":
-        new = _from_reduction(rec, batch, made, *made_by[1:])
     else:
-        new = _from_call(rec, batch, made, *made_by[1:], inner=section)
-    batch.sections["loss"] = new
-    vocabulary.settle(rec, new.get("classes"))
+        if made_by[0] == "op":
+            section = _from_reduction(rec, batch, made, *made_by[1:])
+        else:
+            section = _from_call(rec, batch, made, *made_by[1:], inner=section)
+        batch.sections["loss"] = section
+        vocabulary.settle(rec, section.get("classes"))
+    if section is not None and not (len(found) == 1 and made is loss):
+        section.update(_terms(rec, batch, loss, found, linear, analysed))
 
 
-# Autograd steps walked back from the scalar backward ran on to the call that made it: a
-# scale (gradient accumulation's ``loss / n``) or a sum of terms is one or two ops, and
-# the walk must not wander into the model.
+# Autograd steps walked back from the scalar backward ran on to the calls that made it: a
+# scale (gradient accumulation's ``loss / n``) or a weighted sum of terms is a few ops,
+# and the walk must not wander into the model.
 WALK_STEPS = 3
 
+# Autograd nodes through which the scalar backward ran on is a weighted sum of the terms
+# found (a product or quotient is linear only while one side is a constant).
+LINEAR_NODES = {
+    "AddBackward0",
+    "AddBackward1",
+    "SubBackward0",
+    "SubBackward1",
+    "RsubBackward0",
+    "RsubBackward1",
+    "MulBackward0",
+    "MulBackward1",
+    "DivBackward0",
+    "DivBackward1",
+    "NegBackward0",
+    "CloneBackward0",
+    "ToCopyBackward0",
+    "SumBackward0",
+    "MeanBackward0",
+    "StackBackward0",
+    "CatBackward0",
+    "ViewBackward0",
+    "SqueezeBackward0",
+    "UnsqueezeBackward0",
+}
+ONE_SIDED = {"MulBackward0", "DivBackward0"}
 
-def _producer(batch, loss: torch.Tensor):
-    """(scalar, what made it) nearest to ``loss`` in its graph: ``loss`` itself, or a
-    scalar a few ops before it; what made it is None for the functional loss analysed."""
+
+def _producers(batch, loss: torch.Tensor) -> tuple[list, bool]:
+    """The scalars nearest to ``loss`` in its graph, each (scalar, what made it; None for
+    the functional loss analysed): ``loss`` itself, or the terms a few ops before it; and
+    whether ``loss`` is a weighted sum of them (the ops between are linear)."""
     noted = {}
+    steps = _model_running_calls(batch)
     for t, made_by in batch.scalars.values():
-        if t.grad_fn is not None:
+        if t.grad_fn is not None and not (made_by[0] == "call" and made_by[1].id in steps):
             noted.setdefault(t.grad_fn, (t, made_by))
     if batch.loss_tensor is not None and batch.loss_tensor.grad_fn is not None:
         noted[batch.loss_tensor.grad_fn] = (batch.loss_tensor, None)
+    found: list = []
+    linear = True
     frontier, seen = [loss.grad_fn], set()
     for _ in range(WALK_STEPS + 1):
         ahead = []
@@ -100,10 +157,76 @@ def _producer(batch, loss: torch.Tensor):
                 continue
             seen.add(node)
             if node in noted:
-                return noted[node]
-            ahead += [n for n, _ in node.next_functions if n is not None]
+                found.append(noted[node])
+                continue  # a term: what made it is not walked into
+            inputs = [n for n, _ in node.next_functions if n is not None]
+            name = node.name()
+            if name not in LINEAR_NODES or (name in ONE_SIDED and len(inputs) > 1):
+                linear = False
+            ahead += inputs
         frontier = ahead
-    return None
+    return found, linear
+
+
+def _model_running_calls(batch) -> set[int]:
+    """Project functions that ran a module other than a loss (a Lightning-style
+    ``training_step``, a ``compute_loss(model, batch)``): what they return is the loss
+    of a whole step, and the loss terms are looked for inside it."""
+    by_id = {c.id: c for c in batch.calls}
+    out: set[int] = set()
+    for c in batch.calls:
+        if c.kind != "module":
+            continue
+        parent = by_id.get(c.parent)
+        while parent is not None and parent.id not in out:
+            if parent.kind == "function":
+                out.add(parent.id)
+            parent = by_id.get(parent.parent)
+    return out
+
+
+def _call_order(made_by, section: dict | None) -> float:
+    """Where a term's call stands in the batch's call order (inline reductions last)."""
+    if made_by is None:
+        call = (section or {}).get("call")
+        return call if isinstance(call, int) else math.inf
+    return made_by[1].id if made_by[0] == "call" else math.inf
+
+
+def _terms(rec, batch, loss: torch.Tensor, found: list, linear: bool, analysed) -> dict:
+    """``terms``: each loss term backward's scalar was made from, with its value and (when
+    the scalar is a weighted sum of them) its weight, d(scalar)/d(term); ``rest``: what
+    the weighted terms leave of the scalar (terms tvis saw no loss call make).
+    ``analysed``: the section of the functional loss analysed where it was called."""
+    terms = []
+    for t, made_by in found:
+        if made_by is None:
+            call_id = (analysed or {}).get("call")
+            call = next((c for c in batch.calls if c.id == call_id), None)
+            name = (call.cls or call.name) if call is not None else (analysed or {}).get("fn")
+        elif made_by[0] == "call":
+            call_id, name = made_by[1].id, made_by[1].cls or made_by[1].name
+        else:
+            call_id, name = None, _expression(made_by[3]) or f".{made_by[1]}()"
+        terms.append({"call": call_id, "fn": name, "value": float(t.detach())})
+    if not linear:
+        return {"terms": terms, "rest": None}
+    paused = rec.paused
+    rec.paused = True  # tvis's own gradient hooks stay silent
+    try:
+        with rec.quiet():
+            grads = torch.autograd.grad(
+                loss, [t for t, _ in found], retain_graph=True, allow_unused=True
+            )
+    except Exception:
+        return {"terms": terms, "rest": None}
+    finally:
+        rec.paused = paused
+    scale = batch.grad_scale or 1.0  # backward ran on a GradScaler's multiple of the loss
+    for term, grad in zip(terms, grads, strict=True):
+        term["weight"] = float(grad) / scale if grad is not None else 0.0
+    rest = float(loss.detach()) / scale - math.fsum(t["weight"] * t["value"] for t in terms)
+    return {"terms": terms, "rest": rest}
 
 
 def _unknown(batch, loss: torch.Tensor) -> dict:
@@ -213,7 +336,9 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         "value": float(loss.detach()),
     }
     logits, target = _logits_and_target(args, kwargs)
-    if inner is not None:  # a functional loss inside it: its predictions describe the same batch
+    if inner is not None and _inside(batch, inner.get("call"), call):
+        # a functional loss inside it: its predictions describe the same batch (one beside
+        # it, another term of a multi-task loss, predicts something else)
         for key in ("classes", "target", "pred", "p_target", "top_i", "top_p", "shape"):
             if key in inner:
                 section[key] = inner[key]
@@ -234,6 +359,16 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         if cams:
             batch.sections["gradcam"] = cams
     return section
+
+
+def _inside(batch, call_id, outer: Call) -> bool:
+    """Whether call ``call_id`` ran inside ``outer``."""
+    parents = {c.id: c.parent for c in batch.calls}
+    while isinstance(call_id, int) and call_id >= 0:
+        if call_id == outer.id:
+            return True
+        call_id = parents.get(call_id)
+    return False
 
 
 def _mark_loss(batch, call: Call) -> None:

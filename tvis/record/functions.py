@@ -143,7 +143,7 @@ class FunctionTracer(Extension):
                 batch = rec.batch
                 if batch is None or call.owner != batch.index:
                     return
-                if given is not None and isinstance(value, torch.Tensor):
+                if given is not None and value is not None:
                     made_by = ("call", call, _function_of(frame), (), dict(given))
                     backward_loss.note_scalar(batch, value, made_by)
                 call.fwd_ms = (rec.work.started - rec.overhead - batch.started) * 1e3 - call.t0

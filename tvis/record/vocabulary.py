@@ -90,14 +90,17 @@ def _why(misfits: list[tuple[str, int]], sizes: set[int]) -> str:
 
 def _model_sizes(rec, classes: int | None) -> set[int]:
     """What a vocabulary's size must agree with: the logits' last dimension when the loss
-    gave one, else the rows of the model's embeddings; nothing without an embedding."""
+    gave one, else the rows of the model's embeddings; nothing without an embedding, and
+    nothing when the loss's classes are no embedding's rows: a classifier of token
+    sequences (a sentiment head, a tagger, CLIP's batch-position targets) predicts classes
+    that are not token ids."""
     rows = {
         m.num_embeddings
         for root in list(rec.roots.values())
         for m in root.modules()
         if isinstance(m, torch.nn.Embedding)
     }
-    if not rows:
+    if not rows or (classes and classes not in rows):
         return set()
     return {classes} if classes else rows
 

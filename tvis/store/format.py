@@ -123,9 +123,14 @@ A batch index (``batches/N/index.msgpack``)::
               "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...],
               "weighted": bool, "weight_sum": float,  # weight_sum: a weighted CE/NLL
                                                       # mean's divisor (class targets)
-              "per_sample_how"?: str, "per_sample_why"?: str},  # a loss of the script's own
+              "per_sample_how"?: str, "per_sample_why"?: str,  # a loss of the script's own
               # (found from the scalar backward ran on): how its per-sample losses were had
               # exactly (re-applied per sample, or a reduction's input), or why they were not
+              "terms"?: [{"call": id | None, "fn", "value", "weight"?}], "rest"?: float | None},
+              # the loss terms the scalar backward ran on was made from when it is not the
+              # call itself (a sum of losses, a scaled loss): each term's value and, when the
+              # scalar is a weighted sum of them, its weight; ``rest``: what the weighted
+              # terms leave of the scalar (terms no loss call made), None when not linear
      "gradcam": [{"call", "layer", "which": "pred" | "true", "tensor": id, "approximate"}],
      "attention": [{"call", "module", "tensor": id, "shape", "heads"}],
      "repr": [{"call", "module", "depth", "tensor": id}],   # pooled, one row per sample

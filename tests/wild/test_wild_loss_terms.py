@@ -1,0 +1,302 @@
+"""Scripts whose loss is not one call of a loss function (tests/wild/scripts/<name>/train.py,
+written as their public originals are): a VAE's reconstruction + β·KL summed in a
+function, DDPM's MSE on the predicted noise, CLIP's contrastive loss returned in a dict,
+knowledge distillation's soft KL + hard CE, timm's mixup soft targets, HF-style gradient
+accumulation under bf16 autocast, a GRU tagger's hand-masked token mean, and a
+multi-task model's dict of weighted losses summed in a Lightning-style training_step.
+
+Each is recorded with `tvis run` as a user runs it, and its Loss page is checked against
+what a reader of the script knows: which loss backward ran on, how it is made of terms
+and weights, and each sample's loss where the loss splits by sample (and every sample
+listed, its loss unknown, where it does not).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from support import record_script
+
+from tvis.agent.client import LocalClient
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+TVIS = str(Path(sys.executable).with_name("tvis"))
+NAMES = (
+    "vae_beta_kl",
+    "ddpm_noise",
+    "clip_contrastive",
+    "distill_kd",
+    "mixup_soft_targets",
+    "accum_autocast_warmup",
+    "gru_packed_masked",
+    "multitask_dict_losses",
+)
+
+
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=300, env=os.environ.copy()
+    )
+
+
+def _record(name: str, root: Path) -> tuple[str, Path | str]:
+    """The script run plainly, then under `tvis run --steps 2`, each in a fresh folder."""
+    script = str(SCRIPTS / name / "train.py")
+    plain_dir, work = root / "plain" / name, root / "tvis" / name
+    plain_dir.mkdir(parents=True)
+    work.mkdir(parents=True)
+    plain = _run([sys.executable, script], plain_dir)
+    result = _run([TVIS, "run", "--steps", "2", "--out", "runs", script], work)
+    if plain.returncode != 0 or result.returncode != 0 or "tvis failed" in result.stderr:
+        return name, plain.stderr + result.stderr
+    (work / "plain.txt").write_text(plain.stdout)
+    (work / "tvis.txt").write_text(result.stdout)
+    return name, work / "runs"
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory) -> dict[str, Path | str]:
+    root = tmp_path_factory.mktemp("wild_losses")
+    with ThreadPoolExecutor(3) as pool:
+        return dict(pool.map(lambda n: _record(n, root), NAMES))
+
+
+class Batch:
+    """A recording's first training batch, seen through the agent."""
+
+    def __init__(self, client: LocalClient) -> None:
+        (row,) = client.call("runs")
+        self.client, self.name = client, row["run"]
+        self.info = client.call("run", run=self.name)
+        first = next(b for b in self.info["batches"] if not b.get("light"))
+        self.index, self.size = first["index"], first["batch_size"]
+        self.detail = self.call("loss_detail", batch=self.index)
+        self.rows = self.call("sample_table", batch=self.index)["rows"]
+
+    def call(self, method: str, **params):
+        return self.client.call(method, run=self.name, **params)
+
+
+def _open(recordings, name: str) -> Batch:
+    runs = recordings[name]
+    assert isinstance(runs, Path), f"{name} failed under tvis:\n{runs}"
+    with LocalClient(runs) as client:
+        return Batch(client)
+
+
+def test_every_script_prints_under_tvis_what_it_prints_plainly(recordings):
+    for name, runs in recordings.items():
+        assert isinstance(runs, Path), f"{name} failed:\n{runs}"
+        plain = [line for line in (runs.parent / "plain.txt").read_text().splitlines() if line]
+        lines = [
+            line
+            for line in (runs.parent / "tvis.txt").read_text().splitlines()
+            if line and not line.startswith("tvis:")
+        ]
+        assert lines and lines == plain[: len(lines)], name  # same losses, same order
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_replay_has_a_loss_step_for_the_first_training_batch(recordings, name):
+    runs = recordings[name]
+    assert isinstance(runs, Path), runs
+    with LocalClient(runs) as client:
+        rec = Batch(client)
+        events = rec.call("replay", sample=0, limit=5000)["events"]
+    losses = [e for e in events if e["kind"] == "loss" and e["batch"] == rec.index]
+    assert losses and losses[0]["value"] == pytest.approx(rec.detail["value"])
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def test_a_vae_loss_summed_in_a_function_shows_each_samples_share_of_the_sum(recordings):
+    rec = _open(recordings, "vae_beta_kl")
+    d = rec.detail
+    assert d["fn"] == "loss_function" and d["call"]["kind"] == "loss"
+    assert d["value"] == pytest.approx(d["backward_loss"], rel=1e-6) and not d.get("terms")
+    assert d["reduction"] == "sum"  # BCE and KL summed over the batch, not averaged
+    losses = [r["loss"] for r in rec.rows]
+    assert len(losses) == rec.size == 16
+    assert sum(losses) == pytest.approx(d["backward_loss"], rel=1e-4)
+    # No per-element losses: the page's histogram is of the per-sample ones, said so.
+    assert d["hist_of"] == "sample" and sum(d["hist"]["counts"]) == 16
+
+
+def test_ddpm_noise_mse_shows_per_sample_losses_over_each_samples_pixels(recordings):
+    rec = _open(recordings, "ddpm_noise")
+    d = rec.detail
+    assert d["fn"] == "mse_loss" and d["reduction_check"]["matches"]
+    assert d["per_element_shape"] == [8, 1, 12, 12] and d["hist_of"] == "element"
+    losses = [r["loss"] for r in rec.rows]
+    assert len(losses) == 8 and _mean(losses) == pytest.approx(d["backward_loss"], rel=1e-5)
+    assert all("target" not in r for r in rec.rows)  # noise, not classes
+
+
+def test_a_contrastive_loss_returned_in_a_dict_is_the_loss_and_lists_every_sample(recordings):
+    rec = _open(recordings, "clip_contrastive")
+    d = rec.detail
+    # ClipLoss(output_dict=True) returns {"contrastive_loss": ...}; sum(losses.values()).
+    assert d["fn"] == "ClipLoss" and d["call"]["cls"] == "ClipLoss"
+    assert d["value"] == pytest.approx(d["backward_loss"], rel=1e-6)
+    assert "does not split by sample" in d["per_sample_why"]  # each image's row needs the batch
+    worst = d["worst"]
+    assert sorted(r["sample"] for r in worst) == list(range(12))
+    assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in worst)
+    nll = [r["neg_log_p"] for r in worst]
+    assert nll == sorted(nll, reverse=True)
+    # Its targets are batch positions, not token ids: no vocabulary is looked for them.
+    assert "vocab_why" not in rec.info["data"] and "vocab" not in rec.info["data"]
+
+
+def test_distillation_shows_the_hard_term_its_weight_and_what_the_kl_adds(recordings):
+    rec = _open(recordings, "distill_kd")
+    d = rec.detail
+    assert rec.info["batches"][0]["light"]  # the teacher's no_grad forward comes first
+    assert d["fn"] == "cross_entropy" and d["call"]["cls"] == "CrossEntropyLoss"
+    (term,) = d["terms"]  # 0.25 · KL · T² + 0.75 · CE: the KL is no loss call tvis wraps
+    assert term["fn"] == "CrossEntropyLoss" and term["weight"] == pytest.approx(0.75)
+    assert term["value"] == pytest.approx(d["value"])
+    assert d["rest"] == pytest.approx(d["backward_loss"] - 0.75 * d["value"], abs=1e-6)
+    assert d["rest"] >= 0  # a KL divergence
+    losses = [r["loss"] for r in rec.rows]
+    assert _mean(losses) == pytest.approx(d["value"], rel=1e-5)
+
+
+def test_mixup_soft_targets_are_not_shown_as_labels(recordings):
+    rec = _open(recordings, "mixup_soft_targets")
+    d = rec.detail
+    assert d["fn"] == "SoftTargetCrossEntropy" and d["reduction"] == "mean"
+    assert d["value"] == pytest.approx(d["backward_loss"], rel=1e-6)
+    losses = [r["loss"] for r in rec.rows]
+    assert len(losses) == 16 and _mean(losses) == pytest.approx(d["value"], rel=1e-5)
+    assert all("target" not in r and "pred" not in r for r in rec.rows)
+    assert "confusion" not in d
+
+
+def test_gradient_accumulation_shows_the_scale_and_the_steps_batches(recordings):
+    rec = _open(recordings, "accum_autocast_warmup")
+    d = rec.detail
+    (term,) = d["terms"]  # loss / gradient_accumulation_steps
+    assert term["weight"] == pytest.approx(1 / 3) and abs(d["rest"]) < 1e-6
+    assert d["backward_loss"] == pytest.approx(d["value"] / 3, rel=1e-6)
+    # `step % 3 == 0` steps after batch 0, then after batches 1-3.
+    steps = {s["index"]: s["batches"] for s in rec.info["steps"]}
+    assert steps[0] == [0] and steps[1] == [1, 2, 3]
+    # Three labels of a token-sequence classifier are not "the model's 3 token ids".
+    assert "vocab_why" not in rec.info["data"]
+    assert _mean([r["loss"] for r in rec.rows]) == pytest.approx(d["value"], rel=1e-5)
+
+
+def test_a_hand_masked_token_mean_lists_every_sample_with_its_loss_unknown(recordings):
+    rec = _open(recordings, "gru_packed_masked")
+    d = rec.detail
+    assert d["fn"] == "masked_loss" and d["per_token"]
+    assert "does not split by sample" in d["per_sample_why"]
+    assert sorted(r["sample"] for r in d["worst"]) == list(range(8))
+    assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in d["worst"])
+    # Six tags predicted from thirteen words: tags are not token ids of any vocabulary.
+    assert "vocab_why" not in rec.info["data"]
+
+
+def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):
+    from tvis.tui.pages.loss import call_line
+
+    rec = _open(recordings, "multitask_dict_losses")
+    d = rec.detail
+    # losses = {"cls": 1.0 * CE, "reg": 0.5 * GaussianNLL}; loss = sum(losses.values()),
+    # returned in a dict by training_step: the first term is the one described.
+    assert d["fn"] == "cross_entropy" and d["call"]["cls"] == "CrossEntropyLoss"
+    cls, reg = d["terms"]
+    assert (cls["fn"], reg["fn"]) == ("CrossEntropyLoss", "GaussianNLLLoss")
+    assert (cls["weight"], reg["weight"]) == (pytest.approx(1.0), pytest.approx(0.5))
+    assert cls["value"] == pytest.approx(d["value"]) and abs(d["rest"]) < 1e-5
+    assert cls["value"] + 0.5 * reg["value"] == pytest.approx(d["backward_loss"], rel=1e-6)
+    # The rows are the cross-entropy's: its per-sample losses, its targets and predictions.
+    assert _mean([r["loss"] for r in rec.rows]) == pytest.approx(cls["value"], rel=1e-5)
+    assert all(r["correct"] == (r["target"] == r["pred"]) for r in rec.rows)
+    shown = call_line(d).plain
+    assert "= 1 × CrossEntropyLoss" in shown and "+ 0.5 × GaussianNLLLoss" in shown
+
+
+REGRESSION_TERM_FIRST = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class RMSE(nn.Module):
+    def forward(self, pred, target):
+        return ((pred - target) ** 2).mean().sqrt()
+
+
+torch.manual_seed(0)
+trunk, cls_head, reg_head = nn.Linear(6, 8), nn.Linear(8, 3), nn.Linear(8, 1)
+params = [*trunk.parameters(), *cls_head.parameters(), *reg_head.parameters()]
+opt = torch.optim.SGD(params, lr=0.1)
+rmse = RMSE()
+for step in range(2):
+    x, y, v = torch.randn(10, 6), torch.randint(0, 3, (10,)), torch.randn(10, 1)
+    h = trunk(x).relu()
+    loss = rmse(reg_head(h), v) + F.cross_entropy(cls_head(h), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_loss_term_of_its_own_does_not_borrow_the_classes_of_a_term_beside_it(tmp_path):
+    """The regression term comes first, so it is the one described: the cross-entropy
+    beside it predicts other things, and its targets must not be shown as the RMSE's."""
+    run = record_script(tmp_path, REGRESSION_TERM_FIRST, "--steps", "1")
+    with LocalClient(run / "..") as client:
+        rec = Batch(client)
+    d = rec.detail
+    assert d["fn"] == "RMSE" and [t["fn"] for t in d["terms"]] == ["RMSE", "F.cross_entropy"]
+    assert all("target" not in r and "pred" not in r for r in rec.rows)
+    assert "confusion" not in d
+
+
+# The model each script trains, by the name the script gives it.
+TRAINED = {
+    "multitask_dict_losses": "model",
+    "distill_kd": "nn_light",
+    "accum_autocast_warmup": "model",
+    "clip_contrastive": "model",
+    "vae_beta_kl": "model",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAINED))
+def test_recording_a_whole_script_leaves_its_training_bit_identical(tmp_path, monkeypatch, name):
+    """Run to its end plainly and recorded (the terms' weights are had from an extra
+    autograd pass): every parameter after the last step is the same bits."""
+    import runpy
+
+    import torch
+
+    from tvis.record.builder import Settings
+    from tvis.record.runner import record
+
+    script = SCRIPTS / name / "train.py"
+    monkeypatch.chdir(tmp_path)
+
+    def train() -> dict:
+        torch.manual_seed(0)  # the scripts that seed nothing (the teacher) start alike
+        return runpy.run_path(str(script), run_name="__main__")[TRAINED[name]].state_dict()
+
+    plain = train()
+    recorded: dict = {}
+    outcome = record(
+        lambda: recorded.update(train()), Settings(steps=1000), script.parent, tmp_path / "run"
+    )
+    assert outcome.status == "complete" and outcome.steps >= 2, outcome
+    assert plain.keys() == recorded.keys()
+    for key, value in plain.items():
+        assert torch.equal(value, recorded[key]), (name, key)
