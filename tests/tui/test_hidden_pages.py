@@ -1,0 +1,64 @@
+"""Pages off screen follow the app only when shown again: a batch switch asks the agent
+nothing for them, and a page shown again draws the batch of now, never the one it was left
+on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from viewer_support import count_requests, goto_page, make_app, screen_text, wait_for
+
+LOSS_ASKS = {"loss_detail", "sample_table"}
+"""What the Loss page asks the agent for a batch it switches to."""
+
+
+async def _settled(pilot, app) -> None:
+    await pilot.pause(0.1)
+    await wait_for(
+        pilot,
+        lambda: not app.data.busy and all(w.is_finished for w in app.workers),
+        "the viewer idle",
+    )
+
+
+async def _visit_all(pilot, app) -> None:
+    """Explore, Loss, Weights and Insights, each until its answers are in; then Loss."""
+    for page_id in ("explore", "loss", "weights", "insights", "loss"):
+        await goto_page(pilot, page_id)
+        await _settled(pilot, app)
+
+
+async def test_a_batch_switch_on_loss_asks_nothing_for_the_pages_visited_before(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _visit_all(pilot, app)
+        asked = count_requests(app)
+        await pilot.press("full_stop")
+        await _settled(pilot, app)
+        assert asked, "the Loss page asked for the new batch"
+        assert {a["method"] for a in asked} <= LOSS_ASKS, asked
+        assert app.internal_errors == []
+
+
+async def test_a_page_shown_again_draws_the_batch_switched_to_while_it_was_hidden(
+    run_dir: Path,
+):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _visit_all(pilot, app)
+        left_on = app.batch
+        await pilot.press("full_stop")
+        now = app.batch
+        assert now != left_on
+        await _settled(pilot, app)
+        await goto_page(pilot, "explore")
+        await pilot.pause()  # the first frame after the switch
+        first = screen_text(app)
+        assert f"batch {now} · " in first and f"batch {left_on} · " not in first, first
+        page = app.explore_page()
+        await wait_for(pilot, lambda: page.calls.call_tree.batch_index == now, "the tree of now")
+        await goto_page(pilot, "weights")
+        step = app.current_step
+        await pilot.pause()
+        assert f"step {step} (" in screen_text(app)
+        assert app.internal_errors == []
