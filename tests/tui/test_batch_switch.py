@@ -110,3 +110,25 @@ async def test_a_hidden_explore_fetches_the_batches_beside_only_once_shown(run_d
             lambda: [a for a in asked if a.get("batch") == following and a["method"] == "calls"],
             "the batch beside fetched once Explore is shown",
         )
+
+
+async def test_a_prefetched_switch_moves_the_tree_and_the_inspector_in_the_keys_own_frame(
+    run_dir: Path,
+):
+    """After the pause, `.` puts the tree's cursor on the same call of the new batch and
+    the inspector on it before the key's handler returns: no frame of the tree alone."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        following = app.batch_indices[1]
+        call = page.inspector.shown.call
+        await _idle(pilot, app)
+        app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
+        cursor = page.calls.call_tree.cursor_node
+        assert cursor is not None and cursor.data.batch == following
+        assert cursor.data.call.id == call
+        assert (page.inspector.shown.batch, page.inspector.shown.call) == (following, call)
+        assert page.inspector.cards and all(c.has_data for c in page.inspector.cards)
+        await _switched(pilot, page, following, call)
+        assert page.calls.call_tree.cursor_node is cursor  # the tree's own Selected agrees
+        assert app.internal_errors == []
