@@ -7,9 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from viewer_support import count_requests, make_app, open_explore, screen_text, wait_for
+from viewer_support import (
+    count_requests,
+    goto_page,
+    make_app,
+    open_explore,
+    screen_text,
+    wait_for,
+)
 
-from tvis.tui.pages import explore
+from tvis.tui.pages import explore, weights
 from tvis.tui.widgets.layer_views import OnImageView
 
 PREFETCH_AFTER_S = explore.NEIGHBOURS_AFTER_S
@@ -131,4 +138,29 @@ async def test_a_prefetched_switch_moves_the_tree_and_the_inspector_in_the_keys_
         assert page.inspector.cards and all(c.has_data for c in page.inspector.cards)
         await _switched(pilot, page, following, call)
         assert page.calls.call_tree.cursor_node is cursor  # the tree's own Selected agrees
+        assert app.internal_errors == []
+
+
+async def test_a_weights_switch_after_a_pause_draws_the_next_step_from_what_was_fetched(
+    run_dir: Path,
+):
+    """On Weights, `.` to a batch of another step, once the page has rested, opens that
+    step's list, picture and statistics in the key's own frame, asking the agent nothing."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "weights")
+        page = app.screen
+        layer = page.view.query_one(weights.LayerView)
+        await wait_for(pilot, lambda: layer.shown and layer.stats, "the parameter drawn")
+        batches = app.run_info["batches"]
+        following = batches[app.batch_position + 1]["step"]
+        assert following != page.step
+        await pilot.pause(weights.BESIDE_AFTER_S + 0.2)
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+        picture, stats = layer.shown, layer.stats
+        asked = count_requests(app)
+        app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
+        assert (page.step, layer.step) == (following, following)
+        assert layer.shown is not picture and layer.stats is not stats
+        assert asked == []
         assert app.internal_errors == []
