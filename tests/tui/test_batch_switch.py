@@ -16,7 +16,7 @@ from viewer_support import (
     wait_for,
 )
 
-from tvis.tui.pages import explore, weights
+from tvis.tui.pages import explore, loss, weights
 from tvis.tui.widgets.layer_views import OnImageView
 
 PREFETCH_AFTER_S = explore.NEIGHBOURS_AFTER_S
@@ -162,5 +162,26 @@ async def test_a_weights_switch_after_a_pause_draws_the_next_step_from_what_was_
         app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
         assert (page.step, layer.step) == (following, following)
         assert layer.shown is not picture and layer.stats is not stats
+        assert asked == []
+        assert app.internal_errors == []
+
+
+async def test_a_loss_switch_after_a_pause_draws_the_next_batch_from_what_was_fetched(
+    run_dir: Path,
+):
+    """On Loss, `.` once the page has rested shows the next batch's loss call, its worst
+    samples and its rows in the key's own frame, asking the agent nothing."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "loss")
+        view = app.screen.view
+        await wait_for(pilot, lambda: view.detail and view.samples, "the batch's loss drawn")
+        await pilot.pause(loss.BESIDE_AFTER_S + 0.2)
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+        detail = view.detail
+        asked = count_requests(app)
+        app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
+        assert view.batch_index == app.batch_indices[1]
+        assert view.detail is not None and view.detail is not detail and view.samples
         assert asked == []
         assert app.internal_errors == []
