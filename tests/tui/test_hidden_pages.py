@@ -4,12 +4,16 @@ on."""
 
 from __future__ import annotations
 
+import shlex
+import shutil
 from pathlib import Path
 
+import pytest
+from test_terminal import STRAY_ESCAPES, TVIS, Tmux
 from viewer_support import count_requests, goto_page, make_app, screen_text, wait_for
 
 LOSS_ASKS = {"loss_detail", "sample_table"}
-"""What the Loss page asks the agent for a batch it switches to."""
+"""What the Loss page asks the agent for a batch (it shows, or fetches beside it)."""
 
 
 async def _settled(pilot, app) -> None:
@@ -35,7 +39,7 @@ async def test_a_batch_switch_on_loss_asks_nothing_for_the_pages_visited_before(
         asked = count_requests(app)
         await pilot.press("full_stop")
         await _settled(pilot, app)
-        assert asked, "the Loss page asked for the new batch"
+        # Loss's own (the batch after the new one, fetched once it rests), nothing else.
         assert {a["method"] for a in asked} <= LOSS_ASKS, asked
         assert app.internal_errors == []
 
@@ -62,3 +66,26 @@ async def test_a_page_shown_again_draws_the_batch_switched_to_while_it_was_hidde
         await pilot.pause()
         assert f"step {step} (" in screen_text(app)
         assert app.internal_errors == []
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_in_a_terminal_explore_shown_after_a_switch_on_loss_shows_the_new_batch(
+    run_dir: Path, tmp_path: Path
+):
+    term = Tmux(tmp_path, f"{TVIS} tui {shlex.quote(str(run_dir))}")
+    try:
+        term.wait("paused")
+        term.keys("2")
+        term.wait("batch 0 · ")
+        term.keys("3")
+        term.wait("Loss · batch 0")
+        term.keys(".")
+        term.wait("Loss · batch 1")
+        term.keys("2")
+        screen = term.wait("batch 1 · ")
+        assert "batch 0 · " not in screen, screen
+        term.keys("q")
+        screen = term.wait("TVIS-EXIT=0")
+        assert "Traceback" not in screen and not STRAY_ESCAPES.search(screen), screen
+    finally:
+        term.close()

@@ -833,7 +833,9 @@ class WeightsPage(Screen):
         if layer.param is None or self.view.all_layers:
             return
         batches = (app.run_info or {}).get("batches") or []
-        beside = [self._step_of(batches[p]) for p in (position + 1, position - 1)]
+        beside = [
+            self._step_of(batches[p]) for p in (position + 1, position - 1) if 0 <= p < len(batches)
+        ]
         steps = [s for s in dict.fromkeys(beside) if s is not None and s != self.step]
         if not steps:
             return
