@@ -28,6 +28,22 @@ async def _idle(pilot, app) -> None:
     await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
 
 
+async def _press_and_look(pilot, key: str, look) -> dict:
+    """Press ``key`` and return what ``look()`` saw the moment the app's batch action
+    returned, inside the key's handler: before anything could be painted."""
+    app, seen = pilot.app, {}
+    action = app.action_batch
+
+    def batch_then_look(delta: int) -> None:
+        action(delta)
+        seen.update(look())
+
+    app.action_batch = batch_then_look
+    await pilot.press(key)
+    app.action_batch = action
+    return seen
+
+
 async def _switched(pilot, page, batch: int, call: int) -> None:
     """The tree, the inspector's cards and its On image view all on ``call`` of ``batch``."""
     inspector = page.inspector
@@ -130,12 +146,20 @@ async def test_a_prefetched_switch_moves_the_tree_and_the_inspector_in_the_keys_
         following = app.batch_indices[1]
         call = page.inspector.shown.call
         await _idle(pilot, app)
-        app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
-        cursor = page.calls.call_tree.cursor_node
+        seen = await _press_and_look(
+            pilot,
+            "full_stop",
+            lambda: {
+                "cursor": page.calls.call_tree.cursor_node,
+                "shown": (page.inspector.shown.batch, page.inspector.shown.call),
+                "cards": [c.has_data for c in page.inspector.cards],
+            },
+        )
+        cursor = seen["cursor"]
         assert cursor is not None and cursor.data.batch == following
         assert cursor.data.call.id == call
-        assert (page.inspector.shown.batch, page.inspector.shown.call) == (following, call)
-        assert page.inspector.cards and all(c.has_data for c in page.inspector.cards)
+        assert seen["shown"] == (following, call)
+        assert seen["cards"] and all(seen["cards"])
         await _switched(pilot, page, following, call)
         assert page.calls.call_tree.cursor_node is cursor  # the tree's own Selected agrees
         assert app.internal_errors == []
@@ -159,10 +183,18 @@ async def test_a_weights_switch_after_a_pause_draws_the_next_step_from_what_was_
         await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
         picture, stats = layer.shown, layer.stats
         asked = count_requests(app)
-        app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
-        assert (page.step, layer.step) == (following, following)
-        assert layer.shown is not picture and layer.stats is not stats
-        assert asked == []
+        seen = await _press_and_look(
+            pilot,
+            "full_stop",
+            lambda: {
+                "steps": (page.step, layer.step),
+                "drawn": (layer.shown, layer.stats),
+                "asked": list(asked),
+            },
+        )
+        assert seen["steps"] == (following, following)
+        assert seen["drawn"][0] is not picture and seen["drawn"][1] is not stats
+        assert seen["asked"] == []
         assert app.internal_errors == []
 
 
@@ -180,8 +212,17 @@ async def test_a_loss_switch_after_a_pause_draws_the_next_batch_from_what_was_fe
         await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
         detail = view.detail
         asked = count_requests(app)
-        app.action_batch(1)  # what `.` runs; no await: nothing is painted before the checks
-        assert view.batch_index == app.batch_indices[1]
-        assert view.detail is not None and view.detail is not detail and view.samples
-        assert asked == []
+        seen = await _press_and_look(
+            pilot,
+            "full_stop",
+            lambda: {
+                "batch": view.batch_index,
+                "detail": view.detail,
+                "rows": bool(view.samples),
+                "asked": list(asked),
+            },
+        )
+        assert seen["batch"] == app.batch_indices[1]
+        assert seen["detail"] is not None and seen["detail"] is not detail and seen["rows"]
+        assert seen["asked"] == []
         assert app.internal_errors == []
