@@ -39,6 +39,13 @@ after a 1 s rest, from the key to its picture on screen, wall and CPU; ``--repea
 ``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
 times, 1 s apart, each to a settled screen.
 
+``--switch-after-visits 2,3,4,5`` visits those pages first (each to a settled screen and
+1 s of reading), then each page of ``--pages`` (default 3, Loss) in a viewer of its own, and
+there presses `.` and `,` in turn ``--repeat`` times each: per key, the wall time to a
+settled screen and the viewer's CPU time over that span (``/proc``: every thread of the
+`tvis tui` process, so it counts what hidden pages do under the key; the agent is another
+process). Compare with ``--switch-after-visits 0`` (no page visited first).
+
 ``--cold-layers`` instead times the layers table on a batch the agent has not read yet:
 `2` then `y` as soon as the Explore page has drawn anything, to the table's rows on screen
 and to the screen settled (the 20,000-call run of `bench/layers_bench.py` is the case).
@@ -571,6 +578,34 @@ def switch_walk(run: str, n: int) -> list[str]:
         viewer.close()
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def switch_after_visits(run: str, visits: list[int], page: int, n: int) -> list[tuple]:
+    """``visits`` (each settled and read 1 s), then ``page``, then `.` and `,` in turn ``n``
+    times each: (key, seconds to a settled screen, CPU seconds of the viewer meanwhile)."""
+    viewer = PtyViewer(run)
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        for visit in [*visits, page]:
+            settle(viewer, press(viewer, str(visit)), VISIT_SETTLED_S)
+            time.sleep(1.0)
+        taken = []
+        for key in [".", ","] * n:
+            time.sleep(1.0)  # the page's own rest (a prefetch of the batches beside) first
+            cpu0 = cpu_s(viewer.pid)
+            t0 = press(viewer, key)
+            took = settle(viewer, t0)
+            taken.append((key, took, cpu_s(viewer.pid) - cpu0))
+        return taken
+    finally:
+        viewer.close()
+
+
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
@@ -622,8 +657,26 @@ def main() -> int:
     parser.add_argument(
         "--switch-walk", type=int, metavar="N", help="Explore `.` N times, then `,` N times"
     )
+    parser.add_argument(
+        "--switch-after-visits", metavar="PAGES", help="visit PAGES (or 0), then `.` on --pages"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.switch_after_visits:
+        visits = [int(p) for p in args.switch_after_visits.split(",") if p != "0"]
+        for page in [int(p) for p in (args.pages or "3").split(",")]:
+            taken = switch_after_visits(args.run, visits, page, args.repeat)
+            walls = [t or 0.0 for _, t, _ in taken]
+            cpus = [c for _, _, c in taken]
+            print(
+                f"page {page} after visiting {visits or 'none'}: `.`/`,` ×{len(taken)} "
+                f"wall median {statistics.median(walls) * 1000:.0f} ms "
+                f"({' · '.join(_ms(w) for w in walls)}), "
+                f"viewer CPU median {statistics.median(cpus) * 1000:.0f} ms "
+                f"({' · '.join(f'{c * 1000:.0f}' for c in cpus)})"
+            )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.switch_walk:
         print("\n".join(switch_walk(args.run, args.switch_walk)))
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")

@@ -30,6 +30,7 @@ from tvis.tui.build_ahead import BuildAhead
 from tvis.tui.commands import CallCommands, ViewCommands
 from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
+from tvis.tui.hidden_pages import HiddenPages
 from tvis.tui.link import Link, grey
 from tvis.tui.messages import GotoCall
 from tvis.tui.notice import Notice
@@ -88,6 +89,7 @@ class TvisApp(Asks, App[None]):
         self._poll_timer: Timer | None = None
         self._asked_run: str | None = None  # the run the "run" reply in flight is for
         self._polled_run: str | None = None  # and the run the poll in flight is for
+        self.hidden = HiddenPages(self)  # pages off screen catch up only when shown
         self.ahead = BuildAhead(self, self._build_ahead, self._lay_out_ahead)
         self._decorated: set[int] = set()  # id() of the page screens given tabs and status
 
@@ -356,12 +358,17 @@ class TvisApp(Asks, App[None]):
             return
         spec = pages[n - 1]
         self._add_page(spec)
-        left = self.page_screens.get(self.current_mode)
-        if left is not None and self.current_mode != spec.id:
-            self.ahead.hold(self.current_mode, left)  # it follows the app again when shown
+        left_id = self.current_mode
+        left = self.page_screens.get(left_id)
+        if spec.id != left_id:
+            # Before the switch: the page's first frame is of the batch and sample of now.
+            self.hidden.show(spec.id)
         await self.switch_mode(spec.id)
         if self.current_mode == spec.id:  # not left meanwhile (a key during a first build)
             self.ahead.visited(spec.id)
+        if left is not None and left is not self.screen:
+            # It catches up in the next quiet spell, or before its frame when shown again.
+            self.ahead.hold(left_id, left)
         await self._decorate(self.screen)
         self._refresh_tabs()
         if self.offline is not None:

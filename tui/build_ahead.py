@@ -11,10 +11,10 @@ on the app's thread held a key for 20–50 ms). A visit to a page not built yet 
 then, as before.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
-watches of the app (the batch, the sample, the run): a change calls its watcher once, later
-— at the next quiet spell, or at the visit if that comes first — so `.` on Replay, or a
-point chosen on Insights' Embeddings, does not reload the hidden pages under the key. The
-page on screen follows the app at once.
+watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
+watcher once, later — at the next quiet spell, or before its first frame if it is shown
+first — so `.` on Replay, or a point chosen on Insights' Embeddings, does not reload the
+hidden pages under the key. The page on screen follows the app at once.
 
 In `tvis tui` (``freezes``), the quiet spell after a page was built also moves what exists
 then out of the cyclic collector's reach (``gc.freeze``): the pages live as long as the app, and every full collection rescanned
@@ -29,9 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from textual._callback import count_parameters
+from typing import TYPE_CHECKING
 
 from tvis.tui.pages import warm
 
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
     from tvis.tui.app import TvisApp
+    from tvis.tui.hidden_pages import HeldWatches
     from tvis.tui.pages import PageSpec
 
 QUIET_S = 0.5
@@ -54,61 +53,6 @@ TICK_S = 0.1
 
 ORDER = ("explore",)
 """Built first, ahead of the tab bar's order: the page most first visits go to."""
-
-
-class HeldWatches:
-    """A hidden page's watchers of the app (its own and its widgets'), held until
-    ``release``: the newest arguments per watcher, called then in the order first held.
-
-    Textual keeps an object's watchers as ``(node, callback)`` lists per attribute; those of
-    nodes on the page are swapped for holding ones (``wrap``, at each tick: widgets mount
-    and watch later than the page)."""
-
-    def __init__(self, app: Any, screen: Screen) -> None:
-        self.app = app
-        self.screen = screen
-        self.holding = True
-        self.pending: dict[Callable, tuple[Any, tuple]] = {}  # callback -> (node, args)
-        self._held: set[int] = set()  # id() of the holding callbacks made
-
-    def _on_page(self, node: Any) -> bool:
-        while node is not None:
-            if node is self.screen:
-                return True
-            node = node._parent
-        return False
-
-    def wrap(self) -> None:
-        """Swap the page's new watchers of the app for holding ones."""
-        for watchers in getattr(self.app, "__watchers", {}).values():
-            for i, (node, callback) in enumerate(watchers):
-                if id(callback) not in self._held and self._on_page(node):
-                    watchers[i] = (node, self._holding(node, callback))
-
-    def _holding(self, node: Any, callback: Callable) -> Callable:
-        def held(*args: Any) -> Any:
-            if not self.holding:
-                return callback(*args)
-            self.pending.pop(callback, None)  # the newest change goes last
-            self.pending[callback] = (node, args)
-            return None
-
-        held._param_count = count_parameters(callback)  # type: ignore[attr-defined]
-        self._held.add(id(held))
-        return held
-
-    def flush(self) -> bool:
-        """Call what was held; whether there was anything."""
-        pending, self.pending = self.pending, {}
-        for callback, (node, args) in pending.items():
-            if not node._closing:
-                node.call_next(callback, *args)
-        return bool(pending)
-
-    def release(self) -> None:
-        """The page is shown: it follows the app from now on."""
-        self.holding = False
-        self.flush()
 
 
 class BuildAhead:
@@ -141,17 +85,14 @@ class BuildAhead:
             self._timer = None
 
     def hold(self, page_id: str, screen: Screen) -> None:
-        """Hold ``screen``'s watchers of the app until it is shown (built ahead, or left)."""
-        held = self.held.get(page_id)
-        if held is None or held.screen is not screen:
-            held = self.held[page_id] = HeldWatches(self.app, screen)
-        held.holding = True
-        held.wrap()
+        """Hold ``screen``'s watchers of the app until it is shown (``hidden_pages``):
+        meanwhile it catches up in quiet spells."""
+        self.held[page_id] = self.app.hidden.hide(page_id, screen)
 
     def visited(self, page_id: str) -> None:
-        held = self.held.get(page_id)
-        if held is not None:
-            held.release()
+        """Shown (the app released what it held): no catching up in quiet spells until it
+        is left again."""
+        self.held.pop(page_id, None)
 
     def input_seen(self) -> None:
         self.quiet_since = time.monotonic()

@@ -131,9 +131,10 @@ class AgentPane(Asks, Widget):
 
 def prefetch_all(data: Any, asked: list[tuple[str, dict[str, Any]]]) -> None:
     """Warm ``data``'s cache with ``asked``, in order (run in a worker thread); stops when a
-    newer prefetch replaces this one (the cursor moved)."""
+    newer prefetch replaces this one (the cursor moved). Sent in the background: a guess
+    never delays what a key asks."""
     worker = get_current_worker()
     for method, params in asked:
         if worker.is_cancelled:
             return
-        data.prefetch(method, **params)
+        data.prefetch_later(method, **params)

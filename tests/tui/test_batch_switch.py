@@ -7,9 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from viewer_support import count_requests, make_app, open_explore, screen_text, wait_for
+from viewer_support import (
+    count_requests,
+    goto_page,
+    make_app,
+    open_explore,
+    screen_text,
+    wait_for,
+)
 
-from tvis.tui.pages import explore
+from tvis.tui.pages import explore, loss, weights
 from tvis.tui.widgets.layer_views import OnImageView
 
 PREFETCH_AFTER_S = explore.NEIGHBOURS_AFTER_S
@@ -19,6 +26,22 @@ async def _idle(pilot, app) -> None:
     """Past the pause after which the batches beside are fetched, and that fetch done."""
     await pilot.pause(PREFETCH_AFTER_S + 0.2)
     await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+
+
+async def _press_and_look(pilot, key: str, look) -> dict:
+    """Press ``key`` and return what ``look()`` saw the moment the app's batch action
+    returned, inside the key's handler: before anything could be painted."""
+    app, seen = pilot.app, {}
+    action = app.action_batch
+
+    def batch_then_look(delta: int) -> None:
+        action(delta)
+        seen.update(look())
+
+    app.action_batch = batch_then_look
+    await pilot.press(key)
+    app.action_batch = action
+    return seen
 
 
 async def _switched(pilot, page, batch: int, call: int) -> None:
@@ -123,3 +146,96 @@ async def test_what_is_fetched_for_the_batches_beside_goes_in_the_background(run
         await _idle(pilot, app)
         beside = [a for a in asked if a.get("batch") not in (None, app.batch)]
         assert beside and all(a.get("background") for a in beside)
+
+
+async def test_a_prefetched_switch_moves_the_tree_and_the_inspector_in_the_keys_own_frame(
+    run_dir: Path,
+):
+    """After the pause, `.` puts the tree's cursor on the same call of the new batch and
+    the inspector on it before the key's handler returns: no frame of the tree alone."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        following = app.batch_indices[1]
+        call = page.inspector.shown.call
+        await _idle(pilot, app)
+        seen = await _press_and_look(
+            pilot,
+            "full_stop",
+            lambda: {
+                "cursor": page.calls.call_tree.cursor_node,
+                "shown": (page.inspector.shown.batch, page.inspector.shown.call),
+                "cards": [c.has_data for c in page.inspector.cards],
+            },
+        )
+        cursor = seen["cursor"]
+        assert cursor is not None and cursor.data.batch == following
+        assert cursor.data.call.id == call
+        assert seen["shown"] == (following, call)
+        assert seen["cards"] and all(seen["cards"])
+        await _switched(pilot, page, following, call)
+        assert page.calls.call_tree.cursor_node is cursor  # the tree's own Selected agrees
+        assert app.internal_errors == []
+
+
+async def test_a_weights_switch_after_a_pause_draws_the_next_step_from_what_was_fetched(
+    run_dir: Path,
+):
+    """On Weights, `.` to a batch of another step, once the page has rested, opens that
+    step's list, picture and statistics in the key's own frame, asking the agent nothing."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "weights")
+        page = app.screen
+        layer = page.view.query_one(weights.LayerView)
+        await wait_for(pilot, lambda: layer.shown and layer.stats, "the parameter drawn")
+        batches = app.run_info["batches"]
+        following = batches[app.batch_position + 1]["step"]
+        assert following != page.step
+        await pilot.pause(weights.BESIDE_AFTER_S + 0.2)
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+        picture, stats = layer.shown, layer.stats
+        asked = count_requests(app)
+        seen = await _press_and_look(
+            pilot,
+            "full_stop",
+            lambda: {
+                "steps": (page.step, layer.step),
+                "drawn": (layer.shown, layer.stats),
+                "asked": list(asked),
+            },
+        )
+        assert seen["steps"] == (following, following)
+        assert seen["drawn"][0] is not picture and seen["drawn"][1] is not stats
+        assert seen["asked"] == []
+        assert app.internal_errors == []
+
+
+async def test_a_loss_switch_after_a_pause_draws_the_next_batch_from_what_was_fetched(
+    run_dir: Path,
+):
+    """On Loss, `.` once the page has rested shows the next batch's loss call, its worst
+    samples and its rows in the key's own frame, asking the agent nothing."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "loss")
+        view = app.screen.view
+        await wait_for(pilot, lambda: view.detail and view.samples, "the batch's loss drawn")
+        await pilot.pause(loss.BESIDE_AFTER_S + 0.2)
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+        detail = view.detail
+        asked = count_requests(app)
+        seen = await _press_and_look(
+            pilot,
+            "full_stop",
+            lambda: {
+                "batch": view.batch_index,
+                "detail": view.detail,
+                "rows": bool(view.samples),
+                "asked": list(asked),
+            },
+        )
+        assert seen["batch"] == app.batch_indices[1]
+        assert seen["detail"] is not None and seen["detail"] is not detail and seen["rows"]
+        assert seen["asked"] == []
+        assert app.internal_errors == []

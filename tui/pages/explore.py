@@ -313,7 +313,8 @@ class ExplorePage(Asks, Page):
             and self.selection.call is not None
         ):
             # Same script, same structure: the call with this id is usually the same layer.
-            self._reveal(app.batch, self.selection.call, None)
+            if not self._reveal_held(app.batch, self.selection.call):
+                self._reveal(app.batch, self.selection.call, None)
 
     def _refresh_summary(self) -> None:
         app = self.app
@@ -479,6 +480,25 @@ class ExplorePage(Asks, Page):
         self._reveal(batch, message.call, message.path)
         if self.layout_name == "compact" and self.front != "calls":
             await self.action_pane("inspector")
+
+    def _reveal_held(self, batch: int, call: int) -> bool:
+        """Put the cursor on ``call`` of ``batch`` and inspect it now, in the key's frame,
+        when the client holds its record and the tree's pages on the way (fetched while
+        the selection rested: ``fetch_beside``); the tree's ``Selected`` that follows finds
+        it shown. False when something must be asked for (``_reveal`` then)."""
+        source = self.app.data
+        if source is None:
+            return False
+        found, record = source.peek("call", run=self.app.run_name, batch=batch, call=call)
+        if not found or not isinstance(record, dict):
+            return False
+        node = self.calls.call_tree.reveal_held(batch, call, list(record.get("path") or []))
+        selection = CallTree.selection_of(node) if node is not None else None
+        if selection is None:
+            return False
+        self.selection = selection
+        self.inspector.show(selection)
+        return True
 
     @work(exclusive=True, group="reveal", exit_on_error=False)
     async def _reveal(self, batch: int, call: int, path: list[int] | None) -> None:

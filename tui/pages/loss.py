@@ -20,7 +20,13 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive, var
+<<<<<<< HEAD
+=======
+from textual.screen import Screen
+from textual.timer import Timer
+>>>>>>> batchkeys
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pages.page import Page
@@ -41,6 +47,10 @@ if TYPE_CHECKING:
 
 WORST_ROWS = 64
 """Samples listed per batch: the worst screenful and then some; the rest are no worse."""
+
+BESIDE_AFTER_S = 0.3
+"""Rest after the batch or sample last changed before the batches beside are fetched (as
+Explore's: ``explore.NEIGHBOURS_AFTER_S``)."""
 
 TOKENS_SHOWN = 512
 """Token positions of one sequence coloured at once: a long sentence; a page at 80×24."""
@@ -331,6 +341,27 @@ def counts_table(matrix: np.ndarray, names: list[str], cell: tuple[int, int]) ->
     return text
 
 
+def batch_requests(
+    run: str | None, batch: int | None, sample: int
+) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+    """What the page asks for ``batch``: the loss call with its worst samples, and the
+    batch's rows or the followed sequence's tokens (``sample_table`` answers with whichever
+    the loss has)."""
+    detail = {"run": run, "batch": batch, "limit": WORST_ROWS, "elements": 0}
+    table = {"run": run, "batch": batch, "sample": sample, "limit": TOKENS_SHOWN}
+    return ("loss_detail", detail), ("sample_table", table)
+
+
+def fetch_batches(data: Any, run: str, batches: list[int], sample: int) -> None:
+    """Ask ``data`` for what the page shows for each of ``batches`` (in a worker thread)."""
+    worker = get_current_worker()
+    for batch in batches:
+        for method, params in batch_requests(run, batch, sample):
+            if worker.is_cancelled:
+                return
+            data.prefetch_later(method, **params)
+
+
 class LossView(AgentPane):
     """The loss call, its reduction, the per-sample table and the kind-specific view."""
 
@@ -391,15 +422,10 @@ class LossView(AgentPane):
         self.set_reactive(LossView.pixels, None)
         self.set_reactive(LossView.samples, [])
         self.query_one("#loss-call", Static).update(Text("loss call …", style=colors.MUTED))
-        self.ask(
-            "loss_detail",
-            tag="detail",
-            run=self.app.run_name,
-            batch=self.batch_index,
-            limit=WORST_ROWS,
-            elements=0,
-        )
-        self._load_table()  # at the same time: one round trip, not two, to the first paint
+        run, batch, sample = self.app.run_name, self.batch_index, self.app.sample
+        for method, params in batch_requests(run, batch, sample):
+            # At the same time: one round trip, not two, to the first paint.
+            self.ask(method, tag="detail" if method == "loss_detail" else "table", **params)
 
     # -- replies ---------------------------------------------------------------------
 
@@ -488,14 +514,8 @@ class LossView(AgentPane):
     def _load_table(self) -> None:
         """The batch's rows (classification) or the followed sequence's tokens (language
         models): ``sample_table`` answers with whichever the loss has."""
-        self.ask(
-            "sample_table",
-            tag="table",
-            run=self.app.run_name,
-            batch=self.batch_index,
-            sample=self.app.sample,
-            limit=TOKENS_SHOWN,
-        )
+        _, (method, params) = batch_requests(self.app.run_name, self.batch_index, self.app.sample)
+        self.ask(method, tag="table", **params)
 
     def _scale(self) -> tuple[float, float]:
         mean = (self.detail or {}).get("valid_mean") or 0.0
@@ -668,10 +688,38 @@ class LossPage(Page):
             yield LossCurve()
             yield LossView()
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._beside_timer: Timer | None = None
+
     def on_mount(self) -> None:
         self.watch(self.app, "batch", self._batch_changed, init=False)
         self.watch(self.app, "sample", self._sample_changed, init=False)
         self.call_after_refresh(self._start)
+
+    def _rest_then_prefetch(self) -> None:
+        if self._beside_timer is not None:
+            self._beside_timer.stop()
+        self._beside_timer = self.set_timer(BESIDE_AFTER_S, self._prefetch_beside)
+
+    def _prefetch_beside(self) -> None:
+        """Once the page rests, fetch what `.`/`,` will show: the switch then draws from the
+        client's cache in the key's frame, with no round trip."""
+        self._beside_timer = None
+        app = self.app
+        data, run, position = app.data, app.run_name, app.batch_position
+        if not self.is_current or data is None or run is None or position is None:
+            return
+        indices = app.batch_indices
+        beside = [indices[p] for p in (position + 1, position - 1) if 0 <= p < len(indices)]
+        sample = app.sample
+        self.run_worker(
+            lambda: fetch_batches(data, run, beside, sample),
+            group="loss-beside",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
+        )
 
     def _start(self) -> None:
         self.query_one(WatchCurve).load()
@@ -697,9 +745,11 @@ class LossPage(Page):
         self.query_one(WatchCurve).refresh()
         if info:
             self.view.load()
+            self._rest_then_prefetch()
 
     def _sample_changed(self, *_: Any) -> None:
         self.view.sample_changed()
+        self._rest_then_prefetch()  # the followed sequence's tokens beside are others
 
     def action_sort_worst(self) -> None:
         self.view.worst_first = not self.view.worst_first

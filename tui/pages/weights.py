@@ -22,7 +22,10 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
+from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from tvis.tui import colors, export, fmt, keys
 from tvis.tui.pages.page import Page
@@ -66,6 +69,10 @@ PICTURE_DELAY = 0.1
 NEIGHBOURS_AFTER_S = 0.3
 """Rest after the chosen parameter last changed before its neighbours' pictures are asked
 for: keys repeating faster than this ask for nothing ahead."""
+
+BESIDE_AFTER_S = 0.3
+"""Rest after the page last changed before the steps beside are fetched (as Explore's
+batches beside: ``explore.NEIGHBOURS_AFTER_S``)."""
 
 MAX_FILTERS = 32
 """Kernels per column of the grid; ``<``/``>`` page through more (the agent's limit)."""
@@ -808,6 +815,9 @@ class WeightsView(AgentPane):
         if param is not None and self.step is not None:
             self.query_one(LayerView).show(param, self.step, self.which)
             self._rest_then_prefetch()
+            page = self.screen
+            if isinstance(page, WeightsPage):
+                page.rest_then_prefetch()  # what the steps beside show has changed
 
     async def _draw_all(self) -> None:
         if self.step is not None:
@@ -820,6 +830,33 @@ class WeightsView(AgentPane):
         table = self.query_one(ParamList)
         if event.row < len(table.params):
             self.chosen = table.params[event.row].get("name")
+
+
+def fetch_steps(
+    data: Any,
+    run: str,
+    steps: list[int],
+    name: Any,
+    which: str,
+    method: str,
+    picture: dict[str, Any],
+) -> None:
+    """Ask ``data`` for what opening each of ``steps`` shows (run in a worker thread): the
+    step's parameter list, parameter ``name``'s ``which`` there as a picture (``method``
+    with ``picture``'s parameters) and its statistics."""
+    worker = get_current_worker()
+    for step in steps:
+        if worker.is_cancelled:
+            return
+        answer = data.prefetch_later("step", run=run, step=step)
+        params = answer.get("params") if isinstance(answer, dict) else None
+        param = next((p for p in params or [] if p.get("name") == name), None)
+        if param is None:
+            continue
+        data.prefetch_later(method, **{**picture, "step": step})
+        tensor = param.get(which)
+        if isinstance(tensor, int) and not worker.is_cancelled:
+            data.prefetch_later("tensor", run=run, step=step, tensor=tensor)
 
 
 class WeightsPage(Page):
@@ -835,6 +872,7 @@ class WeightsPage(Page):
     def __init__(self) -> None:
         super().__init__()
         self.step: int | None = None
+        self._beside_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -856,12 +894,48 @@ class WeightsPage(Page):
         steps = (self.app.run_info or {}).get("steps") or []
         return [s["index"] for s in steps if isinstance(s.get("index"), int)]
 
-    def _batch_changed(self, *_: Any) -> None:
-        step = self.app.current_step
+    def _step_of(self, batch: dict[str, Any] | None) -> int | None:
+        """The step a batch opens this page on: its own, or the last recorded."""
+        step = (batch or {}).get("step")
         steps = self._steps()
-        if step not in steps:
-            step = steps[-1] if steps else None
-        self._open(step)
+        return step if step in steps else (steps[-1] if steps else None)
+
+    def _batch_changed(self, *_: Any) -> None:
+        self._open(self._step_of(self.app.batch_info))
+
+    def rest_then_prefetch(self) -> None:
+        """Fetch the steps beside once the page has rested (``BESIDE_AFTER_S``)."""
+        if self._beside_timer is not None:
+            self._beside_timer.stop()
+        self._beside_timer = self.set_timer(BESIDE_AFTER_S, self._prefetch_beside)
+
+    def _prefetch_beside(self) -> None:
+        """Once the page rests, fetch what `.`/`,` will show where they open another step:
+        its parameter list, the shown parameter's picture and statistics there. The
+        switch then draws from the client's cache in the key's frame."""
+        self._beside_timer = None
+        app, layer = self.app, self.view.query_one(LayerView)
+        data, run, position = app.data, app.run_name, app.batch_position
+        if not self.is_current or data is None or run is None or position is None:
+            return
+        if layer.param is None or self.view.all_layers:
+            return
+        batches = (app.run_info or {}).get("batches") or []
+        beside = [
+            self._step_of(batches[p]) for p in (position + 1, position - 1) if 0 <= p < len(batches)
+        ]
+        steps = [s for s in dict.fromkeys(beside) if s is not None and s != self.step]
+        if not steps:
+            return
+        method, picture = layer.picture_request(layer.param, None, layer.which)
+        name, which = layer.param.get("name"), layer.which
+        self.run_worker(
+            lambda: fetch_steps(data, run, steps, name, which, method, picture),
+            group="weights-beside",
+            exclusive=True,
+            thread=True,
+            exit_on_error=False,
+        )
 
     def _open(self, step: int | None) -> None:
         self.step = step

@@ -486,26 +486,59 @@ class CallTree(Tree[Node], inherit_bindings=False):
         self.move_cursor(node)
         return True
 
+    def reveal_held(self, batch: int, call: int, path: list[int]) -> TreeNode[Node] | None:
+        """``reveal``, now, when every page on the way is loaded or held by the client (a
+        batch switch after the batches beside were fetched): the tree and what it selects
+        change in the key's own frame. None, the cursor not moved, when a page must be asked
+        for (``reveal`` then)."""
+        if self.batch_index is None or batch != self.batch_index:
+            return None
+        parent, node = self.root, None
+        for cid in [*path, call]:
+            data = parent.data
+            if data is None or not (data.loaded or self._load_cached(parent, parent, 0)):
+                return None
+            parent.expand()
+            node, _ = self._child_named(parent, cid)
+            if node is None:
+                return None
+            parent = node
+        if node is None:
+            return None
+        self._lay_out()
+        self.move_cursor(node)
+        return node
+
+    @staticmethod
+    def _child_named(
+        parent: TreeNode[Node], cid: int
+    ) -> tuple[TreeNode[Node] | None, TreeNode[Node] | None]:
+        """Call ``cid`` among ``parent``'s loaded children (the group it is folded into
+        opened), else the "more" row after which it may be (None: it is not a child)."""
+        more = None
+        for child in parent.children:
+            data = child.data
+            if data is None:
+                continue
+            if data.call is not None and data.call.id == cid:
+                return child, None
+            if data.kind == "group" and any(r.id == cid for r in data.rows):
+                child.expand()
+                found = next(
+                    c for c in child.children if c.data and c.data.call and c.data.call.id == cid
+                )
+                return found, None
+            if data.kind == "more":
+                more = child
+        return None, more
+
     async def _find_child(self, parent: TreeNode[Node], cid: int) -> TreeNode[Node] | None:
         parent.expand()
         await self.ensure_loaded(parent)
         while True:
-            more = None
-            for child in parent.children:
-                data = child.data
-                if data is None:
-                    continue
-                if data.call is not None and data.call.id == cid:
-                    return child
-                if data.kind == "group" and any(r.id == cid for r in data.rows):
-                    child.expand()
-                    return next(
-                        c
-                        for c in child.children
-                        if c.data and c.data.call and c.data.call.id == cid
-                    )
-                if data.kind == "more":
-                    more = child
+            child, more = self._child_named(parent, cid)
+            if child is not None:
+                return child
             if more is None:
                 return None
             generation = self._generation
