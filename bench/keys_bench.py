@@ -578,12 +578,6 @@ def switch_walk(run: str, n: int) -> list[str]:
         viewer.close()
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) the process has used, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def switch_after_visits(run: str, visits: list[int], page: int, n: int) -> list[tuple]:
     """``visits`` (each settled and read 1 s), then ``page``, then `.` and `,` in turn ``n``
     times each: (key, seconds to a settled screen, CPU seconds of the viewer meanwhile)."""

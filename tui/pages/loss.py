@@ -20,11 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive, var
-<<<<<<< HEAD
-=======
-from textual.screen import Screen
 from textual.timer import Timer
->>>>>>> batchkeys
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
