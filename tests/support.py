@@ -56,6 +56,29 @@ def record_script(folder: Path, source: str, *tvis_args: str, exit_code: int = 0
     return run
 
 
+def record_plain_and_tvis(script: Path, root: Path) -> tuple[str, Path | str]:
+    """``script`` (``scripts/NAME/train.py``) run plainly, then under `tvis run --steps 2`,
+    each in a fresh folder under ``root`` (its data made anew): ``(NAME, the runs folder)``
+    with each side's stdout kept beside it, or ``(NAME, what went wrong)``."""
+    name = script.parent.name
+    plain_dir, work = root / "plain" / name, root / "tvis" / name
+    plain_dir.mkdir(parents=True)
+    work.mkdir(parents=True)
+    plain = _run_in([sys.executable, str(script)], plain_dir)
+    result = _run_in([TVIS, "run", "--steps", "2", "--out", "runs", str(script)], work)
+    if plain.returncode != 0 or result.returncode != 0 or "tvis failed" in result.stderr:
+        return name, plain.stderr + result.stderr
+    (work / "plain.txt").write_text(plain.stdout)
+    (work / "tvis.txt").write_text(result.stdout)
+    return name, work / "runs"
+
+
+def _run_in(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=300, env=os.environ.copy()
+    )
+
+
 # Stands in for an ssh session that dies: relays the agent's first argv[2] bytes, then
 # ends (the agent is killed, and the client's stream ends wherever that cut falls).
 _CUT_RELAY = """

@@ -13,14 +13,12 @@ listed, its loss unknown, where it does not).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from support import record_script
+from support import record_plain_and_tvis, record_script
 
 from tvis.agent.client import LocalClient
 
@@ -38,32 +36,13 @@ NAMES = (
 )
 
 
-def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, timeout=300, env=os.environ.copy()
-    )
-
-
-def _record(name: str, root: Path) -> tuple[str, Path | str]:
-    """The script run plainly, then under `tvis run --steps 2`, each in a fresh folder."""
-    script = str(SCRIPTS / name / "train.py")
-    plain_dir, work = root / "plain" / name, root / "tvis" / name
-    plain_dir.mkdir(parents=True)
-    work.mkdir(parents=True)
-    plain = _run([sys.executable, script], plain_dir)
-    result = _run([TVIS, "run", "--steps", "2", "--out", "runs", script], work)
-    if plain.returncode != 0 or result.returncode != 0 or "tvis failed" in result.stderr:
-        return name, plain.stderr + result.stderr
-    (work / "plain.txt").write_text(plain.stdout)
-    (work / "tvis.txt").write_text(result.stdout)
-    return name, work / "runs"
-
-
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory) -> dict[str, Path | str]:
     root = tmp_path_factory.mktemp("wild_losses")
     with ThreadPoolExecutor(3) as pool:
-        return dict(pool.map(lambda n: _record(n, root), NAMES))
+        return dict(
+            pool.map(lambda n: record_plain_and_tvis(SCRIPTS / n / "train.py", root), NAMES)
+        )
 
 
 class Batch:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import record_script
+from support import record_plain_and_tvis, record_script
 
 from tvis.agent.client import LocalClient
 from tvis.agent.protocol import AgentError
@@ -67,33 +65,14 @@ EXPECT = {
 }
 
 
-def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, timeout=300, env=os.environ.copy()
-    )
-
-
-def _record(name: str, root: Path) -> tuple[str, Path | str]:
-    """The script run plainly, then under `tvis run` in a fresh folder (its data made anew)."""
-    script = str(SCRIPTS / name / "train.py")
-    (root / "plain" / name).mkdir(parents=True)
-    (root / "tvis" / name).mkdir(parents=True)
-    plain = _run([sys.executable, script], root / "plain" / name)
-    work = root / "tvis" / name
-    result = _run([TVIS, "run", "--steps", "2", "--out", "runs", script], work)
-    if plain.returncode != 0 or result.returncode != 0 or "tvis failed" in result.stderr:
-        return name, plain.stderr + result.stderr
-    (work / "plain.txt").write_text(plain.stdout)
-    (work / "tvis.txt").write_text(result.stdout)
-    return name, work / "runs"
-
-
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory) -> dict[str, Path | str]:
     """Each script recorded once (three at a time): its runs folder, or what went wrong."""
     root = tmp_path_factory.mktemp("wild")
     with ThreadPoolExecutor(3) as pool:
-        return dict(pool.map(lambda n: _record(n, root), EXPECT))
+        return dict(
+            pool.map(lambda n: record_plain_and_tvis(SCRIPTS / n / "train.py", root), EXPECT)
+        )
 
 
 def test_every_wild_script_prints_under_tvis_what_it_prints_plainly(recordings):
