@@ -13,7 +13,6 @@ listed, its loss unknown, where it does not).
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from support import record_plain_and_tvis, record_script
 from tvis.agent.client import LocalClient
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
-TVIS = str(Path(sys.executable).with_name("tvis"))
 NAMES = (
     "vae_beta_kl",
     "ddpm_noise",

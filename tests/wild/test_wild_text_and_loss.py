@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,6 @@ from tvis.agent.client import LocalClient
 from tvis.agent.protocol import AgentError
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
-TVIS = str(Path(sys.executable).with_name("tvis"))
 
 
 @dataclass(frozen=True)
