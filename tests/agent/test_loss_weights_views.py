@@ -124,6 +124,45 @@ def test_a_loss_call_that_is_one_term_says_what_backward_ran_on(tmp_path, text_l
     assert "backward ran on" not in call_line(single).plain
 
 
+OWN_LOSS_FUNCTION_SCRIPT = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 6), nn.Sigmoid())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def loss_function(recon, x):
+    bce = F.binary_cross_entropy(recon, x, reduction="sum")
+    penalty = 0.5 * torch.sum(recon.pow(2))
+    return bce + penalty
+
+
+for step in range(2):
+    x = torch.rand(8, 6)
+    loss = loss_function(model(x), x)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_loss_function_of_the_scripts_own_is_not_shown_with_arguments_it_never_took(tmp_path):
+    """``loss_function(recon, x)`` adds a summed BCE and a penalty (a VAE's loss is
+    written so): the line says the loss is summed over the batch, not ``loss_function(reduction='sum')`` as if the script passed that."""
+    from tvis.tui.pages.loss import call_line
+
+    (tmp_path / "train.py").write_text(OWN_LOSS_FUNCTION_SCRIPT)
+    with LocalClient(_record(tmp_path, "train.py")) as client:
+        detail = client.call("loss_detail", run=".", batch=0)
+    assert detail["call"]["name"] == "loss_function" and detail["reduction"] == "sum"
+    shown = call_line(detail).plain
+    assert shown.startswith("loss_function(…)   summed over the batch   called at train.py:")
+    assert "reduction=" not in shown
+
+
 def test_loss_call_site_is_the_scripts_loss_line(text_lm):
     source = (EXAMPLES / "text_lm" / "train.py").read_text().splitlines()
     with LocalClient(text_lm) as client:

@@ -52,6 +52,10 @@ TOKENS_SHOWN = 512
 """Token positions of one sequence coloured at once: a long sentence; a page at 80×24."""
 
 
+REDUCED = {"mean": "averaged over the batch", "sum": "summed over the batch"}
+"""How a loss of the script's own reduces its samples, in words (``reduction``)."""
+
+
 def call_line(detail: dict[str, Any]) -> Text:
     """``F.cross_entropy(reduction='mean', ignore_index=0)  train.py:72``."""
     call = detail.get("call") or {}
@@ -65,7 +69,15 @@ def call_line(detail: dict[str, Any]) -> Text:
             args.append(f"{key}={value!r}")
     if detail.get("weighted"):
         args.append("weight=…")
-    if not name.endswith(")"):  # an inline expression names its own reduction
+    if call.get("def"):
+        # The script's own function or class: what tvis found of the loss inside it is
+        # not an argument the script passed.
+        text.append("(…)")
+        reduced = REDUCED.get(str(detail.get("reduction")))
+        found = ([reduced] if reduced else []) + [a for a in args if not a.startswith("reduc")]
+        if found:
+            text.append(f"   {' · '.join(found)}", style=colors.MUTED)
+    elif not name.endswith(")"):  # an inline expression names its own reduction
         text.append(f"({', '.join(args)})")
     if call.get("site"):
         text.append(f"   called at {fmt.where(call['site'])}", style=colors.MUTED)
