@@ -130,6 +130,12 @@ def test_a_contrastive_loss_returned_in_a_dict_is_the_loss_and_lists_every_sampl
     assert nll == sorted(nll, reverse=True)
     # Its targets are batch positions, not token ids: no vocabulary is looked for them.
     assert "vocab_why" not in rec.info["data"] and "vocab" not in rec.info["data"]
+    # labels = arange(B) over B×B similarities: the "classes" are batch positions, so no
+    # confusion matrix and no class-based Grad-CAM, and the page says what the loss is.
+    from tvis.tui.pages.loss import CONTRASTIVE
+
+    assert d["contrastive"] and d.get("confusion") is None and CONTRASTIVE.startswith("a contr")
+    assert not rec.call("insights")["gradcam"]
 
 
 def test_distillation_shows_the_hard_term_its_weight_and_what_the_kl_adds(recordings):

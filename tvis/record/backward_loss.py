@@ -339,7 +339,16 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
     if inner is not None and _inside(batch, inner.get("call"), call):
         # a functional loss inside it: its predictions describe the same batch (one beside
         # it, another term of a multi-task loss, predicts something else)
-        for key in ("classes", "target", "pred", "p_target", "top_i", "top_p", "shape"):
+        for key in (
+            "classes",
+            "contrastive",
+            "target",
+            "pred",
+            "p_target",
+            "top_i",
+            "top_p",
+            "shape",
+        ):
             if key in inner:
                 section[key] = inner[key]
     elif logits is not None:
@@ -354,7 +363,12 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         section["reduction"] = how
         section["per_sample_how"] = f"{name} re-applied to each sample alone"
         section["merged"] = False
-    if rec.settings.gradcam and logits is not None and logits.dim() == 2:
+    if (
+        rec.settings.gradcam
+        and logits is not None
+        and logits.dim() == 2
+        and not section.get("contrastive")
+    ):
         cams = gradcam.compute(rec, batch, logits, target)
         if cams:
             batch.sections["gradcam"] = cams
