@@ -35,6 +35,11 @@ MAX_REAPPLIED = 1024
 # fraction of it: float32 sums in another order differ by a few ulps, a wrong split by far more.
 TOLERANCE = 1e-4
 
+# Losses between two distributions (distillation's soft term): no target class to decode,
+# so they are named as terms of the loss (with their weight), and describe it only when
+# no other term does.
+DIVERGENCES = ("kl_div",)
+
 # Full reductions whose input is a loss per element.
 REDUCTIONS = ("mean", "sum")
 
@@ -185,12 +190,17 @@ def _model_running_calls(batch) -> set[int]:
     return out
 
 
-def _call_order(made_by, section: dict | None) -> float:
-    """Where a term's call stands in the batch's call order (inline reductions last)."""
+def _call_order(made_by, section: dict | None) -> tuple[bool, float]:
+    """Where a term's call stands in the batch's call order (divergences, then inline
+    reductions last)."""
     if made_by is None:
         call = (section or {}).get("call")
-        return call if isinstance(call, int) else math.inf
-    return made_by[1].id if made_by[0] == "call" else math.inf
+        return False, call if isinstance(call, int) else math.inf
+    if made_by[0] != "call":
+        return False, math.inf
+    fn = made_by[2]
+    divergence = isinstance(fn, torch.nn.KLDivLoss) or getattr(fn, "__name__", "") in DIVERGENCES
+    return divergence, made_by[1].id
 
 
 def _terms(rec, batch, loss: torch.Tensor, found: list, linear: bool, analysed) -> dict:

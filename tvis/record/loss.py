@@ -30,7 +30,9 @@ LOSSES = (
     "huber_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "kl_div",
 )
+
 
 # The binary losses: input is a probability, or a logit (``_with_logits``).
 BINARY = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -149,6 +151,10 @@ class LossCapture(Extension):
                 rec.watch_gradients(batch, call)
         if isinstance(out, torch.Tensor) and out.numel() == 1 and call.depth == 0:
             batch.loss = float(out.detach())
+        if name in backward_loss.DIVERGENCES:
+            # A term found at backward: re-applied per sample there when it is the loss.
+            backward_loss.note_scalar(batch, out, ("call", call, original, args, kwargs))
+            return
         if batch.light or "loss" in batch.sections:
             return  # the first loss of a training batch is the one analysed
         bound = signature.bind(*args, **kwargs)
