@@ -187,6 +187,14 @@ def test_a_hand_masked_token_mean_lists_every_sample_with_its_loss_unknown(recor
     assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in d["worst"])
     # Six tags predicted from thirteen words: tags are not token ids of any vocabulary.
     assert "vocab_why" not in rec.info["data"]
+    # loss * mask with mask = arange(T) < lengths, lengths 3–8 padded to the batch's longest:
+    # only each sentence's own words are its tokens (the padding enters no accuracy).
+    tokens = [r["tokens"] for r in rec.rows]
+    assert all(3 <= t <= 8 for t in tokens) and min(tokens) < max(tokens)
+    assert all(
+        r["accuracy"] * r["tokens"] == pytest.approx(round(r["accuracy"] * r["tokens"]))
+        for r in rec.rows
+    )
 
 
 def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):

@@ -107,6 +107,52 @@ def find(rec, batch, loss: torch.Tensor) -> None:
         vocabulary.settle(rec, section.get("classes"))
     if section is not None and not (len(found) == 1 and made is loss):
         section.update(_terms(rec, batch, loss, found, linear, analysed))
+    if section is not None and analysed is not None and not analysed.get("time_major"):
+        mask = _hand_mask(batch, loss)
+        if mask is not None:  # padding a hand-written mask zeroed: not tokens of the batch
+            section["valid"] = analysed["valid"] = batch.derived(mask)
+
+
+def _hand_mask(batch, loss: torch.Tensor) -> torch.Tensor | None:
+    """The 0/1 mask a script multiplied into the analysed loss's per-element values before
+    reducing them (``(loss * mask).sum() / mask.sum()``), found a few autograd steps back
+    from backward's scalar, as a flat bool tensor; None if there is none."""
+    made = batch.loss_tensor
+    if made is None or made.grad_fn is None or made.dim() == 0:
+        return None
+    frontier, seen = [loss.grad_fn], set()
+    for _ in range(WALK_STEPS + 2):
+        ahead = []
+        for node in frontier:
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if node.name() == "MulBackward0" and _reaches(node, made.grad_fn):
+                for saved in ("_saved_self", "_saved_other"):
+                    mask = getattr(node, saved, None)
+                    if (
+                        isinstance(mask, torch.Tensor)
+                        and not mask.requires_grad
+                        and mask.numel() == made.numel()
+                        and bool(((mask == 0) | (mask == 1)).all())
+                    ):
+                        return mask.detach().reshape(-1) != 0
+            ahead += [n for n, _ in node.next_functions if n is not None]
+        frontier = ahead
+    return None
+
+
+def _reaches(node, target) -> bool:
+    """Whether ``node``'s input is ``target`` through shape-only steps (a view, a reshape)."""
+    for _ in range(3):
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if target in inputs:
+            return True
+        shaped = [n for n in inputs if n.name() in ("ViewBackward0", "ReshapeAliasBackward0")]
+        if not shaped:
+            return False
+        node = shaped[0]
+    return False
 
 
 # Autograd steps walked back from the scalar backward ran on to the calls that made it: a
