@@ -104,6 +104,7 @@ class LossAPI(InsightBase):
                 "per_sample_why",
                 "terms",
                 "rest",
+                "contrastive",
             )
         }
         result["call"] = (
@@ -135,7 +136,12 @@ class LossAPI(InsightBase):
         result["worst"] = table.worst(limit)
         if table.spatial:
             result["iou"] = self._iou(run, chunk, table)
-        elif confusion and not table.per_token and table.has("target", "pred"):
+        elif (
+            confusion
+            and not loss.get("contrastive")  # its targets are batch positions, not classes
+            and not table.per_token
+            and table.has("target", "pred")
+        ):
             result["confusion"] = self._confusion(run, loss.get("classes"))
         return result
 

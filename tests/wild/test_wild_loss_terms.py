@@ -130,6 +130,12 @@ def test_a_contrastive_loss_returned_in_a_dict_is_the_loss_and_lists_every_sampl
     assert nll == sorted(nll, reverse=True)
     # Its targets are batch positions, not token ids: no vocabulary is looked for them.
     assert "vocab_why" not in rec.info["data"] and "vocab" not in rec.info["data"]
+    # labels = arange(B) over B×B similarities: the "classes" are batch positions, so no
+    # confusion matrix and no class-based Grad-CAM, and the page says what the loss is.
+    from tvis.tui.pages.loss import CONTRASTIVE
+
+    assert d["contrastive"] and d.get("confusion") is None and CONTRASTIVE.startswith("a contr")
+    assert not rec.call("insights")["gradcam"]
 
 
 def test_distillation_shows_the_hard_term_its_weight_and_what_the_kl_adds(recordings):
@@ -137,11 +143,12 @@ def test_distillation_shows_the_hard_term_its_weight_and_what_the_kl_adds(record
     d = rec.detail
     assert rec.info["batches"][0]["light"]  # the teacher's no_grad forward comes first
     assert d["fn"] == "cross_entropy" and d["call"]["cls"] == "CrossEntropyLoss"
-    (term,) = d["terms"]  # 0.25 · KL · T² + 0.75 · CE: the KL is no loss call tvis wraps
+    # 0.25 · F.kl_div(reduction="batchmean") · T² (T = 2) + 0.75 · CE: both named terms.
+    term, kl = d["terms"]  # the hard term describes the loss: it has classes
+    assert kl["fn"] == "F.kl_div" and kl["weight"] == pytest.approx(0.25 * 2**2)
     assert term["fn"] == "CrossEntropyLoss" and term["weight"] == pytest.approx(0.75)
-    assert term["value"] == pytest.approx(d["value"])
-    assert d["rest"] == pytest.approx(d["backward_loss"] - 0.75 * d["value"], abs=1e-6)
-    assert d["rest"] >= 0  # a KL divergence
+    assert term["value"] == pytest.approx(d["value"]) and kl["value"] >= 0  # a KL divergence
+    assert abs(d["rest"]) < 1e-5  # nothing left that no loss call made
     losses = [r["loss"] for r in rec.rows]
     assert _mean(losses) == pytest.approx(d["value"], rel=1e-5)
 
@@ -180,6 +187,14 @@ def test_a_hand_masked_token_mean_lists_every_sample_with_its_loss_unknown(recor
     assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in d["worst"])
     # Six tags predicted from thirteen words: tags are not token ids of any vocabulary.
     assert "vocab_why" not in rec.info["data"]
+    # loss * mask with mask = arange(T) < lengths, lengths 3–8 padded to the batch's longest:
+    # only each sentence's own words are its tokens (the padding enters no accuracy).
+    tokens = [r["tokens"] for r in rec.rows]
+    assert all(3 <= t <= 8 for t in tokens) and min(tokens) < max(tokens)
+    assert all(
+        r["accuracy"] * r["tokens"] == pytest.approx(round(r["accuracy"] * r["tokens"]))
+        for r in rec.rows
+    )
 
 
 def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):

@@ -52,6 +52,11 @@ TOKENS_SHOWN = 512
 """Token positions of one sequence coloured at once: a long sentence; a page at 80×24."""
 
 
+CONTRASTIVE = (
+    "a contrastive loss: each sample's target is its own pair in the batch (the logits are "
+    "the batch's similarities), so there are no classes to confuse"
+)
+
 REDUCED = {"mean": "averaged over the batch", "sum": "summed over the batch"}
 """How a loss of the script's own reduces its samples, in words (``reduction``)."""
 
@@ -665,7 +670,9 @@ class LossView(AgentPane):
             text.append_text(histogram(detail["residual_hist"], width, False, rows=4, depth=depth))
         self.query_one("#loss-kind", Static).update(text)
         self.query_one("#loss-picture", Picture).clear()
-        self.query_one("#loss-note", Static).update("")
+        self.query_one("#loss-note", Static).update(
+            CONTRASTIVE if detail.get("contrastive") else ""
+        )
 
     # -- following the app ---------------------------------------------------------------
 

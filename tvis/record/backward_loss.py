@@ -35,6 +35,11 @@ MAX_REAPPLIED = 1024
 # fraction of it: float32 sums in another order differ by a few ulps, a wrong split by far more.
 TOLERANCE = 1e-4
 
+# Losses between two distributions (distillation's soft term): no target class to decode,
+# so they are named as terms of the loss (with their weight), and describe it only when
+# no other term does.
+DIVERGENCES = ("kl_div",)
+
 # Full reductions whose input is a loss per element.
 REDUCTIONS = ("mean", "sum")
 
@@ -102,6 +107,52 @@ def find(rec, batch, loss: torch.Tensor) -> None:
         vocabulary.settle(rec, section.get("classes"))
     if section is not None and not (len(found) == 1 and made is loss):
         section.update(_terms(rec, batch, loss, found, linear, analysed))
+    if section is not None and analysed is not None and not analysed.get("time_major"):
+        mask = _hand_mask(batch, loss)
+        if mask is not None:  # padding a hand-written mask zeroed: not tokens of the batch
+            section["valid"] = analysed["valid"] = batch.derived(mask)
+
+
+def _hand_mask(batch, loss: torch.Tensor) -> torch.Tensor | None:
+    """The 0/1 mask a script multiplied into the analysed loss's per-element values before
+    reducing them (``(loss * mask).sum() / mask.sum()``), found a few autograd steps back
+    from backward's scalar, as a flat bool tensor; None if there is none."""
+    made = batch.loss_tensor
+    if made is None or made.grad_fn is None or made.dim() == 0:
+        return None
+    frontier, seen = [loss.grad_fn], set()
+    for _ in range(WALK_STEPS + 2):
+        ahead = []
+        for node in frontier:
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if node.name() == "MulBackward0" and _reaches(node, made.grad_fn):
+                for saved in ("_saved_self", "_saved_other"):
+                    mask = getattr(node, saved, None)
+                    if (
+                        isinstance(mask, torch.Tensor)
+                        and not mask.requires_grad
+                        and mask.numel() == made.numel()
+                        and bool(((mask == 0) | (mask == 1)).all())
+                    ):
+                        return mask.detach().reshape(-1) != 0
+            ahead += [n for n, _ in node.next_functions if n is not None]
+        frontier = ahead
+    return None
+
+
+def _reaches(node, target) -> bool:
+    """Whether ``node``'s input is ``target`` through shape-only steps (a view, a reshape)."""
+    for _ in range(3):
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if target in inputs:
+            return True
+        shaped = [n for n in inputs if n.name() in ("ViewBackward0", "ReshapeAliasBackward0")]
+        if not shaped:
+            return False
+        node = shaped[0]
+    return False
 
 
 # Autograd steps walked back from the scalar backward ran on to the calls that made it: a
@@ -185,12 +236,17 @@ def _model_running_calls(batch) -> set[int]:
     return out
 
 
-def _call_order(made_by, section: dict | None) -> float:
-    """Where a term's call stands in the batch's call order (inline reductions last)."""
+def _call_order(made_by, section: dict | None) -> tuple[bool, float]:
+    """Where a term's call stands in the batch's call order (divergences, then inline
+    reductions last)."""
     if made_by is None:
         call = (section or {}).get("call")
-        return call if isinstance(call, int) else math.inf
-    return made_by[1].id if made_by[0] == "call" else math.inf
+        return False, call if isinstance(call, int) else math.inf
+    if made_by[0] != "call":
+        return False, math.inf
+    fn = made_by[2]
+    divergence = isinstance(fn, torch.nn.KLDivLoss) or getattr(fn, "__name__", "") in DIVERGENCES
+    return divergence, made_by[1].id
 
 
 def _terms(rec, batch, loss: torch.Tensor, found: list, linear: bool, analysed) -> dict:
@@ -339,7 +395,16 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
     if inner is not None and _inside(batch, inner.get("call"), call):
         # a functional loss inside it: its predictions describe the same batch (one beside
         # it, another term of a multi-task loss, predicts something else)
-        for key in ("classes", "target", "pred", "p_target", "top_i", "top_p", "shape"):
+        for key in (
+            "classes",
+            "contrastive",
+            "target",
+            "pred",
+            "p_target",
+            "top_i",
+            "top_p",
+            "shape",
+        ):
             if key in inner:
                 section[key] = inner[key]
     elif logits is not None:
@@ -354,7 +419,12 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         section["reduction"] = how
         section["per_sample_how"] = f"{name} re-applied to each sample alone"
         section["merged"] = False
-    if rec.settings.gradcam and logits is not None and logits.dim() == 2:
+    if (
+        rec.settings.gradcam
+        and logits is not None
+        and logits.dim() == 2
+        and not section.get("contrastive")
+    ):
         cams = gradcam.compute(rec, batch, logits, target)
         if cams:
             batch.sections["gradcam"] = cams

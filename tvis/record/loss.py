@@ -30,7 +30,9 @@ LOSSES = (
     "huber_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "kl_div",
 )
+
 
 # The binary losses: input is a probability, or a logit (``_with_logits``).
 BINARY = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -149,6 +151,10 @@ class LossCapture(Extension):
                 rec.watch_gradients(batch, call)
         if isinstance(out, torch.Tensor) and out.numel() == 1 and call.depth == 0:
             batch.loss = float(out.detach())
+        if name in backward_loss.DIVERGENCES:
+            # A term found at backward: re-applied per sample there when it is the loss.
+            backward_loss.note_scalar(batch, out, ("call", call, original, args, kwargs))
+            return
         if batch.light or "loss" in batch.sections:
             return  # the first loss of a training batch is the one analysed
         bound = signature.bind(*args, **kwargs)
@@ -176,7 +182,12 @@ class LossCapture(Extension):
         batch.sections["loss"] = section
         batch.loss_tensor = out
         vocabulary.settle(rec, section.get("classes"))
-        if rec.settings.gradcam and name == "cross_entropy" and logits.dim() == 2:
+        if (
+            rec.settings.gradcam
+            and name == "cross_entropy"
+            and logits.dim() == 2
+            and not section.get("contrastive")  # no class to explain
+        ):
             cams = gradcam.compute(rec, batch, logits, target)
             if cams:
                 batch.sections["gradcam"] = cams
@@ -227,6 +238,16 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
     return out
 
 
+def _contrastive(logits: torch.Tensor, target: torch.Tensor) -> bool:
+    """Whether the logits are a batch's B×B similarities and each row's target is its own
+    position (CLIP's, InfoNCE's ``arange(B)``): the "classes" are then batch positions."""
+    n = target.numel()
+    if logits.dim() != 2 or tuple(logits.shape) != (n, n) or n < 2:
+        return False
+    with torch.no_grad():
+        return bool(torch.equal(target, torch.arange(n, device=target.device)))
+
+
 def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore_index) -> dict:
     """Target, prediction, p(target) and top-k for every sample or token, computed a few
     rows at a time so a large vocabulary never needs a second copy of the logits."""
@@ -237,6 +258,7 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
     flat = logits.detach().reshape(-1, logits.shape[-1])
     t = target.reshape(-1).long()
     n, classes = flat.shape
+    contrastive = _contrastive(logits, t)
     k = min(TOP_K, classes)
     with_top = n * k <= DERIVED_ELEMS
     p_target = torch.empty(n, device=flat.device)
@@ -274,6 +296,8 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
         "p_target": batch.derived(p_target, DERIVED_ELEMS),
         "shape": shape,
     }
+    if contrastive:
+        out["contrastive"] = True
     if with_top:
         out["top_i"] = batch.derived(top_i, DERIVED_ELEMS)
         out["top_p"] = batch.derived(top_p, DERIVED_ELEMS)
