@@ -136,8 +136,11 @@ async def test_the_tab_bar_hints_the_focused_panes_keys(run_dir: Path):
     app = make_app(run_dir, keymap={"tree.expand": "E"})
     async with app.run_test(size=(160, 40)) as pilot:
         await open_explore(pilot)
-        tabs = screen_text(app).splitlines()[0]
-        assert "j down" in tabs and "E expand" in tabs and "? keys" in tabs
+        # the hints follow the focus Explore's start gives the tree: the next frame has them
+        tabs = await wait_for(
+            pilot, lambda: "j down" in (line := screen_text(app).splitlines()[0]) and line, "hints"
+        )
+        assert "E expand" in tabs and "? keys" in tabs
 
 
 async def test_keymap_remaps_a_binding_and_help_shows_the_new_key(run_dir: Path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from support import record_script, run_tvis
-from viewer_support import goto_page, make_app, screen_text, wait_for
+from viewer_support import goto_page, make_app, showing, wait_for
 
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.widgets.watch_curve import WatchCurve
@@ -57,8 +57,9 @@ async def test_loss_page_shows_the_watch_series_with_recorded_steps_and_anomaly(
         await goto_page(pilot, "loss")
         curve = app.screen.query_one(WatchCurve)
         await wait_for(pilot, lambda: curve.series, "the watch series")
-        text = screen_text(app)
-        assert "watched 42 steps · stopped at step 41: loss became nan at step 41" in text
+        said = "watched 42 steps · stopped at step 41: loss became nan at step 41"
+        # the series is drawn in the frame after it came
+        text = await wait_for(pilot, lambda: showing(app, said), "the watch line")
         assert "grad norm" in text and "█ recorded in full" in text
         marks = next(line for line in text.splitlines() if "✖" in line)
         assert marks.rstrip().endswith("✖")  # the last step watched is the anomaly
@@ -121,6 +122,7 @@ async def test_watched_run_without_anomaly_shows_its_series(tmp_path):
         await goto_page(pilot, "loss")
         curve = app.screen.query_one(WatchCurve)
         await wait_for(pilot, lambda: curve.series, "the watch series")
-        assert "watched 30 steps · no anomaly" in screen_text(app)
-        assert "✖" not in screen_text(app).split("step 0 … 29")[0]
+        said = "watched 30 steps · no anomaly"
+        text = await wait_for(pilot, lambda: showing(app, said), "the watch line")
+        assert "✖" not in text.split("step 0 … 29")[0]
         assert app.internal_errors == []

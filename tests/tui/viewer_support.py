@@ -62,6 +62,12 @@ def count_requests(app) -> list[dict]:
     return asked
 
 
+def showing(app, text: str) -> str:
+    """The screen as plain text once it shows ``text`` ("" before: for ``wait_for``)."""
+    screen = screen_text(app)
+    return screen if text in screen else ""
+
+
 def screen_text(app) -> str:
     """The screen as plain text, one line per row (what a user reads)."""
     console = Console(
