@@ -448,6 +448,7 @@ class LossDetailReply(TypedDict, total=False):
     per_sample_why: str | None
     terms: list[LossTerm] | None
     rest: float | None
+    contrastive: bool | None  # targets are each sample's own pair: no classes, no confusion
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

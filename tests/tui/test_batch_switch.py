@@ -143,9 +143,13 @@ async def test_what_is_fetched_for_the_batches_beside_goes_in_the_background(run
         await _idle(pilot, app)
         asked = count_requests(app)
         await pilot.press("j")  # the selection moves, then rests: the batches beside again
+
+        def beside() -> list[dict]:
+            return [a for a in asked if a.get("batch") not in (None, app.batch)]
+
+        await wait_for(pilot, beside, "the batches beside fetched for the new selection")
         await _idle(pilot, app)
-        beside = [a for a in asked if a.get("batch") not in (None, app.batch)]
-        assert beside and all(a.get("background") for a in beside)
+        assert all(a.get("background") for a in beside())
 
 
 async def test_a_prefetched_switch_moves_the_tree_and_the_inspector_in_the_keys_own_frame(
