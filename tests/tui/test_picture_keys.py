@@ -21,14 +21,18 @@ from viewer_support import (
 )
 
 from tvis.tui.pages import weights
-from tvis.tui.pages.weights import LayerView
+from tvis.tui.pages.weights import LayerView, WeightsView
 from tvis.tui.widgets import attention_view
 from tvis.tui.widgets.attention_view import AttentionView
 
 
-async def _rested(pilot, app, after_s: float) -> None:
-    """Past the rest after which the neighbours are fetched, and that fetch done."""
+async def _rested(pilot, app, after_s: float, holder=None) -> None:
+    """Past the rest after which the neighbours are fetched, and that fetch done (with
+    ``holder``, the view that fetches them, once its rest timer has fired: under load it
+    can fire well after ``after_s``)."""
     await pilot.pause(after_s + 0.2)
+    if holder is not None:
+        await wait_for(pilot, lambda: holder._neighbours_timer is None, "the rest's timer")
     await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
 
 
@@ -57,7 +61,7 @@ async def test_a_weights_list_move_after_a_rest_asks_the_agent_nothing_it_shows(
         await _weights_drawn(pilot, page, table, 0)
         table.focus()
         for key, row in (("j", 1), ("G", len(table.params) - 1), ("g", 0)):
-            await _rested(pilot, app, weights.NEIGHBOURS_AFTER_S)
+            await _rested(pilot, app, weights.NEIGHBOURS_AFTER_S, page.query_one(WeightsView))
             asked = count_requests(app)
             await pilot.press(key)
             layer = await _weights_drawn(pilot, page, table, row)
@@ -140,7 +144,7 @@ async def test_an_attention_cursor_move_after_a_rest_asks_nothing_for_its_overla
     async with app.run_test(size=(120, 40)) as pilot:
         view = await _attention(pilot)
         for key, query in (("j", 1), ("j", 2), ("k", 1)):
-            await _rested(pilot, app, attention_view.NEIGHBOURS_AFTER_S)
+            await _rested(pilot, app, attention_view.NEIGHBOURS_AFTER_S, view)
             asked = count_requests(app)
             await pilot.press(key)
             label = view.reply["tokens"][query]

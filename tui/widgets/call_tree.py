@@ -12,6 +12,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
@@ -227,7 +228,8 @@ class CallTree(Tree[Node], inherit_bindings=False):
     # -- lazy loading --------------------------------------------------------------------
 
     def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
-        self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
+        # the coroutine is made when the worker starts: one cancelled before is never made
+        self.run_worker(partial(self.ensure_loaded, node), group="tree-load", exit_on_error=False)
 
     @staticmethod
     def page_request(
