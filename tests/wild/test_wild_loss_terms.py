@@ -31,6 +31,8 @@ NAMES = (
     "accum_autocast_warmup",
     "gru_packed_masked",
     "multitask_dict_losses",
+    "subword_tagger_ignore_and_mask",
+    "rnn_lm_time_major_mask",
 )
 
 
@@ -195,6 +197,46 @@ def test_a_hand_masked_token_mean_lists_every_sample_with_its_loss_unknown(recor
         r["accuracy"] * r["tokens"] == pytest.approx(round(r["accuracy"] * r["tokens"]))
         for r in rec.rows
     )
+
+
+def _script_globals(name: str, tmp_path: Path) -> dict:
+    """What the script holds once run plainly (its data as the reader of it knows it)."""
+    import os
+    import runpy
+
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        return runpy.run_path(str(SCRIPTS / name / "train.py"), run_name="__main__")
+    finally:
+        os.chdir(here)
+
+
+def test_ignore_index_and_a_hand_mask_both_leave_their_positions_out(recordings, tmp_path):
+    """Subwords after a word's first are labelled -100 (cross_entropy's ignore_index) and
+    the padding is multiplied out by the attention mask: each sentence's tokens are its
+    words, neither its other subwords nor its padding."""
+    rec = _open(recordings, "subword_tagger_ignore_and_mask")
+    d = rec.detail
+    assert d["per_token"] and d["terms"][0]["fn"] == "(loss * active).sum() / active.sum()"
+    data = _script_globals("subword_tagger_ignore_and_mask", tmp_path)["data"]
+    words = [sum(label != -100 for label in labels) for _, labels in data[: rec.size]]
+    subwords = [len(ids) for ids, _ in data[: rec.size]]
+    assert words != subwords  # the two masks differ: their union is what counts
+    assert [r["tokens"] for r in rec.rows] == words
+    # (loss * active).sum() split by sample: each sentence's share of the summed loss
+    total = d["reduction_check"]["recorded"]
+    assert sum(r["loss"] for r in rec.rows) == pytest.approx(total, rel=1e-5)
+
+
+def test_a_time_major_hand_mask_leaves_each_sentences_padding_out(recordings, tmp_path):
+    """pytorch/examples' layout, (T, B) with batch_first=False, and a (T, B) mask of real
+    tokens multiplied into the per-token loss: each sample is its own sentence, its
+    padding not among its tokens."""
+    rec = _open(recordings, "rnn_lm_time_major_mask")
+    corpus = _script_globals("rnn_lm_time_major_mask", tmp_path)["corpus"]
+    assert [r["tokens"] for r in rec.rows] == [len(s) - 1 for s in corpus[: rec.size]]
+    assert all(r["text"].endswith("<eos>") and "<pad>" not in r["text"] for r in rec.rows)
 
 
 def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):

@@ -225,6 +225,7 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
     out = {"per_element": batch.derived(per_element.float(), DERIVED_ELEMS)}
     if valid is not None:
         out["valid"] = batch.derived(valid, DERIVED_ELEMS)
+        batch.loss_valid = valid.reshape(-1)  # a hand mask found at backward narrows it
     if not b or per_element.dim() == 0 or per_element.numel() % b:
         return out
     rows = per_element.reshape(b, -1).float()
