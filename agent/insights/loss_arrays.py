@@ -149,14 +149,16 @@ class LossArrays:
             return None
         total = float(values.sum())
         weight_sum = self.loss.get("weight_sum")
+        shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
         if reduction == "sum":
             divisor = 1.0
+        elif reduction == "batchmean" and shape:  # F.kl_div's: the sum ÷ the batch size
+            divisor = float(shape[0])
         elif isinstance(weight_sum, (int, float)):
             divisor = float(weight_sum)
         else:
             divisor = float(values.size)
         computed = total / divisor if divisor else float("nan")
-        shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
         complete = not shape or int(np.prod(per_element.shape)) == int(np.prod(shape))
         return ReductionCheck(
             reduction=reduction,

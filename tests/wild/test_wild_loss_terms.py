@@ -33,6 +33,7 @@ NAMES = (
     "multitask_dict_losses",
     "subword_tagger_ignore_and_mask",
     "rnn_lm_time_major_mask",
+    "label_distribution_kl",
 )
 
 
@@ -237,6 +238,29 @@ def test_a_time_major_hand_mask_leaves_each_sentences_padding_out(recordings, tm
     corpus = _script_globals("rnn_lm_time_major_mask", tmp_path)["corpus"]
     assert [r["tokens"] for r in rec.rows] == [len(s) - 1 for s in corpus[: rec.size]]
     assert all(r["text"].endswith("<eos>") and "<pad>" not in r["text"] for r in rec.rows)
+
+
+def test_a_kl_divergence_that_is_the_whole_loss_shows_each_samples_kl(recordings):
+    """F.kl_div(log_softmax(logits), q, reduction="batchmean") alone: each sample's loss
+    is its KL summed over the age bins, and batchmean is their sum ÷ B — computed here
+    from the script's own model and data before its first step."""
+    import torch
+
+    rec = _open(recordings, "label_distribution_kl")
+    d = rec.detail
+    assert d["fn"] == "F.kl_div" and d["reduction"] == "batchmean" and not d.get("terms")
+    source = (SCRIPTS / "label_distribution_kl" / "train.py").read_text()
+    before_training: dict = {}
+    exec(compile(source.split("for epoch")[0], "train.py", "exec"), before_training)
+    model, faces, ages = (before_training[k] for k in ("model", "faces", "ages"))
+    q = before_training["label_distribution"](ages[: rec.size])
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(faces[: rec.size]), dim=1)
+    kl = (q * (q.log() - log_p)).sum(1)
+    assert [r["loss"] for r in rec.rows] == pytest.approx(kl.tolist(), rel=1e-4)
+    assert d["value"] == pytest.approx(float(kl.sum() / rec.size), rel=1e-5)
+    check = d["reduction_check"]  # every bin's term, summed, ÷ the batch size
+    assert check["terms"] == rec.size * 20 and check["divisor"] == rec.size and check["matches"]
 
 
 def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):

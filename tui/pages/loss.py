@@ -143,8 +143,10 @@ def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text
         text.append(f"sum of {check['terms']} {what} = {fmt.num(check['sum'], 6)}")
     else:
         divisor = "summed class weights" if check.get("weighted") else "count"
+        if check["reduction"] == "batchmean":
+            divisor = "batch size"
         text.append(
-            f"mean: sum of {check['terms']} {what} {fmt.num(check['sum'], 6)} "
+            f"{'batchmean' if check['reduction'] == 'batchmean' else 'mean'}: sum of {check['terms']} {what} {fmt.num(check['sum'], 6)} "
             f"/ {divisor} {fmt.num(check['divisor'], 6)} = {fmt.num(check['computed'], 6)}"
         )
     text.append(f"   recorded {fmt.num(check['recorded'], 6)} ")

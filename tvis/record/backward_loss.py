@@ -18,6 +18,7 @@ Otherwise the section says why (``per_sample_why``).
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import math
 
@@ -446,6 +447,8 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         section["reduction"] = how
         section["per_sample_how"] = f"{name} re-applied to each sample alone"
         section["merged"] = False
+    if getattr(fn, "__name__", "") in DIVERGENCES:
+        section.update(_divergence_elements(rec, batch, fn, args, kwargs))
     if (
         rec.settings.gradcam
         and logits is not None
@@ -456,6 +459,32 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         if cams:
             batch.sections["gradcam"] = cams
     return section
+
+
+def _divergence_elements(rec, batch, fn, args, kwargs) -> dict:
+    """``F.kl_div`` as the loss: the reduction the script asked for (``batchmean``: the
+    sum over every element ÷ the batch size, so each sample's loss is its KL summed over
+    its classes) and the per-element values, recomputed unreduced."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return {}
+    bound.apply_defaults()
+    params = dict(bound.arguments)
+    paused = rec.paused
+    rec.paused = True
+    try:
+        with rec.quiet(), torch.no_grad():
+            elements = fn(**{**params, "reduction": "none"})
+    except Exception:
+        return {}
+    finally:
+        rec.paused = paused
+    out: dict = {"per_element": batch.derived(elements.detach().float())}
+    if params.get("reduction") == "batchmean":
+        out["reduction"] = "batchmean"
+        out["per_sample_how"] = "each sample's KL summed over its classes (batchmean: ÷ B)"
+    return out
 
 
 def _inside(batch, call_id, outer: Call) -> bool:
