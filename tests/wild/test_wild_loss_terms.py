@@ -126,6 +126,8 @@ def test_a_contrastive_loss_returned_in_a_dict_is_the_loss_and_lists_every_sampl
     assert d["fn"] == "ClipLoss" and d["call"]["cls"] == "ClipLoss"
     assert d["value"] == pytest.approx(d["backward_loss"], rel=1e-6)
     assert "does not split by sample" in d["per_sample_why"]  # each image's row needs the batch
+    # ClipLoss of one image-text pair alone is 0 (its only candidate is itself): said so
+    assert "the loss of one sample alone is 0 whatever the sample" in d["per_sample_why"]
     worst = d["worst"]
     assert sorted(r["sample"] for r in worst) == list(range(12))
     assert all(r["loss"] is None and r["neg_log_p"] > 0 for r in worst)
@@ -156,15 +158,30 @@ def test_distillation_shows_the_hard_term_its_weight_and_what_the_kl_adds(record
     assert _mean(losses) == pytest.approx(d["value"], rel=1e-5)
 
 
-def test_mixup_soft_targets_are_not_shown_as_labels(recordings):
+def test_mixup_soft_targets_are_shown_as_two_classes_mixed_by_lambda(recordings):
+    """mixup_target: λ·one_hot(y) + (1 − λ)·one_hot(y.flip(0)), smoothed by 0.1 over 10
+    classes: each sample's target is its own class and its mirror's in the batch, with
+    one λ for the batch, every other class 0.01; never one hard label."""
+    from tvis.tui.pages.loss_soft import SOFT, mix_lambda, soft_targets_text
+
     rec = _open(recordings, "mixup_soft_targets")
     d = rec.detail
     assert d["fn"] == "SoftTargetCrossEntropy" and d["reduction"] == "mean"
     assert d["value"] == pytest.approx(d["backward_loss"], rel=1e-6)
     losses = [r["loss"] for r in rec.rows]
     assert len(losses) == 16 and _mean(losses) == pytest.approx(d["value"], rel=1e-5)
-    assert all("target" not in r and "pred" not in r for r in rec.rows)
-    assert "confusion" not in d
+    assert d["soft_target"] and "confusion" not in d
+    assert all("target" not in r and "correct" not in r for r in rec.rows)
+    mixes = [r["soft_target"] for r in rec.rows]
+    assert all(m["rest"] == pytest.approx(0.1 / 10) for m in mixes)
+    lambdas = {round(mix_lambda(m["mix"], m["rest"]), 5) for m in mixes if len(m["mix"]) == 2}
+    assert len(lambdas) == 1 and 0 < lambdas.pop() < 1  # one λ drawn for the batch
+    for i, m in enumerate(mixes):
+        mirror = mixes[len(mixes) - 1 - i]["mix"]
+        classes = [c["class"] for c in m["mix"]]
+        assert classes == [c["class"] for c in mirror][:: 1 if len(classes) == 1 else -1]
+    shown = soft_targets_text(rec.rows, 0).plain
+    assert SOFT in shown and "× class" in shown and "0.01 (label smoothing" in shown
 
 
 def test_gradient_accumulation_shows_the_scale_and_the_steps_batches(recordings):
@@ -251,7 +268,7 @@ def test_a_kl_divergence_that_is_the_whole_loss_shows_each_samples_kl(recordings
     assert d["fn"] == "F.kl_div" and d["reduction"] == "batchmean" and not d.get("terms")
     source = (SCRIPTS / "label_distribution_kl" / "train.py").read_text()
     before_training: dict = {}
-    exec(compile(source.split("for epoch")[0], "train.py", "exec"), before_training)
+    exec(compile(source.split("for _epoch")[0], "train.py", "exec"), before_training)
     model, faces, ages = (before_training[k] for k in ("model", "faces", "ages"))
     q = before_training["label_distribution"](ages[: rec.size])
     with torch.no_grad():

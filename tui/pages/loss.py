@@ -25,6 +25,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.loss_soft import soft_targets_text
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
@@ -665,7 +666,11 @@ class LossView(AgentPane):
         depth = depth_of(self.app.console.color_system)
         width = max(16, self.query_one("#loss-right").size.width - 2)
         of = "per-sample" if detail.get("hist_of") == "sample" else "per-element"
-        text = Text(f"{of} loss\n", style="bold")
+        text = Text()
+        if detail.get("soft_target"):  # what the targets are comes before how the losses spread
+            text.append_text(soft_targets_text(self.samples, self.app.sample))
+            text.append("\n\n")
+        text.append(f"{of} loss\n", style="bold")
         text.append_text(histogram(detail.get("hist"), width, False, rows=4, depth=depth))
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")
@@ -682,6 +687,8 @@ class LossView(AgentPane):
         if self.detail is None:
             return
         self.fill_worst()
+        if self.detail.get("soft_target"):
+            self._draw_kind()  # ● moves to the followed sample's soft target
         if self.detail.get("per_token") or self.detail.get("per_pixel"):
             self._load_table()
 

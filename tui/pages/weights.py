@@ -291,9 +291,7 @@ class LayerView(AgentPane):
         self._ask_picture()
 
     def _ask_picture(self) -> None:
-        method, params = self._asked = self.picture_request(
-            self.param or {}, self.step, self.which
-        )
+        method, params = self._asked = self.picture_request(self.param or {}, self.step, self.which)
         if not self.ask(method, tag="picture", **params):
             self.cue.start()
 

@@ -43,7 +43,20 @@ DIVERGENCES = ("kl_div",)
 
 # What a loss analysed where it was called says of the batch's predictions, taken over by
 # the loss that wraps it (a function of the script's own, a masked reduction of its values).
-DESCRIBING = ("classes", "contrastive", "target", "pred", "p_target", "top_i", "top_p", "shape")
+DESCRIBING = (
+    "classes",
+    "contrastive",
+    "target",
+    "pred",
+    "p_target",
+    "top_i",
+    "top_p",
+    "shape",
+    "soft_target",
+    "target_top_i",
+    "target_top_p",
+    "target_floor",
+)
 
 # Full reductions whose input is a loss per element.
 REDUCTIONS = ("mean", "sum")
@@ -439,6 +452,12 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         from tvis.record.loss import _decode
 
         section.update(_decode(batch, logits, target, "cross_entropy", None))
+    else:
+        from tvis.record.loss import decode_soft
+
+        scores = _tensors(args, kwargs)
+        if len(scores) >= 2:  # timm's SoftTargetCrossEntropy(x, mixed one-hot targets)
+            section.update(decode_soft(batch, scores[0], scores[1]))
     per_sample, how = _reapplied(rec, batch, fn, args, kwargs, float(loss.detach()))
     if per_sample is None:
         section["per_sample_why"] = how
@@ -560,9 +579,24 @@ def _reapplied(rec, batch, fn, args, kwargs, value: float):
     for reduction, total in (("mean", math.fsum(values) / b), ("sum", math.fsum(values))):
         if abs(total - value) <= TOLERANCE * max(1.0, abs(value)):
             return values, reduction
-    return None, (
-        f"applied to each sample alone, the loss gives values whose mean ({math.fsum(values) / b:.6g}) "
-        f"and sum are not the batch's loss ({value:.6g}): it does not split by sample."
+    return None, _not_split(values, value)
+
+
+def _not_split(values: list[float], value: float) -> str:
+    """Why values of the loss re-applied to each sample alone are not its per-sample
+    losses, in words: a contrastive loss gives every lone sample the same value (0: its
+    only pair is itself), which says nothing of the sample."""
+    if max(values) - min(values) <= TOLERANCE * max(1.0, abs(values[0])):
+        return (
+            f"the loss of one sample alone is {values[0]:.4g} whatever the sample, not a part "
+            f"of the batch's {value:.4g}: each sample's loss depends on the other samples in "
+            "its batch (as a contrastive loss's does), so it does not split by sample."
+        )
+    mean = math.fsum(values) / len(values)
+    return (
+        f"the losses of each sample alone average {mean:.4g} (sum {math.fsum(values):.4g}), "
+        f"not the batch's {value:.4g}: each sample's loss depends on the rest of its batch, "
+        "so it does not split by sample."
     )
 
 

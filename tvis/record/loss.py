@@ -177,6 +177,8 @@ class LossCapture(Extension):
         section.update(_per_sample(batch, per_element, target, params.get("ignore_index")))
         if name in ("cross_entropy", "nll_loss"):
             section.update(_decode(batch, logits, target, name, params.get("ignore_index")))
+            if name == "cross_entropy":  # class probabilities as its target
+                section.update(decode_soft(batch, logits, target))
         elif name in BINARY:
             section.update(_decode_binary(batch, logits, target, name))
         batch.sections["loss"] = section
@@ -303,6 +305,43 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
         out["top_i"] = batch.derived(top_i, DERIVED_ELEMS)
         out["top_p"] = batch.derived(top_p, DERIVED_ELEMS)
     return out
+
+
+# A soft target's heaviest classes kept per sample: mixup and cutmix mix two labels.
+SOFT_CLASSES = 2
+
+
+def decode_soft(batch, logits: torch.Tensor, target: torch.Tensor) -> dict:
+    """For a target that is a distribution over the classes (mixup's λ·y₁ + (1−λ)·y₂,
+    label smoothing's spread): each sample's heaviest target classes and their weights,
+    the weight every other class gets (``target_floor``: smoothing's share, or 0), and
+    the prediction and top-k of the scores. Nothing for a target of class ids."""
+    if (
+        logits.dim() != 2
+        or target.shape != logits.shape
+        or not target.is_floating_point()
+        or not logits.is_floating_point()
+        or logits.shape[1] < SOFT_CLASSES
+    ):
+        return {}
+    with torch.no_grad():
+        t = target.detach().float()
+        if not bool((t >= 0).all()) or not bool(((t.sum(1) - 1).abs() < 1e-3).all()):
+            return {}  # not a distribution per sample
+        weights, classes = t.topk(SOFT_CLASSES, dim=1)
+        p = logits.detach().float().softmax(1)
+        top_p, top_i = p.topk(min(TOP_K, p.shape[1]), dim=1)
+        return {
+            "classes": int(t.shape[1]),
+            "soft_target": True,
+            "target_top_i": batch.derived(classes.to(torch.int32), DERIVED_ELEMS),
+            "target_top_p": batch.derived(weights, DERIVED_ELEMS),
+            "target_floor": batch.derived(t.min(1).values, DERIVED_ELEMS),
+            "pred": batch.derived(top_i[:, 0].to(torch.int32), DERIVED_ELEMS),
+            "top_i": batch.derived(top_i.to(torch.int32), DERIVED_ELEMS),
+            "top_p": batch.derived(top_p, DERIVED_ELEMS),
+            "shape": [int(t.shape[0])],
+        }
 
 
 def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str) -> dict:

@@ -34,7 +34,7 @@ loader = torch.utils.data.DataLoader(
 )
 model = AgeNet()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-for epoch in range(1):
+for _epoch in range(1):
     for i, (x, age) in enumerate(loader):
         q = label_distribution(age)
         log_p = F.log_softmax(model(x), dim=1)
