@@ -338,6 +338,41 @@ def test_a_loss_term_of_its_own_does_not_borrow_the_classes_of_a_term_beside_it(
     assert "confusion" not in d
 
 
+PROBABILITY_TARGETS = """
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = torch.nn.Linear(6, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    x, y = torch.randn(8, 6), torch.randint(0, 4, (8,))
+    lam = 0.7
+    q = lam * F.one_hot(y, 4).float() + (1 - lam) * F.one_hot(y.flip(0), 4).float()
+    loss = F.cross_entropy(model(x), q)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_cross_entropy_with_probability_targets_shows_each_samples_mix(tmp_path):
+    """F.cross_entropy given class probabilities (0.7 of a label, 0.3 of its mirror's):
+    each sample's two classes with λ = 0.7, no hard label and no confusion matrix."""
+    from tvis.tui.pages.loss_soft import mix_lambda
+
+    run = record_script(tmp_path, PROBABILITY_TARGETS, "--steps", "1")
+    with LocalClient(run / "..") as client:
+        rec = Batch(client)
+    d = rec.detail
+    assert d["fn"] == "cross_entropy" and d["soft_target"] and "confusion" not in d
+    assert all("target" not in r for r in rec.rows)
+    mixes = [r["soft_target"] for r in rec.rows]
+    two = [m for m in mixes if len(m["mix"]) == 2]
+    assert two and all(mix_lambda(m["mix"], m["rest"]) == pytest.approx(0.7) for m in two)
+    assert all(m["mix"][0]["weight"] == pytest.approx(1.0) for m in mixes if len(m["mix"]) == 1)
+
+
 # The model each script trains, by the name the script gives it.
 TRAINED = {
     "multitask_dict_losses": "model",

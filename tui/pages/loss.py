@@ -670,8 +670,14 @@ class LossView(AgentPane):
         if detail.get("soft_target"):  # what the targets are comes before how the losses spread
             text.append_text(soft_targets_text(self.samples, self.app.sample))
             text.append("\n\n")
-        text.append(f"{of} loss\n", style="bold")
-        text.append_text(histogram(detail.get("hist"), width, False, rows=4, depth=depth))
+        if detail.get("hist"):
+            text.append(f"{of} loss\n", style="bold")
+            text.append_text(histogram(detail["hist"], width, False, rows=4, depth=depth))
+        else:  # a loss that does not split by sample, its elements not recorded
+            text.append(
+                "no histogram: neither per-sample nor per-element losses are known",
+                style=colors.MUTED,
+            )
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")
             text.append_text(histogram(detail["residual_hist"], width, False, rows=4, depth=depth))
