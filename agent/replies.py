@@ -462,7 +462,8 @@ class LossDetailReply(TypedDict, total=False):
     terms: list[LossTerm] | None
     rest: float | None
     contrastive: bool | None  # targets are each sample's own pair: no classes, no confusion
-    soft_target: bool | None  # targets are mixes of classes (mixup): no confusion
+    # targets are mixes of two classes (mixup) or distributions over them: no confusion
+    soft_target: Literal["mix", "distribution"] | None
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

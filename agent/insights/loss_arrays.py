@@ -242,9 +242,10 @@ class LossArrays:
         return rows
 
     def _soft_target(self, i: int, names: list) -> dict[str, Any] | None:
-        """Sample ``i``'s soft target (mixup's two classes and their weights):
-        ``{mix: [{class, name, weight}] heaviest first, rest}``, ``rest`` the weight each
-        other class has (label smoothing's share), classes holding only that left out."""
+        """Sample ``i``'s soft target: ``{mix: [{class, name, weight}] heaviest first,
+        rest}``. A mix (mixup's two classes) has ``rest``, the weight each other class
+        has (label smoothing's share), and its classes holding only that are left out; a
+        distribution lists its heaviest classes, ``rest`` 0."""
         ti, tp, floor = (self.values(k) for k in ("target_top_i", "target_top_p", "target_floor"))
         if ti is None or tp is None or i >= ti.shape[0]:
             return None

@@ -170,7 +170,7 @@ def test_mixup_soft_targets_are_shown_as_two_classes_mixed_by_lambda(recordings)
     assert d["value"] == pytest.approx(d["backward_loss"], rel=1e-6)
     losses = [r["loss"] for r in rec.rows]
     assert len(losses) == 16 and _mean(losses) == pytest.approx(d["value"], rel=1e-5)
-    assert d["soft_target"] and "confusion" not in d
+    assert d["soft_target"] == "mix" and "confusion" not in d
     assert all("target" not in r and "correct" not in r for r in rec.rows)
     mixes = [r["soft_target"] for r in rec.rows]
     assert all(m["rest"] == pytest.approx(0.1 / 10) for m in mixes)
@@ -181,7 +181,7 @@ def test_mixup_soft_targets_are_shown_as_two_classes_mixed_by_lambda(recordings)
         classes = [c["class"] for c in m["mix"]]
         assert classes == [c["class"] for c in mirror][:: 1 if len(classes) == 1 else -1]
     shown = soft_targets_text(rec.rows, 0).plain
-    assert SOFT in shown and "× class" in shown and "0.01 (label smoothing" in shown
+    assert SOFT["mix"] in shown and "× class" in shown and "0.01 (label smoothing" in shown
 
 
 def test_gradient_accumulation_shows_the_scale_and_the_steps_batches(recordings):
@@ -278,6 +278,10 @@ def test_a_kl_divergence_that_is_the_whole_loss_shows_each_samples_kl(recordings
     assert d["value"] == pytest.approx(float(kl.sum() / rec.size), rel=1e-5)
     check = d["reduction_check"]  # every bin's term, summed, ÷ the batch size
     assert check["terms"] == rec.size * 20 and check["divisor"] == rec.size and check["matches"]
+    # q is a Gaussian over the age bins, not a mix of two labels: its heaviest bin is the age
+    assert d["soft_target"] == "distribution" and "confusion" not in d
+    heaviest = [r["soft_target"]["mix"][0]["class"] for r in rec.rows]
+    assert heaviest == [int(a) for a in ages[: rec.size]]
 
 
 def test_a_dict_of_weighted_losses_shows_each_term_and_its_weight(recordings):
@@ -365,7 +369,7 @@ def test_cross_entropy_with_probability_targets_shows_each_samples_mix(tmp_path)
     with LocalClient(run / "..") as client:
         rec = Batch(client)
     d = rec.detail
-    assert d["fn"] == "cross_entropy" and d["soft_target"] and "confusion" not in d
+    assert d["fn"] == "cross_entropy" and d["soft_target"] == "mix" and "confusion" not in d
     assert all("target" not in r for r in rec.rows)
     mixes = [r["soft_target"] for r in rec.rows]
     two = [m for m in mixes if len(m["mix"]) == 2]

@@ -668,7 +668,8 @@ class LossView(AgentPane):
         of = "per-sample" if detail.get("hist_of") == "sample" else "per-element"
         text = Text()
         if detail.get("soft_target"):  # what the targets are comes before how the losses spread
-            text.append_text(soft_targets_text(self.samples, self.app.sample))
+            kind = str(detail["soft_target"])
+            text.append_text(soft_targets_text(self.samples, self.app.sample, kind))
             text.append("\n\n")
         if detail.get("hist"):
             text.append(f"{of} loss\n", style="bold")

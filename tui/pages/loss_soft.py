@@ -9,10 +9,17 @@ from rich.text import Text
 
 from tvis.tui import colors, fmt
 
-SOFT = (
-    "soft targets: each sample's target is a mix of classes (mixup or cutmix: λ of one "
-    "label and 1 − λ of another), not one class, so there is no confusion matrix"
-)
+SOFT = {
+    "mix": (
+        "soft targets: each sample's target is a mix of classes (mixup or cutmix: λ of one "
+        "label and 1 − λ of another), not one class, so there is no confusion matrix"
+    ),
+    "distribution": (
+        "soft targets: each sample's target is a distribution over the classes (a label "
+        "distribution), not one class, so there is no confusion matrix; its heaviest classes:"
+    ),
+}
+"""What the targets are, by ``loss_detail``'s ``soft_target``."""
 
 
 def mix_lambda(mix: list[dict[str, Any]], rest: float) -> float | None:
@@ -24,22 +31,27 @@ def mix_lambda(mix: list[dict[str, Any]], rest: float) -> float | None:
     return first / (first + second) if first + second > 0 else None
 
 
-def soft_targets_text(rows: list[dict[str, Any]], followed: int) -> Text:
-    """``SOFT``, then a line per sample: its target classes with their weights, λ, and
-    what the model predicts; ● on the ``followed`` sample."""
+def soft_targets_text(rows: list[dict[str, Any]], followed: int, kind: str = "mix") -> Text:
+    """What the targets are (``SOFT[kind]``), then a line per sample: its target classes
+    with their weights, λ (of a mix), and what the model predicts; ● on the ``followed``
+    sample."""
     soft = [(row, row["soft_target"]) for row in rows if row.get("soft_target")]
     mixes = [
         " + ".join(f"{fmt.num(m['weight'], 2)} × {_name(m)}" for m in t.get("mix") or [])
         for _, t in soft
     ]
     width = max([len("target classes × weight"), *map(len, mixes)])
-    text = Text(SOFT + "\n", style=colors.MUTED)
-    text.append(f"  sample  {'target classes × weight':<{width}}  λ     predicted\n", style="bold")
+    text = Text(SOFT.get(kind, SOFT["distribution"]) + "\n", style=colors.MUTED)
+    lam_head = "λ     " if kind == "mix" else ""
+    text.append(
+        f"  sample  {'target classes × weight':<{width}}  {lam_head}predicted\n", style="bold"
+    )
     for (row, target), mix in zip(soft, mixes, strict=True):
         lam = mix_lambda(target.get("mix") or [], float(target.get("rest") or 0.0))
         text.append("●" if row.get("sample") == followed else " ", style=colors.PHASE["data"])
         text.append(f" {row.get('sample', '?'):>6}  {mix:<{width}}  ")
-        text.append(f"{fmt.num(lam, 2) if lam is not None else '—':<4}  ")
+        if kind == "mix":
+            text.append(f"{fmt.num(lam, 2) if lam is not None else '—':<4}  ")
         pred = row.get("pred")
         text.append(
             _name({"class": pred, "name": row.get("pred_name")}) if pred is not None else "—"

@@ -307,15 +307,21 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
     return out
 
 
-# A soft target's heaviest classes kept per sample: mixup and cutmix mix two labels.
-SOFT_CLASSES = 2
+# A soft target's heaviest classes kept per sample: mixup and cutmix mix two labels; a
+# label distribution (an age's Gaussian over the age bins) is read by its first few.
+SOFT_CLASSES = 3
+
+# How far a class's weight may lie from the lightest one's and still be "every other
+# class" of a mix (label smoothing's equal share, in float32).
+SOFT_REST_TOLERANCE = 1e-6
 
 
 def decode_soft(batch, logits: torch.Tensor, target: torch.Tensor) -> dict:
-    """For a target that is a distribution over the classes (mixup's λ·y₁ + (1−λ)·y₂,
-    label smoothing's spread): each sample's heaviest target classes and their weights,
-    the weight every other class gets (``target_floor``: smoothing's share, or 0), and
-    the prediction and top-k of the scores. Nothing for a target of class ids."""
+    """For a target that is a distribution over the classes: each sample's heaviest
+    target classes and their weights, and the prediction and top-k of the scores.
+    ``soft_target`` is ``"mix"`` when every sample's target is at most two classes over an
+    equal share for all the others (mixup's λ·y₁ + (1−λ)·y₂, label smoothing's spread:
+    that share is ``target_floor``), else ``"distribution"``. Nothing for class ids."""
     if (
         logits.dim() != 2
         or target.shape != logits.shape
@@ -329,19 +335,24 @@ def decode_soft(batch, logits: torch.Tensor, target: torch.Tensor) -> dict:
         if not bool((t >= 0).all()) or not bool(((t.sum(1) - 1).abs() < 1e-3).all()):
             return {}  # not a distribution per sample
         weights, classes = t.topk(SOFT_CLASSES, dim=1)
+        floor = t.min(1, keepdim=True).values
+        others = t.scatter(1, classes[:, :2], floor.expand(-1, 2))
+        mix = bool(((others - floor).abs() <= SOFT_REST_TOLERANCE).all())
         p = logits.detach().float().softmax(1)
         top_p, top_i = p.topk(min(TOP_K, p.shape[1]), dim=1)
-        return {
+        out = {
             "classes": int(t.shape[1]),
-            "soft_target": True,
+            "soft_target": "mix" if mix else "distribution",
             "target_top_i": batch.derived(classes.to(torch.int32), DERIVED_ELEMS),
             "target_top_p": batch.derived(weights, DERIVED_ELEMS),
-            "target_floor": batch.derived(t.min(1).values, DERIVED_ELEMS),
             "pred": batch.derived(top_i[:, 0].to(torch.int32), DERIVED_ELEMS),
             "top_i": batch.derived(top_i.to(torch.int32), DERIVED_ELEMS),
             "top_p": batch.derived(top_p, DERIVED_ELEMS),
             "shape": [int(t.shape[0])],
         }
+        if mix:
+            out["target_floor"] = batch.derived(floor[:, 0], DERIVED_ELEMS)
+        return out
 
 
 def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str) -> dict:
