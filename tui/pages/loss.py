@@ -669,7 +669,9 @@ class LossView(AgentPane):
         text = Text()
         if detail.get("soft_target"):  # what the targets are comes before how the losses spread
             kind = str(detail["soft_target"])
-            text.append_text(soft_targets_text(self.samples, self.app.sample, kind))
+            soft = soft_targets_text(self.samples, self.app.sample, kind)
+            soft.rstrip()
+            text.append_text(soft)
             text.append("\n\n")
         if detail.get("hist"):
             text.append(f"{of} loss\n", style="bold")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import math
+import warnings
 
 import torch
 
@@ -611,7 +612,10 @@ def _each_sample(fn, args, kwargs, b: int) -> list[float] | None:
         return fn(*values[: len(args)], **dict(zip(names, values[len(args) :], strict=True)))
 
     try:
-        out = torch.func.vmap(one, in_dims=dims)(*flat)
+        with warnings.catch_warnings():
+            # torch's "no batching rule for aten::kl_div" is tvis's business, not the script's
+            warnings.simplefilter("ignore", UserWarning)
+            out = torch.func.vmap(one, in_dims=dims)(*flat)
         if isinstance(out, torch.Tensor) and tuple(out.shape) == (b,):
             return out.double().tolist()
     except Exception:
