@@ -2,8 +2,11 @@
 written as their public originals are): a VAE's reconstruction + β·KL summed in a
 function, DDPM's MSE on the predicted noise, CLIP's contrastive loss returned in a dict,
 knowledge distillation's soft KL + hard CE, timm's mixup soft targets, HF-style gradient
-accumulation under bf16 autocast, a GRU tagger's hand-masked token mean, and a
-multi-task model's dict of weighted losses summed in a Lightning-style training_step.
+accumulation under bf16 autocast, a GRU tagger's hand-masked token mean, a
+multi-task model's dict of weighted losses summed in a Lightning-style training_step, a
+subword tagger with both ignore_index=-100 and an attention mask multiplied in, a
+sequence-first LSTM LM with a (T, B) mask, and label-distribution learning whose whole
+loss is F.kl_div(reduction="batchmean").
 
 Each is recorded with `tvis run` as a user runs it, and its Loss page is checked against
 what a reader of the script knows: which loss backward ran on, how it is made of terms
