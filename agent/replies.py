@@ -307,6 +307,18 @@ TopClass = TypedDict("TopClass", {"class": int, "name": str, "p": float})
 """One of a sample's most likely classes (``class`` is a keyword: the functional form)."""
 
 
+MixClass = TypedDict("MixClass", {"class": int, "name": str | None, "weight": float})
+"""One class of a soft target and its weight in it."""
+
+
+class SoftTarget(TypedDict):
+    """A sample's target that is a mix of classes (mixup): its heaviest classes, and the
+    weight every other class has (label smoothing's share, or 0)."""
+
+    mix: list[MixClass]
+    rest: float
+
+
 class SampleTableRow(TypedDict, total=False):
     """One row of the Loss page's table: a sample, or a token of the followed sample."""
 
@@ -329,6 +341,7 @@ class SampleTableRow(TypedDict, total=False):
     tokens: int
     pad: bool
     top: list[TopClass]
+    soft_target: SoftTarget
     worst: Worst
 
 
@@ -449,6 +462,8 @@ class LossDetailReply(TypedDict, total=False):
     terms: list[LossTerm] | None
     rest: float | None
     contrastive: bool | None  # targets are each sample's own pair: no classes, no confusion
+    # targets are mixes of two classes (mixup) or distributions over them: no confusion
+    soft_target: Literal["mix", "distribution"] | None
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

@@ -70,6 +70,8 @@ def record_plain_and_tvis(script: Path, root: Path) -> tuple[str, Path | str]:
         return name, plain.stderr + result.stderr
     (work / "plain.txt").write_text(plain.stdout)
     (work / "tvis.txt").write_text(result.stdout)
+    (work / "plain_stderr.txt").write_text(plain.stderr)
+    (work / "tvis_stderr.txt").write_text(result.stderr)
     return name, work / "runs"
 
 

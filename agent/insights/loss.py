@@ -105,6 +105,7 @@ class LossAPI(InsightBase):
                 "terms",
                 "rest",
                 "contrastive",
+                "soft_target",
             )
         }
         result["call"] = (

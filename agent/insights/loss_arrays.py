@@ -149,14 +149,16 @@ class LossArrays:
             return None
         total = float(values.sum())
         weight_sum = self.loss.get("weight_sum")
+        shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
         if reduction == "sum":
             divisor = 1.0
+        elif reduction == "batchmean" and shape:  # F.kl_div's: the sum ÷ the batch size
+            divisor = float(shape[0])
         elif isinstance(weight_sum, (int, float)):
             divisor = float(weight_sum)
         else:
             divisor = float(values.size)
         computed = total / divisor if divisor else float("nan")
-        shape = (self.chunk.tensor(self.loss["per_element"]) or {}).get("shape")
         complete = not shape or int(np.prod(per_element.shape)) == int(np.prod(shape))
         return ReductionCheck(
             reduction=reduction,
@@ -227,6 +229,9 @@ class LossArrays:
                 row["p_target"] = float(columns["p_target"][i])
             if "target" in row and "pred" in row:
                 row["correct"] = row["target"] == row["pred"]
+            soft = self._soft_target(i, names)
+            if soft is not None:
+                row["soft_target"] = soft
             ti, tp = columns["top_i"], columns["top_p"]
             if ti is not None and tp is not None and i < ti.shape[0]:
                 row["top"] = [
@@ -235,6 +240,22 @@ class LossArrays:
                 ]
             rows.append(row)
         return rows
+
+    def _soft_target(self, i: int, names: list) -> dict[str, Any] | None:
+        """Sample ``i``'s soft target: ``{mix: [{class, name, weight}] heaviest first,
+        rest}``. A mix (mixup's two classes) has ``rest``, the weight each other class
+        has (label smoothing's share), and its classes holding only that are left out; a
+        distribution lists its heaviest classes, ``rest`` 0."""
+        ti, tp, floor = (self.values(k) for k in ("target_top_i", "target_top_p", "target_floor"))
+        if ti is None or tp is None or i >= ti.shape[0]:
+            return None
+        rest = float(floor[i]) if floor is not None and i < floor.shape[0] else 0.0
+        mix = [
+            {"class": int(c), "name": label(names, int(c)), "weight": float(w)}
+            for c, w in zip(ti[i], tp[i], strict=True)
+            if float(w) > rest + 1e-6
+        ]
+        return {"mix": mix, "rest": rest}
 
     def sequence_rows(self, vocab: Vocabulary) -> list[dict[str, Any]]:
         """One row per sequence: loss, valid tokens, token accuracy, the target and predicted

@@ -204,6 +204,33 @@ async def test_weights_page_of_a_vit_shows_patch_kernels_as_a_filter_by_channel_
         assert app.internal_errors == []
 
 
+@pytest.mark.parametrize("image_mode", ["sixel", "halfcell"])
+async def test_weights_page_built_ahead_fits_the_kernel_grid_to_its_pane_once_laid_out(
+    run_dir, image_mode
+):
+    """The page built ahead, hidden, asks for its picture before it is laid out (at no
+    size); once laid out at 200×60 the first conv's 16 filters × 3 input channels all fit
+    the pane (45 rows, 120 columns), not the one channel of 7 filters that no room held."""
+    app = make_app(run_dir, image_mode)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(
+            pilot,
+            lambda: "weights" in app.ahead.built and not app.ahead._unlaid,
+            "the Weights page built ahead and laid out",
+            timeout=40,
+        )
+        await pilot.press("4")
+        layer = app.screen.query_one(LayerView)
+        await wait_for(
+            pilot, lambda: (layer.shown or {}).get("name") == "features.0.0.weight", "the grid"
+        )
+        await wait_for(pilot, lambda: layer.shown["channels"] == 3, "every input channel")
+        assert layer.shown["filters"] == 16 and layer.shown["shape"] == [16, 3, 3, 3]
+        note = " ".join(str(layer.query_one(Picture).query_one(".note").render()).split())
+        assert "filters 0–15 of 16" in note and "input channels 0–2 of 3" in note
+        assert app.internal_errors == []
+
+
 async def test_weights_page_draws_a_long_vector_as_bars_and_says_how_it_was_reduced(vit):
     app = make_app(vit)
     async with app.run_test(size=(100, 30)) as pilot:

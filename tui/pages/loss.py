@@ -25,6 +25,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.loss_soft import soft_targets_text
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
@@ -143,8 +144,10 @@ def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text
         text.append(f"sum of {check['terms']} {what} = {fmt.num(check['sum'], 6)}")
     else:
         divisor = "summed class weights" if check.get("weighted") else "count"
+        if check["reduction"] == "batchmean":
+            divisor = "batch size"
         text.append(
-            f"mean: sum of {check['terms']} {what} {fmt.num(check['sum'], 6)} "
+            f"{'batchmean' if check['reduction'] == 'batchmean' else 'mean'}: sum of {check['terms']} {what} {fmt.num(check['sum'], 6)} "
             f"/ {divisor} {fmt.num(check['divisor'], 6)} = {fmt.num(check['computed'], 6)}"
         )
     text.append(f"   recorded {fmt.num(check['recorded'], 6)} ")
@@ -663,8 +666,21 @@ class LossView(AgentPane):
         depth = depth_of(self.app.console.color_system)
         width = max(16, self.query_one("#loss-right").size.width - 2)
         of = "per-sample" if detail.get("hist_of") == "sample" else "per-element"
-        text = Text(f"{of} loss\n", style="bold")
-        text.append_text(histogram(detail.get("hist"), width, False, rows=4, depth=depth))
+        text = Text()
+        if detail.get("soft_target"):  # what the targets are comes before how the losses spread
+            kind = str(detail["soft_target"])
+            soft = soft_targets_text(self.samples, self.app.sample, kind)
+            soft.rstrip()
+            text.append_text(soft)
+            text.append("\n\n")
+        if detail.get("hist"):
+            text.append(f"{of} loss\n", style="bold")
+            text.append_text(histogram(detail["hist"], width, False, rows=4, depth=depth))
+        else:  # a loss that does not split by sample, its elements not recorded
+            text.append(
+                "no histogram: neither per-sample nor per-element losses are known",
+                style=colors.MUTED,
+            )
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")
             text.append_text(histogram(detail["residual_hist"], width, False, rows=4, depth=depth))
@@ -680,6 +696,8 @@ class LossView(AgentPane):
         if self.detail is None:
             return
         self.fill_worst()
+        if self.detail.get("soft_target"):
+            self._draw_kind()  # ● moves to the followed sample's soft target
         if self.detail.get("per_token") or self.detail.get("per_pixel"):
             self._load_table()
 

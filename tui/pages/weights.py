@@ -252,10 +252,17 @@ class LayerView(AgentPane):
         self.step: int | None = None
         self.which = "weight"
         self.cue = LoadingCue(self, self._loading, lambda: None)  # the answer replaces it
+        self._asked: tuple[str, dict[str, Any]] | None = None  # the picture last asked for
 
     def on_resize(self) -> None:
         # The picture takes what the header, bars, note and statistics leave.
         self.query_one(Picture).max_rows = max(4, self.size.height - 12)
+        # A picture asked for before the pane was laid out (a page opened by its key as
+        # the viewer starts) was cut to no room: ask again for what fits the pane now.
+        if self.param is not None and self._asked != self.picture_request(
+            self.param, self.step, self.which
+        ):
+            self._ask_picture()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="layer-header")
@@ -284,7 +291,7 @@ class LayerView(AgentPane):
         self._ask_picture()
 
     def _ask_picture(self) -> None:
-        method, params = self.picture_request(self.param or {}, self.step, self.which)
+        method, params = self._asked = self.picture_request(self.param or {}, self.step, self.which)
         if not self.ask(method, tag="picture", **params):
             self.cue.start()
 

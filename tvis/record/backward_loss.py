@@ -18,8 +18,10 @@ Otherwise the section says why (``per_sample_why``).
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import math
+import warnings
 
 import torch
 
@@ -39,6 +41,23 @@ TOLERANCE = 1e-4
 # so they are named as terms of the loss (with their weight), and describe it only when
 # no other term does.
 DIVERGENCES = ("kl_div",)
+
+# What a loss analysed where it was called says of the batch's predictions, taken over by
+# the loss that wraps it (a function of the script's own, a masked reduction of its values).
+DESCRIBING = (
+    "classes",
+    "contrastive",
+    "target",
+    "pred",
+    "p_target",
+    "top_i",
+    "top_p",
+    "shape",
+    "soft_target",
+    "target_top_i",
+    "target_top_p",
+    "target_floor",
+)
 
 # Full reductions whose input is a loss per element.
 REDUCTIONS = ("mean", "sum")
@@ -93,6 +112,7 @@ def find(rec, batch, loss: torch.Tensor) -> None:
         return
     found.sort(key=lambda term: _call_order(term[1], section))
     made, made_by = found[0]
+    hand = _hand_mask(batch, loss) if analysed is not None else None
     if made_by is None:
         pass  # the functional loss analysed, scaled or summed with other terms
     elif made_by[0] == "op" and section is not None and made_by[2] is batch.loss_tensor:
@@ -100,23 +120,38 @@ def find(rec, batch, loss: torch.Tensor) -> None:
         section.update(value=float(made.detach()), reduction=made_by[1])
     else:
         if made_by[0] == "op":
-            section = _from_reduction(rec, batch, made, *made_by[1:])
+            masked = hand is not None and made_by[2].numel() == hand.numel()
+            section = _from_reduction(rec, batch, made, *made_by[1:], masked=masked)
+            if masked and analysed is not None:
+                # (loss * mask).sum(): the analysed loss's values, masked, describe it
+                section.update({k: analysed[k] for k in DESCRIBING if k in analysed})
         else:
             section = _from_call(rec, batch, made, *made_by[1:], inner=section)
         batch.sections["loss"] = section
         vocabulary.settle(rec, section.get("classes"))
     if section is not None and not (len(found) == 1 and made is loss):
         section.update(_terms(rec, batch, loss, found, linear, analysed))
-    if section is not None and analysed is not None and not analysed.get("time_major"):
-        mask = _hand_mask(batch, loss)
-        if mask is not None:  # padding a hand-written mask zeroed: not tokens of the batch
-            section["valid"] = analysed["valid"] = batch.derived(mask)
+    if section is not None and analysed is not None and hand is not None:
+        # padding a hand-written mask zeroed: not tokens of the batch
+        section["valid"] = analysed["valid"] = batch.derived(_valid(batch, analysed, hand))
+
+
+def _valid(batch, analysed: dict, mask: torch.Tensor) -> torch.Tensor:
+    """The analysed loss's positions that count: kept by the hand mask and not ignored
+    (``ignore_index``), sample by sample as its stored values are."""
+    order = seq_first.sample_order(batch, mask.numel())
+    if analysed.get("time_major") and order is not None:
+        mask = mask[order.to(mask.device)]
+    if batch.loss_valid is not None and batch.loss_valid.shape == mask.shape:
+        mask = mask & batch.loss_valid.to(mask.device)
+    return mask
 
 
 def _hand_mask(batch, loss: torch.Tensor) -> torch.Tensor | None:
     """The 0/1 mask a script multiplied into the analysed loss's per-element values before
     reducing them (``(loss * mask).sum() / mask.sum()``), found a few autograd steps back
-    from backward's scalar, as a flat bool tensor; None if there is none."""
+    from backward's scalar, as a flat bool tensor in the order of those values; None if
+    there is none."""
     made = batch.loss_tensor
     if made is None or made.grad_fn is None or made.dim() == 0:
         return None
@@ -127,7 +162,8 @@ def _hand_mask(batch, loss: torch.Tensor) -> torch.Tensor | None:
             if node is None or node in seen:
                 continue
             seen.add(node)
-            if node.name() == "MulBackward0" and _reaches(node, made.grad_fn):
+            path = _shape_path(node, made.grad_fn) if node.name() == "MulBackward0" else None
+            if path is not None:
                 for saved in ("_saved_self", "_saved_other"):
                     mask = getattr(node, saved, None)
                     if (
@@ -136,23 +172,33 @@ def _hand_mask(batch, loss: torch.Tensor) -> torch.Tensor | None:
                         and mask.numel() == made.numel()
                         and bool(((mask == 0) | (mask == 1)).all())
                     ):
+                        if sum(n in TRANSPOSES for n in path) % 2 and mask.dim() == 2:
+                            mask = mask.t()  # laid out as the values were before the .t()
                         return mask.detach().reshape(-1) != 0
             ahead += [n for n, _ in node.next_functions if n is not None]
         frontier = ahead
     return None
 
 
-def _reaches(node, target) -> bool:
-    """Whether ``node``'s input is ``target`` through shape-only steps (a view, a reshape)."""
+# Shape-only steps between the analysed loss's values and the product with a mask.
+RESHAPES = ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0")
+TRANSPOSES = ("TBackward0", "TransposeBackward0")
+
+
+def _shape_path(node, target) -> list[str] | None:
+    """The names of the shape-only steps (a view, a reshape, a transpose) by which
+    ``node``'s input is ``target``; None when it is not so."""
+    path: list[str] = []
     for _ in range(3):
         inputs = [n for n, _ in node.next_functions if n is not None]
         if target in inputs:
-            return True
-        shaped = [n for n in inputs if n.name() in ("ViewBackward0", "ReshapeAliasBackward0")]
+            return path
+        shaped = [n for n in inputs if n.name() in (*RESHAPES, *TRANSPOSES)]
         if not shaped:
-            return False
+            return None
         node = shaped[0]
-    return False
+        path.append(node.name())
+    return None
 
 
 # Autograd steps walked back from the scalar backward ran on to the calls that made it: a
@@ -301,7 +347,10 @@ def _unknown(batch, loss: torch.Tensor) -> dict:
 # -- an inline reduction -----------------------------------------------------------------
 
 
-def _from_reduction(rec, batch, loss, op: str, per_element, line) -> dict:
+def _from_reduction(rec, batch, loss, op: str, per_element, line, masked: bool = False) -> dict:
+    """The section of a loss reduced on a line of the script. ``masked``: the reduced
+    tensor is the analysed loss's values times a hand mask, flattened ``[B*T]`` sample by
+    sample as that loss's are when not time-major, so it splits into the samples' rows."""
     call = _loss_call(rec, batch, _expression(line) or f".{op}()", line, per_element, loss)
     section: dict = {
         "call": call.id,
@@ -317,6 +366,8 @@ def _from_reduction(rec, batch, loss, op: str, per_element, line) -> dict:
         if reordered:
             section["time_major"] = True  # per_element stored sample by sample
         section["per_element"] = batch.derived(elements.reshape(-1))
+        if masked and b and elements.dim() == 1 and elements.numel() % b == 0:
+            elements, section["merged"] = elements.reshape(b, -1), True
         if not b or elements.dim() == 0 or elements.numel() % b or elements.shape[0] != b:
             section["per_sample_why"] = (
                 f"the reduced tensor {list(elements.shape)} has no batch dimension of "
@@ -326,7 +377,7 @@ def _from_reduction(rec, batch, loss, op: str, per_element, line) -> dict:
         rows = elements.reshape(b, -1)
         per_sample = rows.mean(1) if op == "mean" else rows.sum(1)
     section["per_sample"] = per_sample.tolist()
-    section["merged"] = False
+    section.setdefault("merged", False)
     return section
 
 
@@ -395,22 +446,19 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
     if inner is not None and _inside(batch, inner.get("call"), call):
         # a functional loss inside it: its predictions describe the same batch (one beside
         # it, another term of a multi-task loss, predicts something else)
-        for key in (
-            "classes",
-            "contrastive",
-            "target",
-            "pred",
-            "p_target",
-            "top_i",
-            "top_p",
-            "shape",
-        ):
+        for key in DESCRIBING:
             if key in inner:
                 section[key] = inner[key]
     elif logits is not None:
         from tvis.record.loss import _decode
 
         section.update(_decode(batch, logits, target, "cross_entropy", None))
+    else:
+        from tvis.record.loss import decode_soft
+
+        scores = _tensors(args, kwargs)
+        if len(scores) >= 2:  # timm's SoftTargetCrossEntropy(x, mixed one-hot targets)
+            section.update(decode_soft(batch, scores[0], scores[1]))
     per_sample, how = _reapplied(rec, batch, fn, args, kwargs, float(loss.detach()))
     if per_sample is None:
         section["per_sample_why"] = how
@@ -419,6 +467,8 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         section["reduction"] = how
         section["per_sample_how"] = f"{name} re-applied to each sample alone"
         section["merged"] = False
+    if getattr(fn, "__name__", "") in DIVERGENCES:
+        section.update(_divergence_elements(rec, batch, fn, args, kwargs))
     if (
         rec.settings.gradcam
         and logits is not None
@@ -429,6 +479,32 @@ def _from_call(rec, batch, loss, call: Call, fn, args, kwargs, inner: dict | Non
         if cams:
             batch.sections["gradcam"] = cams
     return section
+
+
+def _divergence_elements(rec, batch, fn, args, kwargs) -> dict:
+    """``F.kl_div`` as the loss: the reduction the script asked for (``batchmean``: the
+    sum over every element ÷ the batch size, so each sample's loss is its KL summed over
+    its classes) and the per-element values, recomputed unreduced."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return {}
+    bound.apply_defaults()
+    params = dict(bound.arguments)
+    paused = rec.paused
+    rec.paused = True
+    try:
+        with rec.quiet(), torch.no_grad():
+            elements = fn(**{**params, "reduction": "none"})
+    except Exception:
+        return {}
+    finally:
+        rec.paused = paused
+    out: dict = {"per_element": batch.derived(elements.detach().float())}
+    if params.get("reduction") == "batchmean":
+        out["reduction"] = "batchmean"
+        out["per_sample_how"] = "each sample's KL summed over its classes (batchmean: ÷ B)"
+    return out
 
 
 def _inside(batch, call_id, outer: Call) -> bool:
@@ -504,9 +580,24 @@ def _reapplied(rec, batch, fn, args, kwargs, value: float):
     for reduction, total in (("mean", math.fsum(values) / b), ("sum", math.fsum(values))):
         if abs(total - value) <= TOLERANCE * max(1.0, abs(value)):
             return values, reduction
-    return None, (
-        f"applied to each sample alone, the loss gives values whose mean ({math.fsum(values) / b:.6g}) "
-        f"and sum are not the batch's loss ({value:.6g}): it does not split by sample."
+    return None, _not_split(values, value)
+
+
+def _not_split(values: list[float], value: float) -> str:
+    """Why values of the loss re-applied to each sample alone are not its per-sample
+    losses, in words: a contrastive loss gives every lone sample the same value (0: its
+    only pair is itself), which says nothing of the sample."""
+    if max(values) - min(values) <= TOLERANCE * max(1.0, abs(values[0])):
+        return (
+            f"the loss of one sample alone is {values[0]:.4g} whatever the sample, not a part "
+            f"of the batch's {value:.4g}: each sample's loss depends on the other samples in "
+            "its batch (as a contrastive loss's does), so it does not split by sample."
+        )
+    mean = math.fsum(values) / len(values)
+    return (
+        f"the losses of each sample alone average {mean:.4g} (sum {math.fsum(values):.4g}), "
+        f"not the batch's {value:.4g}: each sample's loss depends on the rest of its batch, "
+        "so it does not split by sample."
     )
 
 
@@ -521,7 +612,10 @@ def _each_sample(fn, args, kwargs, b: int) -> list[float] | None:
         return fn(*values[: len(args)], **dict(zip(names, values[len(args) :], strict=True)))
 
     try:
-        out = torch.func.vmap(one, in_dims=dims)(*flat)
+        with warnings.catch_warnings():
+            # torch's "no batching rule for aten::kl_div" is tvis's business, not the script's
+            warnings.simplefilter("ignore", UserWarning)
+            out = torch.func.vmap(one, in_dims=dims)(*flat)
         if isinstance(out, torch.Tensor) and tuple(out.shape) == (b,):
             return out.double().tolist()
     except Exception:

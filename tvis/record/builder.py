@@ -189,6 +189,8 @@ class BatchBuilder:
         # and the result of the loss analysed in sections["loss"].
         self.scalars: dict[int, tuple] = {}
         self.loss_tensor: torch.Tensor | None = None
+        # Its positions not ignored (``target != ignore_index``), flat, sample by sample.
+        self.loss_valid: torch.Tensor | None = None
         # Root module calls as they were made, and the autograd nodes of BatchNorm calls
         # (holding the batch's statistics), for Grad-CAM's replay (gradcam_replay.py).
         self.root_runs: list = []
@@ -513,6 +515,7 @@ class BatchBuilder:
         self.root_runs.clear()
         self.norm_nodes.clear()
         self.loss_tensor = None
+        self.loss_valid = None
         for call in self.calls:
             call.frame = None
 

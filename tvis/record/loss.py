@@ -177,6 +177,8 @@ class LossCapture(Extension):
         section.update(_per_sample(batch, per_element, target, params.get("ignore_index")))
         if name in ("cross_entropy", "nll_loss"):
             section.update(_decode(batch, logits, target, name, params.get("ignore_index")))
+            if name == "cross_entropy":  # class probabilities as its target
+                section.update(decode_soft(batch, logits, target))
         elif name in BINARY:
             section.update(_decode_binary(batch, logits, target, name))
         batch.sections["loss"] = section
@@ -225,6 +227,7 @@ def _per_sample(batch, per_element: torch.Tensor, target: torch.Tensor, ignore_i
     out = {"per_element": batch.derived(per_element.float(), DERIVED_ELEMS)}
     if valid is not None:
         out["valid"] = batch.derived(valid, DERIVED_ELEMS)
+        batch.loss_valid = valid.reshape(-1)  # a hand mask found at backward narrows it
     if not b or per_element.dim() == 0 or per_element.numel() % b:
         return out
     rows = per_element.reshape(b, -1).float()
@@ -302,6 +305,54 @@ def _decode(batch, logits: torch.Tensor, target: torch.Tensor, name: str, ignore
         out["top_i"] = batch.derived(top_i, DERIVED_ELEMS)
         out["top_p"] = batch.derived(top_p, DERIVED_ELEMS)
     return out
+
+
+# A soft target's heaviest classes kept per sample: mixup and cutmix mix two labels; a
+# label distribution (an age's Gaussian over the age bins) is read by its first few.
+SOFT_CLASSES = 3
+
+# How far a class's weight may lie from the lightest one's and still be "every other
+# class" of a mix (label smoothing's equal share, in float32).
+SOFT_REST_TOLERANCE = 1e-6
+
+
+def decode_soft(batch, logits: torch.Tensor, target: torch.Tensor) -> dict:
+    """For a target that is a distribution over the classes: each sample's heaviest
+    target classes and their weights, and the prediction and top-k of the scores.
+    ``soft_target`` is ``"mix"`` when every sample's target is at most two classes over an
+    equal share for all the others (mixup's λ·y₁ + (1−λ)·y₂, label smoothing's spread:
+    that share is ``target_floor``), else ``"distribution"``. Nothing for class ids."""
+    if (
+        logits.dim() != 2
+        or target.shape != logits.shape
+        or not target.is_floating_point()
+        or not logits.is_floating_point()
+        or logits.shape[1] < SOFT_CLASSES
+    ):
+        return {}
+    with torch.no_grad():
+        t = target.detach().float()
+        if not bool((t >= 0).all()) or not bool(((t.sum(1) - 1).abs() < 1e-3).all()):
+            return {}  # not a distribution per sample
+        weights, classes = t.topk(SOFT_CLASSES, dim=1)
+        floor = t.min(1, keepdim=True).values
+        others = t.scatter(1, classes[:, :2], floor.expand(-1, 2))
+        mix = bool(((others - floor).abs() <= SOFT_REST_TOLERANCE).all())
+        p = logits.detach().float().softmax(1)
+        top_p, top_i = p.topk(min(TOP_K, p.shape[1]), dim=1)
+        out = {
+            "classes": int(t.shape[1]),
+            "soft_target": "mix" if mix else "distribution",
+            "target_top_i": batch.derived(classes.to(torch.int32), DERIVED_ELEMS),
+            "target_top_p": batch.derived(weights, DERIVED_ELEMS),
+            "pred": batch.derived(top_i[:, 0].to(torch.int32), DERIVED_ELEMS),
+            "top_i": batch.derived(top_i.to(torch.int32), DERIVED_ELEMS),
+            "top_p": batch.derived(top_p, DERIVED_ELEMS),
+            "shape": [int(t.shape[0])],
+        }
+        if mix:
+            out["target_floor"] = batch.derived(floor[:, 0], DERIVED_ELEMS)
+        return out
 
 
 def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str) -> dict:

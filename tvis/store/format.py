@@ -121,6 +121,10 @@ A batch index (``batches/N/index.msgpack``)::
      "loss": {"call", "fn", "reduction", "ignore_index", "value", "per_element": id,
               "valid": id, "per_sample": [float], "merged": bool, "target": id, "pred": id,
               "p_target": id, "top_i": id, "top_p": id, "classes": int, "shape": [...],
+              "soft_target"?: "mix" | "distribution", "target_top_i": id,
+              "target_top_p": id, "target_floor"?: id,  # a target that is a distribution
+              # over the classes: each sample's 3 heaviest classes and their weights; a mix
+              # (mixup: two classes over an equal share for the others) that share too
               "weighted": bool, "weight_sum": float,  # weight_sum: a weighted CE/NLL
                                                       # mean's divisor (class targets)
               "per_sample_how"?: str, "per_sample_why"?: str,  # a loss of the script's own
