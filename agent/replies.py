@@ -307,6 +307,17 @@ TopClass = TypedDict("TopClass", {"class": int, "name": str, "p": float})
 """One of a sample's most likely classes (``class`` is a keyword: the functional form)."""
 
 
+class LabelRow(TypedDict, total=False):
+    """One label of a multi-label sample: set or not, predicted or not (p > 0.5)."""
+
+    label: int
+    name: str | None
+    target: bool
+    pred: bool
+    p: float  # p(label present)
+    loss: float
+
+
 class SampleTableRow(TypedDict, total=False):
     """One row of the Loss page's table: a sample, or a token of the followed sample."""
 
@@ -330,6 +341,13 @@ class SampleTableRow(TypedDict, total=False):
     pad: bool
     top: list[TopClass]
     worst: Worst
+    # A multi-label loss: the sample's labels set and the model's, and each label's values.
+    labels: list[int]
+    pred_labels: list[int]
+    label_names: list[str | None]
+    pred_label_names: list[str | None]
+    exact: bool
+    per_label: list[LabelRow]
 
 
 class SampleText(TypedDict):
@@ -412,11 +430,20 @@ class PixelIoU(TypedDict):
     run: RunIoU | None
 
 
-class WorstSample(TypedDict):
+class _WorstBase(TypedDict):
     sample: int
     loss: float | None  # None: the loss does not split by sample
     p_target: float
     neg_log_p: float
+
+
+class WorstSample(_WorstBase, total=False):
+    # A multi-label loss: the sample's labels set and the model's (p > 0.5).
+    labels: list[int]
+    pred_labels: list[int]
+    label_names: list[str | None]
+    pred_label_names: list[str | None]
+    exact: bool
 
 
 class LossTerm(TypedDict, total=False):
@@ -449,6 +476,7 @@ class LossDetailReply(TypedDict, total=False):
     terms: list[LossTerm] | None
     rest: float | None
     contrastive: bool | None  # targets are each sample's own pair: no classes, no confusion
+    multilabel: bool | None  # 0/1 targets per label: sets of labels, no confusion
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

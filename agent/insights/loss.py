@@ -134,6 +134,12 @@ class LossAPI(InsightBase):
         result["residual_hist"] = table.residual_histogram(loss.get("fn"))
         result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
+        result["multilabel"] = table.multilabel or None
+        if table.multilabel:  # each row's labels set and the model's, beside its loss
+            names = class_names(self.store.index(run).get("data"), loss) or []
+            for row in result["worst"]:
+                sets = table.label_row(row["sample"], names)
+                row.update({k: v for k, v in sets.items() if k != "per_label"})
         if table.spatial:
             result["iou"] = self._iou(run, chunk, table)
         elif (

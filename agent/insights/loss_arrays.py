@@ -233,8 +233,37 @@ class LossArrays:
                     {"class": int(c), "name": label(names, int(c)), "p": float(p)}
                     for c, p in zip(ti[i], tp[i], strict=True)
                 ]
+            if self.multilabel:
+                row.update(self.label_row(i, names))
             rows.append(row)
         return rows
+
+    def label_row(self, i: int, names: list) -> dict[str, Any]:
+        """Sample ``i`` of a multi-label loss: its labels set and the model's (p > 0.5),
+        each label's p(label present) and loss; ``exact`` when the two sets agree."""
+        target, pred = self.by_sample("labels"), self.by_sample("pred_labels")
+        if target is None or pred is None or i >= target.shape[0] or i >= pred.shape[0]:
+            return {}
+        t, p = target[i].reshape(-1).astype(bool), pred[i].reshape(-1).astype(bool)
+        p_target, loss = self.by_sample("p_target"), self.by_sample("per_element")
+        per_label = []
+        for c in range(t.size):
+            entry: dict[str, Any] = {"label": c, "name": label(names, c), "target": bool(t[c])}
+            entry["pred"] = bool(p[c])
+            if p_target is not None and i < p_target.shape[0]:
+                q = float(p_target[i].reshape(-1)[c])
+                entry["p"] = q if t[c] else 1.0 - q  # p(label present), whatever the target
+            if loss is not None and i < loss.shape[0]:
+                entry["loss"] = float(loss[i].reshape(-1)[c])
+            per_label.append(entry)
+        return {
+            "labels": np.flatnonzero(t).tolist(),
+            "pred_labels": np.flatnonzero(p).tolist(),
+            "label_names": [label(names, int(c)) for c in np.flatnonzero(t)],
+            "pred_label_names": [label(names, int(c)) for c in np.flatnonzero(p)],
+            "exact": bool((t == p).all()),
+            "per_label": per_label,
+        }
 
     def sequence_rows(self, vocab: Vocabulary) -> list[dict[str, Any]]:
         """One row per sequence: loss, valid tokens, token accuracy, the target and predicted

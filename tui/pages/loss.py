@@ -25,6 +25,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.loss_labels import labels_text
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
 from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
@@ -513,6 +514,8 @@ class LossView(AgentPane):
         elif detail.get("confusion"):
             if self.samples:
                 self.draw_confusion()
+        elif detail.get("multilabel"):
+            self._draw_labels()
         else:
             self._draw_regression()
 
@@ -659,6 +662,11 @@ class LossView(AgentPane):
     # -- regression and other losses -------------------------------------------------------
 
     def _draw_regression(self) -> None:
+        self.query_one("#loss-kind", Static).update(self._histograms())
+        self._clear_extras()
+
+    def _histograms(self) -> Text:
+        """The per-element (or per-sample) loss histogram, and |input − target| where known."""
         detail = self.detail or {}
         depth = depth_of(self.app.console.color_system)
         width = max(16, self.query_one("#loss-right").size.width - 2)
@@ -668,11 +676,23 @@ class LossView(AgentPane):
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")
             text.append_text(histogram(detail["residual_hist"], width, False, rows=4, depth=depth))
-        self.query_one("#loss-kind", Static).update(text)
+        return text
+
+    def _clear_extras(self) -> None:
+        """No picture here; the note only for a contrastive loss."""
+        detail = self.detail or {}
         self.query_one("#loss-picture", Picture).clear()
         self.query_one("#loss-note", Static).update(
             CONTRASTIVE if detail.get("contrastive") else ""
         )
+
+    def _draw_labels(self) -> None:
+        """A multi-label loss: labels sets vs predicted, then the per-label histogram."""
+        text = labels_text(self.samples, self.app.sample)
+        text.append("\n")
+        text.append_text(self._histograms())
+        self.query_one("#loss-kind", Static).update(text)
+        self._clear_extras()
 
     # -- following the app ---------------------------------------------------------------
 
@@ -682,6 +702,8 @@ class LossView(AgentPane):
         self.fill_worst()
         if self.detail.get("per_token") or self.detail.get("per_pixel"):
             self._load_table()
+        elif self.detail.get("multilabel"):
+            self._draw_labels()
 
 
 class LossPage(Page):

@@ -15,7 +15,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from tvis.record import backward_loss, gradcam, seq_first, vocabulary
+from tvis.record import backward_loss, gradcam, label_names, seq_first, vocabulary
 from tvis.record.builder import Call
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
@@ -182,6 +182,8 @@ class LossCapture(Extension):
         batch.sections["loss"] = section
         batch.loss_tensor = out
         vocabulary.settle(rec, section.get("classes"))
+        if section.get("multilabel"):
+            label_names.settle(rec, section["shape"][1], sys._getframe(1))
         if (
             rec.settings.gradcam
             and name == "cross_entropy"
@@ -322,9 +324,11 @@ def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str)
         is_one = t == 1
         p_target = torch.where(is_one, p, 1 - p)
         pred = (p > 0.5).to(torch.int32)
-    if n != b:  # several labels a sample: p(target) only, one row of labels each
+    if n != b:  # several labels a sample: one row of labels each, the set and its guess
         return {
             "p_target": batch.derived(p_target, DERIVED_ELEMS),
+            "labels": batch.derived(is_one.to(torch.uint8), DERIVED_ELEMS),
+            "pred_labels": batch.derived(pred.to(torch.uint8), DERIVED_ELEMS),
             "shape": [b, n // b],
             "multilabel": True,
         }
