@@ -128,6 +128,8 @@ class LossAPI(InsightBase):
         result.update(table.elements(elements))
         result["hist"] = table.histogram()
         result["hist_of"] = "element" if result["hist"] else None
+        if loss.get("fn") == "ctc_loss" and result["hist"]:
+            result["hist_of"] = "sample"  # CTC's elements are its samples' alignment sums
         if result["hist"] is None:
             result["hist"] = table.sample_histogram()
             result["hist_of"] = "sample" if result["hist"] else None

@@ -140,6 +140,10 @@ def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text
         what = "valid per-token losses"
     elif detail.get("per_pixel"):
         what = "valid per-pixel losses"
+    elif detail.get("fn") == "ctc_loss":  # one alignment sum a sample, not an element each
+        what = "per-sample losses" + (
+            " (each ÷ its target length)" if check["reduction"] == "mean" else ""
+        )
     if check["reduction"] == "sum":
         text.append(f"sum of {check['terms']} {what} = {fmt.num(check['sum'], 6)}")
     else:

@@ -126,8 +126,6 @@ A batch index (``batches/N/index.msgpack``)::
               "multilabel"?: bool, "labels"?: id, "pred_labels"?: id,  # a binary loss over
               # rows of 0/1 targets ([B, C], ``shape``): each sample's labels set (uint8
               # 0/1) and the model's (p > 0.5)
-              "per_sample_lengths"?: {"input": [int], "target": [int]},  # CTC: each
-              # sample's frames and target length (its per-sample loss is over its length)
               "per_sample_how"?: str, "per_sample_why"?: str,  # a loss of the script's own
               # (found from the scalar backward ran on): how its per-sample losses were had
               # exactly (re-applied per sample, or a reduction's input), or why they were not
