@@ -364,6 +364,7 @@ class SampleTableReply(TypedDict, total=False):
     accuracy: float | None
     text: SampleText
     vocabulary: str
+    input_vocabulary: str  # a translation model: the source vocabulary decoding its input
     # kind "pixels" (a segmentation loss's followed sample): its plane of ``shape``, every
     # ``stride``-th pixel ``shown`` (classes picked, never averaged; loss as block means)
     shape: list[int]

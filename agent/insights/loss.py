@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tvis.agent import insight_views as iv
-from tvis.agent.decode import Vocabulary, class_names
+from tvis.agent.decode import Vocabulary, class_names, vocabulary_for
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import (
     InsightBase,
@@ -55,8 +55,12 @@ class LossAPI(InsightBase):
             if sample is None:
                 rows = table.sequence_rows(Vocabulary(data))
                 return {"kind": "sequences", "total": len(rows), "rows": page(rows, offset, limit)}
-            given = model_input(chunk.record, self.lookups.tree(run, batch))
-            result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
+            tree = self.lookups.tree(run, batch)
+            given = model_input(chunk.record, tree)
+            source = vocabulary_for(data, tree, given["id"] if given else None)
+            result = table.token_rows(
+                sample, Vocabulary(data), input_ids(chunk, given, sample), source
+            )
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
         if table.spatial:

@@ -293,10 +293,16 @@ class LossArrays:
         return rows
 
     def token_rows(
-        self, sample: int, vocab: Vocabulary, inputs: list[int] | None
+        self,
+        sample: int,
+        vocab: Vocabulary,
+        inputs: list[int] | None,
+        input_vocab: Vocabulary | None = None,
     ) -> dict[str, Any]:
         """One row per position of ``sample``: input, target, prediction, p(target), loss,
-        padding; and the input, target and predicted texts decoded with the vocabulary."""
+        padding; and the input, target and predicted texts decoded with the vocabulary
+        (the input with ``input_vocab``: a translation model's source vocabulary)."""
+        source = input_vocab or vocab
         columns = {k: self.by_sample(k) for k in ("target", "pred", "p_target", "per_element")}
         target = columns["target"]
         if target is None or not 0 <= sample < target.shape[0]:
@@ -310,7 +316,7 @@ class LossArrays:
             row: dict[str, Any] = {"pos": pos, "pad": not bool(mask[pos])}
             if inputs is not None and pos < len(inputs):
                 row["input"] = inputs[pos]
-                row["input_token"] = vocab.token(inputs[pos])
+                row["input_token"] = source.token(inputs[pos])
             for key in ("target", "pred"):
                 values = columns[key]
                 if values is not None and sample < values.shape[0]:
@@ -327,11 +333,12 @@ class LossArrays:
             "kind": "tokens",
             "sample": sample,
             "text": {
-                "input": vocab.text(inputs) if inputs is not None else None,
+                "input": source.text(inputs) if inputs is not None else None,
                 "target": vocab.text([r["target"] for r in real]),
                 "pred": vocab.text([r["pred"] for r in real if "pred" in r]),
             },
             "vocabulary": vocab.note,
+            **({"input_vocabulary": source.note} if source is not vocab else {}),
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }

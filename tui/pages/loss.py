@@ -292,11 +292,28 @@ def token_legend(mean: float, span: float, depth: Depth) -> Text:
     return text
 
 
+def word_tokens(rows: list[dict[str, Any]], joined: str | None) -> bool:
+    """Whether the vocabulary joins its tokens with spaces (words), as the decoded target
+    text shows: such tokens are drawn apart, not run together."""
+    tokens = [str(r.get("target_token", "")) for r in rows if not r["pad"]]
+    return bool(
+        joined
+        and " " in joined
+        and tokens
+        and all(t and t == t.strip() and t[0] not in "Ġ▁#" for t in tokens)
+    )
+
+
 def token_text(
-    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: Depth
+    rows: list[dict[str, Any]],
+    cursor: int,
+    mean: float,
+    span: float,
+    depth: Depth,
+    sep: str = "",
 ) -> Text:
     """The target tokens, each on the colour of its loss; padding struck out; the cursor's
-    token reversed."""
+    token reversed; ``sep`` between tokens (a space for words)."""
     losses = np.array(
         [r.get("loss", np.nan) if not r["pad"] else np.nan for r in rows], dtype=np.float64
     )
@@ -319,16 +336,22 @@ def token_text(
             style = f"{ink} on rgb({r},{g},{b})"
         if i == cursor:
             style += " reverse bold underline"
+        if i and sep:
+            text.append(sep)
         text.append(shown, style=style)
     return text
 
 
-def position_text(row: dict[str, Any] | None) -> Text:
+def position_text(row: dict[str, Any] | None, aligned: bool = True) -> Text:
+    """The cursor's position: its input (when the input is aligned with the targets, as a
+    language model's is; a translation's source is not), target, prediction, p, loss."""
     text = Text()
     if row is None:
         return text
     text.append(f"position {row['pos']}: ", style=colors.MUTED)
-    text.append(f"input {row.get('input_token', '—')!r}  target {row.get('target_token', '—')!r}")
+    if aligned:
+        text.append(f"input {row.get('input_token', '—')!r}  ")
+    text.append(f"target {row.get('target_token', '—')!r}")
     if row["pad"]:
         text.append("   padding / ignore_index: not in the loss", style=colors.MUTED)
         return text
@@ -554,15 +577,24 @@ class LossView(AgentPane):
         )
         if tokens.get("vocabulary"):
             head.append(f"\n{tokens['vocabulary']}", style=colors.MUTED)
+        source = tokens.get("input_vocabulary")  # a translation: its source side's own
+        if source:
+            head.append(f"\n{source}", style=colors.MUTED)
+        texts = tokens.get("text") or {}
+        sep = " " if word_tokens(rows, texts.get("target")) else ""
         head.append("\n")
-        head.append_text(token_text(rows, self.token_cursor, mean, span, depth))
+        head.append_text(token_text(rows, self.token_cursor, mean, span, depth, sep))
         head.append("\n")
         head.append_text(token_legend(mean, span, depth))
         self.query_one("#loss-kind", Static).update(head)
         self.query_one("#loss-picture", Picture).clear()
-        texts = tokens.get("text") or {}
-        note = position_text(rows[self.token_cursor] if rows else None)
-        note.append("\n\ntarget    ", style=colors.MUTED)
+        note = position_text(rows[self.token_cursor] if rows else None, aligned=not source)
+        if source:
+            note.append("\n\nsource    ", style=colors.MUTED)
+            note.append(texts.get("input") or fmt.token_ids(rows, "input") or "—")
+            note.append("\ntarget    ", style=colors.MUTED)
+        else:
+            note.append("\n\ntarget    ", style=colors.MUTED)
         note.append(texts.get("target") or fmt.token_ids(rows, "target") or "—")
         note.append("\npredicted ", style=colors.MUTED)
         note.append(texts.get("pred") or fmt.token_ids(rows, "pred") or "—")

@@ -44,9 +44,7 @@ def labels_text(rows: list[dict[str, Any]], followed: int) -> Text:
             wrong = entry["target"] != entry["pred"]
             text.append(f"{name[:16]:<16} ")
             text.append(f"{'yes' if entry['target'] else '·':>4} ")
-            text.append(
-                f"{'yes' if entry['pred'] else '·':>5} ", style=colors.BAD if wrong else ""
-            )
+            text.append(f"{'yes' if entry['pred'] else '·':>5} ", style=colors.BAD if wrong else "")
             text.append(f"{fmt.num(entry.get('p')):>7} ")
             text.append(f"{fmt.num(entry.get('loss')):>7}\n", style=colors.PHASE["loss"])
     return text

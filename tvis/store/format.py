@@ -265,7 +265,9 @@ The run index (``run.msgpack``)::
               "tokenizer": {...}, "insights": {...},   # each key only when known
               "vocab_source"?: str,  # a language model's: "vocabulary: itos dict in train.py
                                      # globals (65 entries)", or
-              "vocab_why"?: str},    # why no vocabulary fits the model
+              "vocab_why"?: str,     # why no vocabulary fits the model
+              "source_vocab"?: [...], "source_vocab_source"?: str},  # a translation
+              # model's source side: the vocabulary its other embedding's ids index
      "project": str, "model": {"params": int, "modules": int}}
 
 A recording of several ranks (``torchrun``, ``srun``, any launcher that sets ``RANK`` and
