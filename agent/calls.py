@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tvis.agent.calltree import CallTree
-from tvis.agent.decode import Vocabulary, vocabulary_for, class_names
+from tvis.agent.decode import Vocabulary, class_names, vocabulary_for
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.loss import sequence_columns
 from tvis.agent.lookups import Lookups

@@ -90,13 +90,19 @@ def class_names(data: dict[str, Any] | None, loss: dict[str, Any] | None) -> lis
 
 
 def vocabulary_for(data: dict[str, Any] | None, tree: Any, tensor_id: Any) -> Vocabulary:
-    """The vocabulary that decodes the token ids in tensor ``tensor_id``: a translation
-    model's source vocabulary when the ids go into its source embedding (an encoder's,
-    whose rows are the source vocabulary's), else the run's vocabulary."""
+    """The vocabulary that decodes the token ids in tensor ``tensor_id``: the source one
+    when they feed a translation model's source embedding, else the run's vocabulary."""
+    return source_vocabulary(data, tree, tensor_id) or Vocabulary(data)
+
+
+def source_vocabulary(data: dict[str, Any] | None, tree: Any, tensor_id: Any) -> Vocabulary | None:
+    """A translation model's source vocabulary when the ids in tensor ``tensor_id`` go
+    into its source embedding (an encoder's, whose rows are the source vocabulary's);
+    None for ids of the run's own vocabulary."""
     data = data if isinstance(data, dict) else {}
     source = data.get("source_vocab")
     if not isinstance(source, list) or not isinstance(tensor_id, int):
-        return Vocabulary(data)
+        return None
     rows = {
         t.get("module"): t.get("rows")
         for t in (data.get("insights") or {}).get("embeddings") or []
@@ -110,4 +116,4 @@ def vocabulary_for(data: dict[str, Any] | None, tree: Any, tensor_id: Any) -> Vo
         inputs = tree.by_id[cid].get("inputs") or []
         if inputs and isinstance(inputs[0], dict) and inputs[0].get("tensor") == tensor_id:
             return Vocabulary({"vocab": source, "vocab_source": data.get("source_vocab_source")})
-    return Vocabulary(data)
+    return None

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tvis.agent import insight_views as iv
-from tvis.agent.decode import Vocabulary, class_names, vocabulary_for
+from tvis.agent.decode import Vocabulary, class_names, source_vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import (
     InsightBase,
@@ -57,7 +57,7 @@ class LossAPI(InsightBase):
                 return {"kind": "sequences", "total": len(rows), "rows": page(rows, offset, limit)}
             tree = self.lookups.tree(run, batch)
             given = model_input(chunk.record, tree)
-            source = vocabulary_for(data, tree, given["id"] if given else None)
+            source = source_vocabulary(data, tree, given["id"] if given else None)
             result = table.token_rows(
                 sample, Vocabulary(data), input_ids(chunk, given, sample), source
             )

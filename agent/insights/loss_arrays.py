@@ -338,7 +338,7 @@ class LossArrays:
                 "pred": vocab.text([r["pred"] for r in real if "pred" in r]),
             },
             "vocabulary": vocab.note,
-            **({"input_vocabulary": source.note} if source is not vocab else {}),
+            **({"input_vocabulary": source.note} if input_vocab else {}),
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }

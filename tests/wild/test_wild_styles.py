@@ -141,7 +141,7 @@ def test_a_loss_computed_inside_the_model_shows_each_sequences_loss_and_text(rec
         tokens = rec.call("sample_table", batch=rec.index, sample=1)
         # The input as the script's tokenizer decodes it: its padding left out.
         assert tokens["text"]["input"] == tokenizer.decode(input_ids[1])
-        assert "WordTokenizer" in tokens["vocabulary"]
+        assert "WordTokenizer" in tokens["vocabulary"] and "input_vocabulary" not in tokens
 
 
 def test_a_translation_decodes_the_source_and_the_target_each_with_its_vocabulary(

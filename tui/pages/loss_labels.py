@@ -35,11 +35,11 @@ def labels_text(rows: list[dict[str, Any]], followed: int) -> Text:
         text.append("\n")
     if len(rows) > SHOWN:
         text.append(f"… {len(rows) - SHOWN} more samples\n", style=colors.MUTED)
-    row = next((r for r in rows if r["sample"] == followed), None)
-    if row is not None and row.get("per_label"):
+    chosen = next((r for r in rows if r["sample"] == followed), None)
+    if chosen is not None and chosen.get("per_label"):
         text.append(f"\nsample {followed}, label by label\n", style="bold")
         text.append(f"{'label':<16} {'set':>4} {'pred':>5} {'p':>7} {'loss':>7}\n", style="bold")
-        for entry in row["per_label"]:
+        for entry in chosen["per_label"]:
             name = entry.get("name") or f"label {entry['label']}"
             wrong = entry["target"] != entry["pred"]
             text.append(f"{name[:16]:<16} ")

@@ -94,9 +94,7 @@ if __name__ == "__main__":
         decoder_optimizer.zero_grad()
         encoder_outputs, encoder_hidden = encoder(input_tensor)
         decoder_outputs, _ = decoder(encoder_hidden, target_tensor)
-        loss = criterion(
-            decoder_outputs.view(-1, decoder_outputs.size(-1)), target_tensor.view(-1)
-        )
+        loss = criterion(decoder_outputs.view(-1, decoder_outputs.size(-1)), target_tensor.view(-1))
         loss.backward()
         encoder_optimizer.step()
         decoder_optimizer.step()
