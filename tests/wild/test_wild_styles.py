@@ -258,3 +258,14 @@ def test_ctc_shows_each_samples_loss_and_no_classes(recordings):
         assert d["hist_of"] == "sample" and not d["per_token"]
         assert d.get("confusion") is None and all("target" not in r for r in rec.rows)
         assert not rec.call("insights")["gradcam"]
+
+
+def test_word_tokens_are_drawn_apart_and_characters_together():
+    from tvis.tui.pages.loss import word_tokens
+
+    def rows(tokens):
+        return [{"pad": False, "target_token": t} for t in tokens]
+
+    assert word_tokens(rows(["j", "ai", "froid"]), "j ai froid")
+    assert not word_tokens(rows(["h", "i", " ", "y", "o"]), "hi yo")  # characters
+    assert not word_tokens(rows(["Ġthe", "Ġcat"]), " the cat")  # byte-level BPE
