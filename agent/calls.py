@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tvis.agent.calltree import CallTree
-from tvis.agent.decode import Vocabulary, class_names
+from tvis.agent.decode import Vocabulary, class_names, vocabulary_for
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.loss import sequence_columns
 from tvis.agent.lookups import Lookups
@@ -89,11 +89,18 @@ class CallsAPI:
         """One call in full: each tensor argument's entry (and its gradient's) inlined."""
         tree = self.lookups.tree(run, batch)
         record = dict(self.lookups.call(tree, call))
-        vocab = Vocabulary(self.store.index(run).get("data"))
+        data = self.store.index(run).get("data")
+        vocab = Vocabulary(data)
         chunk = self.store.chunk(run, "batch", batch)
         for side in ("inputs", "outputs"):
             record[side] = [
-                self._decode_arg(chunk, vocab, self._inline(tree, arg))
+                self._decode_arg(
+                    chunk,
+                    vocabulary_for(
+                        data, tree, arg.get("tensor") if isinstance(arg, dict) else None
+                    ),
+                    self._inline(tree, arg),
+                )
                 for arg in record.get(side) or []
             ]
         record["tokens"] = [

@@ -87,3 +87,33 @@ def class_names(data: dict[str, Any] | None, loss: dict[str, Any] | None) -> lis
     if isinstance(vocab, list) and isinstance(count, int) and count == len(vocab):
         return vocab
     return None
+
+
+def vocabulary_for(data: dict[str, Any] | None, tree: Any, tensor_id: Any) -> Vocabulary:
+    """The vocabulary that decodes the token ids in tensor ``tensor_id``: the source one
+    when they feed a translation model's source embedding, else the run's vocabulary."""
+    return source_vocabulary(data, tree, tensor_id) or Vocabulary(data)
+
+
+def source_vocabulary(data: dict[str, Any] | None, tree: Any, tensor_id: Any) -> Vocabulary | None:
+    """A translation model's source vocabulary when the ids in tensor ``tensor_id`` go
+    into its source embedding (an encoder's, whose rows are the source vocabulary's);
+    None for ids of the run's own vocabulary."""
+    data = data if isinstance(data, dict) else {}
+    source = data.get("source_vocab")
+    if not isinstance(source, list) or not isinstance(tensor_id, int):
+        return None
+    rows = {
+        t.get("module"): t.get("rows")
+        for t in (data.get("insights") or {}).get("embeddings") or []
+        if isinstance(t, dict)
+    }
+    for cid in tree.order:
+        if tree.scalar(cid, "cls") != "Embedding" or rows.get(tree.scalar(cid, "name")) != len(
+            source
+        ):
+            continue
+        inputs = tree.by_id[cid].get("inputs") or []
+        if inputs and isinstance(inputs[0], dict) and inputs[0].get("tensor") == tensor_id:
+            return Vocabulary({"vocab": source, "vocab_source": data.get("source_vocab_source")})
+    return None

@@ -319,6 +319,17 @@ class SoftTarget(TypedDict):
     rest: float
 
 
+class LabelRow(TypedDict, total=False):
+    """One label of a multi-label sample: set or not, predicted or not (p > 0.5)."""
+
+    label: int
+    name: str | None
+    target: bool
+    pred: bool
+    p: float  # p(label present)
+    loss: float
+
+
 class SampleTableRow(TypedDict, total=False):
     """One row of the Loss page's table: a sample, or a token of the followed sample."""
 
@@ -343,6 +354,13 @@ class SampleTableRow(TypedDict, total=False):
     top: list[TopClass]
     soft_target: SoftTarget
     worst: Worst
+    # A multi-label loss: the sample's labels set and the model's, and each label's values.
+    labels: list[int]
+    pred_labels: list[int]
+    label_names: list[str | None]
+    pred_label_names: list[str | None]
+    exact: bool
+    per_label: list[LabelRow]
 
 
 class SampleText(TypedDict):
@@ -359,6 +377,7 @@ class SampleTableReply(TypedDict, total=False):
     accuracy: float | None
     text: SampleText
     vocabulary: str
+    input_vocabulary: str  # a translation model: the source vocabulary decoding its input
     # kind "pixels" (a segmentation loss's followed sample): its plane of ``shape``, every
     # ``stride``-th pixel ``shown`` (classes picked, never averaged; loss as block means)
     shape: list[int]
@@ -425,11 +444,20 @@ class PixelIoU(TypedDict):
     run: RunIoU | None
 
 
-class WorstSample(TypedDict):
+class _WorstBase(TypedDict):
     sample: int
     loss: float | None  # None: the loss does not split by sample
     p_target: float
     neg_log_p: float
+
+
+class WorstSample(_WorstBase, total=False):
+    # A multi-label loss: the sample's labels set and the model's (p > 0.5).
+    labels: list[int]
+    pred_labels: list[int]
+    label_names: list[str | None]
+    pred_label_names: list[str | None]
+    exact: bool
 
 
 class LossTerm(TypedDict, total=False):
@@ -464,6 +492,7 @@ class LossDetailReply(TypedDict, total=False):
     contrastive: bool | None  # targets are each sample's own pair: no classes, no confusion
     # targets are mixes of two classes (mixup) or distributions over them: no confusion
     soft_target: Literal["mix", "distribution"] | None
+    multilabel: bool | None  # 0/1 targets per label: sets of labels, no confusion
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

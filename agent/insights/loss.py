@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tvis.agent import insight_views as iv
-from tvis.agent.decode import Vocabulary, class_names
+from tvis.agent.decode import Vocabulary, class_names, source_vocabulary
 from tvis.agent.dispatch import rpc
 from tvis.agent.insights.common import (
     InsightBase,
@@ -55,8 +55,12 @@ class LossAPI(InsightBase):
             if sample is None:
                 rows = table.sequence_rows(Vocabulary(data))
                 return {"kind": "sequences", "total": len(rows), "rows": page(rows, offset, limit)}
-            given = model_input(chunk.record, self.lookups.tree(run, batch))
-            result = table.token_rows(sample, Vocabulary(data), input_ids(chunk, given, sample))
+            tree = self.lookups.tree(run, batch)
+            given = model_input(chunk.record, tree)
+            source = source_vocabulary(data, tree, given["id"] if given else None)
+            result = table.token_rows(
+                sample, Vocabulary(data), input_ids(chunk, given, sample), source
+            )
             rows = result.pop("rows")
             return {**result, "total": len(rows), "rows": page(rows, offset, limit)}
         if table.spatial:
@@ -129,12 +133,20 @@ class LossAPI(InsightBase):
         result.update(table.elements(elements))
         result["hist"] = table.histogram()
         result["hist_of"] = "element" if result["hist"] else None
+        if loss.get("fn") == "ctc_loss" and result["hist"]:
+            result["hist_of"] = "sample"  # CTC's elements are its samples' alignment sums
         if result["hist"] is None:
             result["hist"] = table.sample_histogram()
             result["hist_of"] = "sample" if result["hist"] else None
         result["residual_hist"] = table.residual_histogram(loss.get("fn"))
         result["reduction_check"] = table.reduction_check()
         result["worst"] = table.worst(limit)
+        result["multilabel"] = table.multilabel or None
+        if table.multilabel:  # each row's labels set and the model's, beside its loss
+            names = class_names(self.store.index(run).get("data"), loss) or []
+            for row in result["worst"]:
+                sets = table.label_row(row["sample"], names)
+                row.update({k: v for k, v in sets.items() if k != "per_label"})
         if table.spatial:
             result["iou"] = self._iou(run, chunk, table)
         elif (

@@ -238,6 +238,8 @@ class LossArrays:
                     {"class": int(c), "name": label(names, int(c)), "p": float(p)}
                     for c, p in zip(ti[i], tp[i], strict=True)
                 ]
+            if self.multilabel:
+                row.update(self.label_row(i, names))
             rows.append(row)
         return rows
 
@@ -256,6 +258,33 @@ class LossArrays:
             if float(w) > rest + 1e-6
         ]
         return {"mix": mix, "rest": rest}
+
+    def label_row(self, i: int, names: list) -> dict[str, Any]:
+        """Sample ``i`` of a multi-label loss: its labels set and the model's (p > 0.5),
+        each label's p(label present) and loss; ``exact`` when the two sets agree."""
+        target, pred = self.by_sample("labels"), self.by_sample("pred_labels")
+        if target is None or pred is None or i >= target.shape[0] or i >= pred.shape[0]:
+            return {}
+        t, p = target[i].reshape(-1).astype(bool), pred[i].reshape(-1).astype(bool)
+        p_target, loss = self.by_sample("p_target"), self.by_sample("per_element")
+        per_label = []
+        for c in range(t.size):
+            entry: dict[str, Any] = {"label": c, "name": label(names, c), "target": bool(t[c])}
+            entry["pred"] = bool(p[c])
+            if p_target is not None and i < p_target.shape[0]:
+                q = float(p_target[i].reshape(-1)[c])
+                entry["p"] = q if t[c] else 1.0 - q  # p(label present), whatever the target
+            if loss is not None and i < loss.shape[0]:
+                entry["loss"] = float(loss[i].reshape(-1)[c])
+            per_label.append(entry)
+        return {
+            "labels": np.flatnonzero(t).tolist(),
+            "pred_labels": np.flatnonzero(p).tolist(),
+            "label_names": [label(names, int(c)) for c in np.flatnonzero(t)],
+            "pred_label_names": [label(names, int(c)) for c in np.flatnonzero(p)],
+            "exact": bool((t == p).all()),
+            "per_label": per_label,
+        }
 
     def sequence_rows(self, vocab: Vocabulary) -> list[dict[str, Any]]:
         """One row per sequence: loss, valid tokens, token accuracy, the target and predicted
@@ -285,10 +314,16 @@ class LossArrays:
         return rows
 
     def token_rows(
-        self, sample: int, vocab: Vocabulary, inputs: list[int] | None
+        self,
+        sample: int,
+        vocab: Vocabulary,
+        inputs: list[int] | None,
+        input_vocab: Vocabulary | None = None,
     ) -> dict[str, Any]:
         """One row per position of ``sample``: input, target, prediction, p(target), loss,
-        padding; and the input, target and predicted texts decoded with the vocabulary."""
+        padding; and the input, target and predicted texts decoded with the vocabulary
+        (the input with ``input_vocab``: a translation model's source vocabulary)."""
+        source = input_vocab or vocab
         columns = {k: self.by_sample(k) for k in ("target", "pred", "p_target", "per_element")}
         target = columns["target"]
         if target is None or not 0 <= sample < target.shape[0]:
@@ -302,7 +337,7 @@ class LossArrays:
             row: dict[str, Any] = {"pos": pos, "pad": not bool(mask[pos])}
             if inputs is not None and pos < len(inputs):
                 row["input"] = inputs[pos]
-                row["input_token"] = vocab.token(inputs[pos])
+                row["input_token"] = source.token(inputs[pos])
             for key in ("target", "pred"):
                 values = columns[key]
                 if values is not None and sample < values.shape[0]:
@@ -319,11 +354,12 @@ class LossArrays:
             "kind": "tokens",
             "sample": sample,
             "text": {
-                "input": vocab.text(inputs) if inputs is not None else None,
+                "input": source.text(inputs) if inputs is not None else None,
                 "target": vocab.text([r["target"] for r in real]),
                 "pred": vocab.text([r["pred"] for r in real if "pred" in r]),
             },
             "vocabulary": vocab.note,
+            **({"input_vocabulary": source.note} if input_vocab else {}),
             "accuracy": len(hits) / len(real) if real else None,
             "rows": rows,
         }

@@ -25,6 +25,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.loss_labels import labels_text
 from tvis.tui.pages.loss_soft import soft_targets_text
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import AgentPane
@@ -140,6 +141,10 @@ def reduction_text(check: dict[str, Any] | None, detail: dict[str, Any]) -> Text
         what = "valid per-token losses"
     elif detail.get("per_pixel"):
         what = "valid per-pixel losses"
+    elif detail.get("fn") == "ctc_loss":  # one alignment sum a sample, not an element each
+        what = "per-sample losses" + (
+            " (each ÷ its target length)" if check["reduction"] == "mean" else ""
+        )
     if check["reduction"] == "sum":
         text.append(f"sum of {check['terms']} {what} = {fmt.num(check['sum'], 6)}")
     else:
@@ -290,11 +295,28 @@ def token_legend(mean: float, span: float, depth: Depth) -> Text:
     return text
 
 
+def word_tokens(rows: list[dict[str, Any]], joined: str | None) -> bool:
+    """Whether the vocabulary joins its tokens with spaces (words), as the decoded target
+    text shows: such tokens are drawn apart, not run together."""
+    tokens = [str(r.get("target_token", "")) for r in rows if not r["pad"]]
+    return bool(
+        joined
+        and " " in joined
+        and tokens
+        and all(t and t == t.strip() and t[0] not in "Ġ▁#" for t in tokens)
+    )
+
+
 def token_text(
-    rows: list[dict[str, Any]], cursor: int, mean: float, span: float, depth: Depth
+    rows: list[dict[str, Any]],
+    cursor: int,
+    mean: float,
+    span: float,
+    depth: Depth,
+    sep: str = "",
 ) -> Text:
     """The target tokens, each on the colour of its loss; padding struck out; the cursor's
-    token reversed."""
+    token reversed; ``sep`` between tokens (a space for words)."""
     losses = np.array(
         [r.get("loss", np.nan) if not r["pad"] else np.nan for r in rows], dtype=np.float64
     )
@@ -317,16 +339,22 @@ def token_text(
             style = f"{ink} on rgb({r},{g},{b})"
         if i == cursor:
             style += " reverse bold underline"
+        if i and sep:
+            text.append(sep)
         text.append(shown, style=style)
     return text
 
 
-def position_text(row: dict[str, Any] | None) -> Text:
+def position_text(row: dict[str, Any] | None, aligned: bool = True) -> Text:
+    """The cursor's position: its input (when the input is aligned with the targets, as a
+    language model's is; a translation's source is not), target, prediction, p, loss."""
     text = Text()
     if row is None:
         return text
     text.append(f"position {row['pos']}: ", style=colors.MUTED)
-    text.append(f"input {row.get('input_token', '—')!r}  target {row.get('target_token', '—')!r}")
+    if aligned:
+        text.append(f"input {row.get('input_token', '—')!r}  ")
+    text.append(f"target {row.get('target_token', '—')!r}")
     if row["pad"]:
         text.append("   padding / ignore_index: not in the loss", style=colors.MUTED)
         return text
@@ -516,6 +544,8 @@ class LossView(AgentPane):
         elif detail.get("confusion"):
             if self.samples:
                 self.draw_confusion()
+        elif detail.get("multilabel"):
+            self._draw_labels()
         else:
             self._draw_regression()
 
@@ -550,15 +580,24 @@ class LossView(AgentPane):
         )
         if tokens.get("vocabulary"):
             head.append(f"\n{tokens['vocabulary']}", style=colors.MUTED)
+        source = tokens.get("input_vocabulary")  # a translation: its source side's own
+        if source:
+            head.append(f"\n{source}", style=colors.MUTED)
+        texts = tokens.get("text") or {}
+        sep = " " if word_tokens(rows, texts.get("target")) else ""
         head.append("\n")
-        head.append_text(token_text(rows, self.token_cursor, mean, span, depth))
+        head.append_text(token_text(rows, self.token_cursor, mean, span, depth, sep))
         head.append("\n")
         head.append_text(token_legend(mean, span, depth))
         self.query_one("#loss-kind", Static).update(head)
         self.query_one("#loss-picture", Picture).clear()
-        texts = tokens.get("text") or {}
-        note = position_text(rows[self.token_cursor] if rows else None)
-        note.append("\n\ntarget    ", style=colors.MUTED)
+        note = position_text(rows[self.token_cursor] if rows else None, aligned=not source)
+        if source:
+            note.append("\n\nsource    ", style=colors.MUTED)
+            note.append(texts.get("input") or fmt.token_ids(rows, "input") or "—")
+            note.append("\ntarget    ", style=colors.MUTED)
+        else:
+            note.append("\n\ntarget    ", style=colors.MUTED)
         note.append(texts.get("target") or fmt.token_ids(rows, "target") or "—")
         note.append("\npredicted ", style=colors.MUTED)
         note.append(texts.get("pred") or fmt.token_ids(rows, "pred") or "—")
@@ -662,6 +701,11 @@ class LossView(AgentPane):
     # -- regression and other losses -------------------------------------------------------
 
     def _draw_regression(self) -> None:
+        self.query_one("#loss-kind", Static).update(self._histograms())
+        self._clear_extras()
+
+    def _histograms(self) -> Text:
+        """The per-element (or per-sample) loss histogram, and |input − target| where known."""
         detail = self.detail or {}
         depth = depth_of(self.app.console.color_system)
         width = max(16, self.query_one("#loss-right").size.width - 2)
@@ -684,11 +728,23 @@ class LossView(AgentPane):
         if detail.get("residual_hist"):
             text.append("\n|input − target| per element (sign not recorded)\n", style="bold")
             text.append_text(histogram(detail["residual_hist"], width, False, rows=4, depth=depth))
-        self.query_one("#loss-kind", Static).update(text)
+        return text
+
+    def _clear_extras(self) -> None:
+        """No picture here; the note only for a contrastive loss."""
+        detail = self.detail or {}
         self.query_one("#loss-picture", Picture).clear()
         self.query_one("#loss-note", Static).update(
             CONTRASTIVE if detail.get("contrastive") else ""
         )
+
+    def _draw_labels(self) -> None:
+        """A multi-label loss: labels sets vs predicted, then the per-label histogram."""
+        text = labels_text(self.samples, self.app.sample)
+        text.append("\n")
+        text.append_text(self._histograms())
+        self.query_one("#loss-kind", Static).update(text)
+        self._clear_extras()
 
     # -- following the app ---------------------------------------------------------------
 
@@ -700,6 +756,8 @@ class LossView(AgentPane):
             self._draw_kind()  # ● moves to the followed sample's soft target
         if self.detail.get("per_token") or self.detail.get("per_pixel"):
             self._load_table()
+        elif self.detail.get("multilabel"):
+            self._draw_labels()
 
 
 class LossPage(Page):

@@ -287,7 +287,8 @@ def tokenizer_info(obj) -> dict:
                     value = getattr(obj, name, None)
                     if isinstance(value, int) and not isinstance(value, bool):
                         specials.add(value)
-        pad = getattr(obj, "pad_token_id", None) if listed is not None else None
+        # Hugging Face's attribute name, on its tokenizers and on hand-written look-alikes.
+        pad = getattr(obj, "pad_token_id", None)
         if pad is None:
             pad = getattr(obj, "pad_id", None)
         padding = getattr(obj, "padding", None)

@@ -15,7 +15,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from tvis.record import backward_loss, gradcam, seq_first, vocabulary
+from tvis.record import backward_loss, gradcam, label_names, seq_first, vocabulary
 from tvis.record.builder import Call
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
@@ -31,6 +31,7 @@ LOSSES = (
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "kl_div",
+    "ctc_loss",
 )
 
 
@@ -160,6 +161,12 @@ class LossCapture(Extension):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         params = dict(bound.arguments)
+        if name == "ctc_loss":
+            section = _ctc(batch, call, original, params, out)
+            if section is not None:
+                batch.sections["loss"] = section
+                batch.loss_tensor = out
+            return
         logits, target = params.get("input"), params.get("target")
         if not isinstance(logits, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
@@ -184,6 +191,8 @@ class LossCapture(Extension):
         batch.sections["loss"] = section
         batch.loss_tensor = out
         vocabulary.settle(rec, section.get("classes"))
+        if section.get("multilabel"):
+            label_names.settle(rec, section["shape"][1], sys._getframe(1))
         if (
             rec.settings.gradcam
             and name == "cross_entropy"
@@ -193,6 +202,36 @@ class LossCapture(Extension):
             cams = gradcam.compute(rec, batch, logits, target)
             if cams:
                 batch.sections["gradcam"] = cams
+
+
+def _ctc(batch, call, original, params: dict, out) -> dict | None:
+    """CTC over (T, B, C) log-probabilities: each sample's loss is its own alignment
+    sum, had exactly with ``reduction="none"``. A ``mean`` divides each by its target
+    length before averaging over the batch, so that is each sample's share here too."""
+    log_probs, lengths = params.get("log_probs"), params.get("target_lengths")
+    if not isinstance(log_probs, torch.Tensor) or not isinstance(out, torch.Tensor):
+        return None
+    reduction = params.get("reduction", "mean")
+    with torch.no_grad():
+        per_sample = original(**{**params, "reduction": "none"}).detach().float()
+        if reduction == "mean":
+            lengths = torch.as_tensor(lengths, device=per_sample.device)
+            per_sample = per_sample / lengths.clamp(min=1).to(per_sample.dtype)
+    if per_sample.dim() != 1:
+        return None
+    return {
+        "call": call.id,
+        "fn": "ctc_loss",
+        "reduction": reduction,
+        "ignore_index": None,
+        "label_smoothing": None,
+        "value": float(out.detach()) if out.numel() == 1 else None,
+        "weighted": False,
+        "per_element": batch.derived(per_sample, DERIVED_ELEMS),
+        "per_sample": per_sample.tolist(),
+        "tokens_per_sample": None,
+        "merged": False,
+    }
 
 
 def _divisor(name: str, params: dict, target: torch.Tensor) -> dict:
@@ -373,9 +412,11 @@ def _decode_binary(batch, scores: torch.Tensor, target: torch.Tensor, name: str)
         is_one = t == 1
         p_target = torch.where(is_one, p, 1 - p)
         pred = (p > 0.5).to(torch.int32)
-    if n != b:  # several labels a sample: p(target) only, one row of labels each
+    if n != b:  # several labels a sample: one row of labels each, the set and its guess
         return {
             "p_target": batch.derived(p_target, DERIVED_ELEMS),
+            "labels": batch.derived(is_one.to(torch.uint8), DERIVED_ELEMS),
+            "pred_labels": batch.derived(pred.to(torch.uint8), DERIVED_ELEMS),
             "shape": [b, n // b],
             "multilabel": True,
         }

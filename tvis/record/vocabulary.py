@@ -62,7 +62,8 @@ def settle(rec, classes: int | None) -> None:
     misfits = []
     if known:
         misfits.append((f"{info.get('tokenizer', {}).get('cls', 'a tokenizer')}", len(known)))
-    for where, tokens, holder in candidates(sys._getframe(1), rec):
+    found = candidates(sys._getframe(1), rec)
+    for where, tokens, holder in found:
         if _fits(len(tokens), sizes):
             info["vocab"] = tokens[:MAX_LABELS]
             if holder is not None:
@@ -70,10 +71,32 @@ def settle(rec, classes: int | None) -> None:
             else:
                 info.pop("tokenizer", None)
             info["vocab_source"] = f"vocabulary: {where} ({len(tokens)} entries)"
+            _settle_source(rec, found, tokens)
             return
         misfits.append((where, len(tokens)))
     info.pop("vocab", None)
     info["vocab_why"] = _why(misfits, sizes)
+
+
+def _settle_source(rec, found: list, target: list[str]) -> None:
+    """A translation model's second vocabulary: the one its encoder's ids index. When the
+    model has an embedding of another size than the target vocabulary's (an encoder over
+    the source language), the vocabulary that fits that embedding decodes the source."""
+    sizes = {
+        m.num_embeddings
+        for root in list(rec.roots.values())
+        for m in root.modules()
+        if isinstance(m, torch.nn.Embedding) and not _fits(len(target), {m.num_embeddings})
+    }
+    if len(sizes) != 1:
+        return  # no second embedding, or several: no one source side to name
+    for where, tokens, _ in found:
+        if tokens is not target and _fits(len(tokens), sizes):
+            rec.data_info["source_vocab"] = tokens[:MAX_LABELS]
+            rec.data_info["source_vocab_source"] = (
+                f"source vocabulary: {where} ({len(tokens)} entries)"
+            )
+            return
 
 
 def _why(misfits: list[tuple[str, int]], sizes: set[int]) -> str:

@@ -127,6 +127,9 @@ A batch index (``batches/N/index.msgpack``)::
               # (mixup: two classes over an equal share for the others) that share too
               "weighted": bool, "weight_sum": float,  # weight_sum: a weighted CE/NLL
                                                       # mean's divisor (class targets)
+              "multilabel"?: bool, "labels"?: id, "pred_labels"?: id,  # a binary loss over
+              # rows of 0/1 targets ([B, C], ``shape``): each sample's labels set (uint8
+              # 0/1) and the model's (p > 0.5)
               "per_sample_how"?: str, "per_sample_why"?: str,  # a loss of the script's own
               # (found from the scalar backward ran on): how its per-sample losses were had
               # exactly (re-applied per sample, or a reduction's input), or why they were not
@@ -266,7 +269,9 @@ The run index (``run.msgpack``)::
               "tokenizer": {...}, "insights": {...},   # each key only when known
               "vocab_source"?: str,  # a language model's: "vocabulary: itos dict in train.py
                                      # globals (65 entries)", or
-              "vocab_why"?: str},    # why no vocabulary fits the model
+              "vocab_why"?: str,     # why no vocabulary fits the model
+              "source_vocab"?: [...], "source_vocab_source"?: str},  # a translation
+              # model's source side: the vocabulary its other embedding's ids index
      "project": str, "model": {"params": int, "modules": int}}
 
 A recording of several ranks (``torchrun``, ``srun``, any launcher that sets ``RANK`` and
