@@ -13,6 +13,7 @@ same batch, sample and selection once reconnected.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, ClassVar
 
@@ -32,7 +33,7 @@ from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
 from tvis.tui.hidden_pages import HiddenPages
 from tvis.tui.link import Link, grey
-from tvis.tui.messages import GotoCall
+from tvis.tui.messages import GotoCall, Selection
 from tvis.tui.notice import Notice
 from tvis.tui.pages import PageSpec, build, pages_for, warm
 from tvis.tui.pane import Asks
@@ -246,7 +247,13 @@ class TvisApp(Asks, App[None]):
             if first_visit and self.run_status != "running" and self.pages()[0].id == "replay":
                 self._prefetch_replay(self._asked_run, self.sample, self.batch)
             if self.batch_count:
-                self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
+                self._prefetch_first_screen(
+                    self._asked_run,
+                    self.batch,
+                    self.sample,
+                    self.show_grad,
+                    self.size.width,
+                )
         elif tag != "run" and self._polled_run is not None:
             self._run_polled(self._polled_run, info)
 
@@ -266,8 +273,6 @@ class TvisApp(Asks, App[None]):
         answer = data.prefetch("replay", **replay_query(run, sample, "layer", []))
         if not isinstance(answer, ReplayAnswer):
             return
-        from concurrent.futures import ThreadPoolExecutor
-
         from tvis.tui.pages.replay import opening_requests
 
         requests = opening_requests(run, batch, sample, answer)
@@ -277,24 +282,45 @@ class TvisApp(Asks, App[None]):
                 pool.submit(partial(data.prefetch, method, **params))
 
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
-    def _prefetch_first_screen(self, run: str, first: int) -> None:
-        """While the page mounts, ask for what its first screen shows: the roots of the first
-        batch and the call the cursor starts on. The page's own requests then find them ready.
-        Then the layers table's first page, on that call's row: on a big batch `y` is the
-        key that waits longest for the agent (its rows are then drawn in the frame that
-        mounts the table); the agent has just opened the batch for the roots."""
+    def _prefetch_first_screen(
+        self, run: str, batch: int, sample: int, grad: bool, columns: int
+    ) -> None:
+        """While the first page mounts, ask for what Explore's first screen shows: the roots
+        of ``batch`` and the call the cursor starts on, then that call's card pictures at
+        the width its inspector will give them on a terminal ``columns`` wide, and its
+        layer view. Explore's own requests then find them ready and
+        it draws its cards in its first frame. Then the layers table's first page, on that
+        call's row: on a big batch `y` is the key that waits longest for the agent (its
+        rows are then drawn in the frame that mounts the table); the agent has just
+        opened the batch for the roots."""
         data = self.data
         if data is None:
             return
-        page = data.prefetch("calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE)
+        page = data.prefetch("calls", run=run, batch=batch, parent=-1, offset=0, limit=TREE_PAGE)
         rows = page.calls if isinstance(page, CallsAnswer) else ()
         if not rows:
             return
         call = rows[first_interesting(rows)].id
-        data.prefetch("call", run=run, batch=first, call=call)
+        record = data.prefetch("call", run=run, batch=batch, call=call)
+        from tvis.tui.pages.explore_layout import inspector_picture_width
+
+        width = inspector_picture_width(columns)  # None: the tree alone on a narrow one
+        if width is not None and isinstance(record, dict):
+            from tvis.tui.widgets.inspector_requests import picture_requests
+            from tvis.tui.widgets.layer_views import opening_request
+
+            selection = Selection("call", batch=batch, call=call)
+            requests = picture_requests(
+                record, selection, run, sample, grad, width, opening_request
+            )
+            # In the background: the first page's own requests go first. All at once: the
+            # agent answers them on its workers, and over ssh in one round trip.
+            with ThreadPoolExecutor(max(1, len(requests)), "tvis-prefetch") as pool:
+                for method, params in requests:
+                    pool.submit(partial(data.prefetch_later, method, **params))
         from tvis.tui.widgets.layers_table import SORTABLE, locate_request, page_request
 
-        layers = page_request(run, first, SORTABLE[0].sort, False, 0)
+        layers = page_request(run, batch, SORTABLE[0].sort, False, 0)
         data.prefetch_later("layers", **layers)  # a key may never ask for it
         data.prefetch_later("layers", **locate_request(layers, call))
 
