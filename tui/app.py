@@ -92,7 +92,7 @@ class TvisApp(Asks, App[None]):
         self._polled_run: str | None = None  # and the run the poll in flight is for
         self.hidden = HiddenPages(self)  # pages off screen catch up only when shown
         self.ahead = BuildAhead(self, self._build_ahead, self._lay_out_ahead)
-        self._decorated: set[int] = set()  # id() of the page screens given tabs and status
+        self._mounted: set[int] = set()  # id() of the page screens mounted whole
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
@@ -174,7 +174,9 @@ class TvisApp(Asks, App[None]):
             self.call_later(self.action_page, 1)
         else:
             self._say(f"connecting to {self.target_label} …")
-            warm(pages_for(True)[0])  # the page a run opens on, while the agent answers
+            # While the agent answers: the page a run opens on, then the one most first
+            # visits go to (a `2` pressed as soon as the tabs show need not import it).
+            warm(*pages_for(True)[:2])
         self.link.start()
 
     def _say(self, message: str, hint: str = "", error: bool = False) -> None:
@@ -395,7 +397,7 @@ class TvisApp(Asks, App[None]):
         if left is not None and left is not self.screen:
             # It catches up in the next quiet spell, or before its frame when shown again.
             self.ahead.hold(left_id, left)
-        await self._decorate(self.screen)
+        self._mounted.add(id(self.screen))
         self._refresh_tabs()
         if self.offline is not None:
             grey(self.screen, True)
@@ -419,7 +421,7 @@ class TvisApp(Asks, App[None]):
         self._load_screen_css(screen)
         screen._screen_resized(self.size)
         self._screen_stacks[spec.id] = [screen]
-        self.run_worker(self._decorate_when_mounted(screen, mounted), group="build-ahead")
+        self.run_worker(self._note_mounted(screen, mounted), group="build-ahead")
 
     def _lay_out_ahead(self, page_id: str) -> bool:
         """Arrange a page built ahead at the terminal's size and render its lines, hidden:
@@ -428,15 +430,15 @@ class TvisApp(Asks, App[None]):
         screen = self.page_screens.get(page_id)
         if screen is None or screen is self.screen:
             return True  # gone, or shown already: laid out as any page on screen is
-        if not screen.is_attached or id(screen) not in self._decorated:
+        if not screen.is_attached or id(screen) not in self._mounted:
             return False
         screen._refresh_layout(self.size)
         screen._compositor.render_update(full=True)
         return True
 
-    async def _decorate_when_mounted(self, screen: Screen, mounted: Any) -> None:
+    async def _note_mounted(self, screen: Screen, mounted: Any) -> None:
         await mounted
-        await self._decorate(screen)
+        self._mounted.add(id(screen))
 
     def _add_page(self, spec: PageSpec) -> None:
         if spec.id not in self.page_screens:
@@ -449,12 +451,13 @@ class TvisApp(Asks, App[None]):
         # a screen that was never shown for stale and, on the switch to it, re-parses every
         # CSS source and restyles every widget of every page (a tenth of a first visit).
         screen._css_update_count = self._css_update_count
+        # The tab bar and the status line are composed with the page: mounted after its
+        # switch, they moved every widget a row down in a second layout, and a full render.
+        pages = self.pages()
+        current = next((i for i, p in enumerate(pages) if p.id == spec.id), None)
+        screen.compose_add_child(PageTabs([p.title for p in pages], current))
+        screen.compose_add_child(StatusLine())
         return screen
-
-    async def _decorate(self, screen: Screen) -> None:
-        if id(screen) not in self._decorated:  # a page built ahead may be visited mid-mount
-            self._decorated.add(id(screen))
-            await screen.mount(PageTabs(), StatusLine())
 
     def _refresh_tabs(self) -> None:
         pages = self.pages()

@@ -71,3 +71,65 @@ async def test_the_first_screen_asks_its_pictures_once_before_explore_at_the_wid
         call = page.inspector.selection.call
         layer = [i for i, a in enumerate(asked) if a["method"] == "on_image" and a["call"] == call]
         assert layer and layer[0] < before_explore
+
+
+async def test_a_page_is_composed_with_its_tab_bar_and_status_line(run_dir: Path, monkeypatch):
+    """Explore's first layout is its last: the tab bar and the status line are there from
+    the page's compose (mounted after the switch, they moved every pane a row down in a
+    second layout), and the tab bar's key hints follow the focus `_start` gives the tree."""
+    from tvis.tui.pages.explore import ExplorePage
+    from tvis.tui.widgets.page_tabs import PageTabs
+    from tvis.tui.widgets.status_line import StatusLine
+
+    laid_out: list[tuple[int, int]] = []
+    lay_out = ExplorePage._refresh_layout  # Textual's (private): the screen's layout
+
+    def recorded(page: ExplorePage, *args, **kwargs) -> None:
+        laid_out.append((len(page.query(PageTabs)), len(page.query(StatusLine))))
+        lay_out(page, *args, **kwargs)
+
+    monkeypatch.setattr(ExplorePage, "_refresh_layout", recorded)
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await pilot.press("2")  # at once, as the bench does: Explore is not built ahead
+        page = await open_explore(pilot)
+        assert "explore" not in app.ahead.built
+        assert laid_out and set(laid_out) == {(1, 1)}  # from the first layout on
+        assert page.calls.region.y == 2  # under the tab bar and the pane bar
+        tabs = page.query_one(PageTabs)
+        assert tabs.titles[tabs.current or 0] == "Explore"
+        await wait_for(pilot, lambda: "j down" in str(tabs.render()), "the tree's keys")
+        assert page.focused is page.calls.call_tree
+        assert len(app.screen.query(PageTabs)) == 1  # not mounted a second time
+
+
+async def test_a_first_visit_draws_nothing_while_the_switch_holds_the_display(
+    run_dir: Path, monkeypatch
+):
+    """``switch_mode`` holds the display for the switch (Textual's ``delay_update``: on a
+    first visit, for the whole build), and a layout inside the hold still rendered the
+    whole page, 30–40 ms of the app's thread for a frame the app then dropped. Pins the
+    private bits ``Page`` uses: ``Screen._compositor_refresh``, ``App._batch_count``."""
+    from textual._compositor import Compositor
+
+    from tvis.tui.pages.page import Page
+
+    app = make_app(run_dir)
+    renders: list[tuple[str, int]] = []
+    render_update = Compositor.render_update
+
+    def recorded(compositor, *args, **kwargs):
+        screen = app.screen
+        if isinstance(screen, Page) and compositor is screen._compositor:
+            renders.append((type(screen).__name__, app._batch_count))
+        return render_update(compositor, *args, **kwargs)
+
+    monkeypatch.setattr(Compositor, "render_update", recorded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await pilot.press("2")
+        await open_explore(pilot)
+        assert "explore" not in app.ahead.built
+        assert ("ExplorePage", 0) in renders  # drawn once the hold ended
+        assert [r for r in renders if r[1]] == []  # nothing rendered inside it
