@@ -174,9 +174,12 @@ class TvisApp(Asks, App[None]):
             self.call_later(self.action_page, 1)
         else:
             self._say(f"connecting to {self.target_label} …")
-            # While the agent answers: the page a run opens on, then the one most first
-            # visits go to (a `2` pressed as soon as the tabs show need not import it).
-            warm(*pages_for(True)[:2])
+            # While the agent answers: the page a run opens on, then — where the agent is
+            # still starting (local), not already connected (ssh, greeted before the app) —
+            # the one most first visits go to: a `2` pressed as soon as the tabs show need
+            # not import it, and over ssh it would only compete with the first page.
+            greeted = getattr(self.link.connector, "first", None) is not None
+            warm(*pages_for(True)[: 1 if greeted else 2])
         self.link.start()
 
     def _say(self, message: str, hint: str = "", error: bool = False) -> None:
