@@ -13,6 +13,7 @@ same batch, sample and selection once reconnected.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, ClassVar
 
@@ -32,7 +33,7 @@ from tvis.tui.data import Client, Data
 from tvis.tui.help import HelpScreen, ids_on_screen
 from tvis.tui.hidden_pages import HiddenPages
 from tvis.tui.link import Link, grey
-from tvis.tui.messages import GotoCall
+from tvis.tui.messages import GotoCall, Selection
 from tvis.tui.notice import Notice
 from tvis.tui.pages import PageSpec, build, pages_for, warm
 from tvis.tui.pane import Asks
@@ -91,7 +92,7 @@ class TvisApp(Asks, App[None]):
         self._polled_run: str | None = None  # and the run the poll in flight is for
         self.hidden = HiddenPages(self)  # pages off screen catch up only when shown
         self.ahead = BuildAhead(self, self._build_ahead, self._lay_out_ahead)
-        self._decorated: set[int] = set()  # id() of the page screens given tabs and status
+        self._mounted: set[int] = set()  # id() of the page screens mounted whole
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
@@ -173,7 +174,12 @@ class TvisApp(Asks, App[None]):
             self.call_later(self.action_page, 1)
         else:
             self._say(f"connecting to {self.target_label} …")
-            warm(pages_for(True)[0])  # the page a run opens on, while the agent answers
+            # While the agent answers: the page a run opens on, then — where the agent is
+            # still starting (local), not already connected (ssh, greeted before the app) —
+            # the one most first visits go to: a `2` pressed as soon as the tabs show need
+            # not import it, and over ssh it would only compete with the first page.
+            greeted = getattr(self.link.connector, "first", None) is not None
+            warm(*pages_for(True)[: 1 if greeted else 2])
         self.link.start()
 
     def _say(self, message: str, hint: str = "", error: bool = False) -> None:
@@ -246,7 +252,13 @@ class TvisApp(Asks, App[None]):
             if first_visit and self.run_status != "running" and self.pages()[0].id == "replay":
                 self._prefetch_replay(self._asked_run, self.sample, self.batch)
             if self.batch_count:
-                self._prefetch_first_screen(self._asked_run, self.batch_indices[0])
+                self._prefetch_first_screen(
+                    self._asked_run,
+                    self.batch,
+                    self.sample,
+                    self.show_grad,
+                    self.size.width,
+                )
         elif tag != "run" and self._polled_run is not None:
             self._run_polled(self._polled_run, info)
 
@@ -266,8 +278,6 @@ class TvisApp(Asks, App[None]):
         answer = data.prefetch("replay", **replay_query(run, sample, "layer", []))
         if not isinstance(answer, ReplayAnswer):
             return
-        from concurrent.futures import ThreadPoolExecutor
-
         from tvis.tui.pages.replay import opening_requests
 
         requests = opening_requests(run, batch, sample, answer)
@@ -277,24 +287,45 @@ class TvisApp(Asks, App[None]):
                 pool.submit(partial(data.prefetch, method, **params))
 
     @work(thread=True, exclusive=True, group="prefetch", exit_on_error=False)
-    def _prefetch_first_screen(self, run: str, first: int) -> None:
-        """While the page mounts, ask for what its first screen shows: the roots of the first
-        batch and the call the cursor starts on. The page's own requests then find them ready.
-        Then the layers table's first page, on that call's row: on a big batch `y` is the
-        key that waits longest for the agent (its rows are then drawn in the frame that
-        mounts the table); the agent has just opened the batch for the roots."""
+    def _prefetch_first_screen(
+        self, run: str, batch: int, sample: int, grad: bool, columns: int
+    ) -> None:
+        """While the first page mounts, ask for what Explore's first screen shows: the roots
+        of ``batch`` and the call the cursor starts on, then that call's card pictures at
+        the width its inspector will give them on a terminal ``columns`` wide, and its
+        layer view. Explore's own requests then find them ready and
+        it draws its cards in its first frame. Then the layers table's first page, on that
+        call's row: on a big batch `y` is the key that waits longest for the agent (its
+        rows are then drawn in the frame that mounts the table); the agent has just
+        opened the batch for the roots."""
         data = self.data
         if data is None:
             return
-        page = data.prefetch("calls", run=run, batch=first, parent=-1, offset=0, limit=TREE_PAGE)
+        page = data.prefetch("calls", run=run, batch=batch, parent=-1, offset=0, limit=TREE_PAGE)
         rows = page.calls if isinstance(page, CallsAnswer) else ()
         if not rows:
             return
         call = rows[first_interesting(rows)].id
-        data.prefetch("call", run=run, batch=first, call=call)
+        record = data.prefetch("call", run=run, batch=batch, call=call)
+        from tvis.tui.pages.explore_layout import inspector_picture_width
+
+        width = inspector_picture_width(columns)  # None: the tree alone on a narrow one
+        if width is not None and isinstance(record, dict):
+            from tvis.tui.widgets.inspector_requests import picture_requests
+            from tvis.tui.widgets.layer_views import opening_request
+
+            selection = Selection("call", batch=batch, call=call)
+            requests = picture_requests(
+                record, selection, run, sample, grad, width, opening_request
+            )
+            # In the background: the first page's own requests go first. All at once: the
+            # agent answers them on its workers, and over ssh in one round trip.
+            with ThreadPoolExecutor(max(1, len(requests)), "tvis-prefetch") as pool:
+                for method, params in requests:
+                    pool.submit(partial(data.prefetch_later, method, **params))
         from tvis.tui.widgets.layers_table import SORTABLE, locate_request, page_request
 
-        layers = page_request(run, first, SORTABLE[0].sort, False, 0)
+        layers = page_request(run, batch, SORTABLE[0].sort, False, 0)
         data.prefetch_later("layers", **layers)  # a key may never ask for it
         data.prefetch_later("layers", **locate_request(layers, call))
 
@@ -369,7 +400,7 @@ class TvisApp(Asks, App[None]):
         if left is not None and left is not self.screen:
             # It catches up in the next quiet spell, or before its frame when shown again.
             self.ahead.hold(left_id, left)
-        await self._decorate(self.screen)
+        self._mounted.add(id(self.screen))
         self._refresh_tabs()
         if self.offline is not None:
             grey(self.screen, True)
@@ -393,7 +424,7 @@ class TvisApp(Asks, App[None]):
         self._load_screen_css(screen)
         screen._screen_resized(self.size)
         self._screen_stacks[spec.id] = [screen]
-        self.run_worker(self._decorate_when_mounted(screen, mounted), group="build-ahead")
+        self.run_worker(self._note_mounted(screen, mounted), group="build-ahead")
 
     def _lay_out_ahead(self, page_id: str) -> bool:
         """Arrange a page built ahead at the terminal's size and render its lines, hidden:
@@ -402,15 +433,15 @@ class TvisApp(Asks, App[None]):
         screen = self.page_screens.get(page_id)
         if screen is None or screen is self.screen:
             return True  # gone, or shown already: laid out as any page on screen is
-        if not screen.is_attached or id(screen) not in self._decorated:
+        if not screen.is_attached or id(screen) not in self._mounted:
             return False
         screen._refresh_layout(self.size)
         screen._compositor.render_update(full=True)
         return True
 
-    async def _decorate_when_mounted(self, screen: Screen, mounted: Any) -> None:
+    async def _note_mounted(self, screen: Screen, mounted: Any) -> None:
         await mounted
-        await self._decorate(screen)
+        self._mounted.add(id(screen))
 
     def _add_page(self, spec: PageSpec) -> None:
         if spec.id not in self.page_screens:
@@ -423,12 +454,13 @@ class TvisApp(Asks, App[None]):
         # a screen that was never shown for stale and, on the switch to it, re-parses every
         # CSS source and restyles every widget of every page (a tenth of a first visit).
         screen._css_update_count = self._css_update_count
+        # The tab bar and the status line are composed with the page: mounted after its
+        # switch, they moved every widget a row down in a second layout, and a full render.
+        pages = self.pages()
+        current = next((i for i, p in enumerate(pages) if p.id == spec.id), None)
+        screen.compose_add_child(PageTabs([p.title for p in pages], current))
+        screen.compose_add_child(StatusLine())
         return screen
-
-    async def _decorate(self, screen: Screen) -> None:
-        if id(screen) not in self._decorated:  # a page built ahead may be visited mid-mount
-            self._decorated.add(id(screen))
-            await screen.mount(PageTabs(), StatusLine())
 
     def _refresh_tabs(self) -> None:
         pages = self.pages()

@@ -177,21 +177,6 @@ async def test_the_rows_beside_the_cursor_are_fetched_before_the_cursor_gets_the
         await wait_for(pilot, lambda: asked, "the prefetch of head's neighbours")
 
 
-async def test_the_first_explore_screen_asks_its_pictures_once_at_the_width_drawn(run_dir: Path):
-    """Explore's panes have this terminal's widths from the first layout: the cards ask
-    their views once, at the width they are drawn at (laid out at even widths first, they
-    asked at the inspector's half of the screen, then again at its own)."""
-    app = make_app(run_dir)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
-        asked = count_requests(app)
-        page = await open_explore(pilot)
-        await wait_for(pilot, lambda: all(c.has_data for c in page.inspector.cards), "the cards")
-        widths = {a["width"] for a in asked if a["method"] == "view"}
-        assert widths == {page.inspector.cards[0].picture_width()}
-        assert page.inspector.lines.card_width() == page.inspector.lines.size.width > 0
-
-
 async def test_shift_arrows_pick_a_place_on_the_inspected_layer_and_backspace_forgets_it(
     run_dir: Path,
 ):

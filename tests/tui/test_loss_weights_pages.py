@@ -231,6 +231,29 @@ async def test_weights_page_built_ahead_fits_the_kernel_grid_to_its_pane_once_la
         assert app.internal_errors == []
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_kernel_grid_is_cut_to_the_pane_it_is_drawn_in(run_dir, size):
+    """The grid's filters and channels are those that fit the pane as laid out: asked
+    before the page had its size (or at a size it had for a moment, before its tab bar
+    and status line), it was cut to another pane — at 80×24 seven filters of one channel
+    in a 4-row picture — and is asked again at this one."""
+    app = make_app(run_dir)
+    async with app.run_test(size=size) as pilot:
+        page, _ = await _param_list(pilot)
+        layer = page.query_one(LayerView)
+        await wait_for(pilot, lambda: (layer.shown or {}).get("kernel") is not None, "a grid")
+        await pilot.pause(0.3)
+        param = layer.param or {}
+        assert len(param.get("shape") or []) == 4
+        _, fitted = layer.picture_request(param, layer.step, layer.which)
+        grid = layer.shown
+        assert (grid["filters"], grid["channels"]) == (fitted["filters"], fitted["channels"])
+        picture = layer.query_one(Picture)
+        kernel = min(8, param["shape"][2])
+        # Filters down, one kernel and a gap each, in half-block rows of two pixels.
+        assert grid["filters"] * (kernel + 1) - 1 <= 2 * picture.max_rows
+
+
 async def test_weights_page_draws_a_long_vector_as_bars_and_says_how_it_was_reduced(vit):
     app = make_app(vit)
     async with app.run_test(size=(100, 30)) as pilot:

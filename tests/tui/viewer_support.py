@@ -48,8 +48,27 @@ async def wait_for(
 def count_requests(app) -> list[dict]:
     """Every request the app sends its agent from now on, as ``{"method": …, **params}``
     (``"background": True`` in those sent in the background)."""
+    return spy_requests(app.data.client)
+
+
+def count_requests_from_the_start(app) -> list[dict]:
+    """``count_requests`` from the connection on (call it before ``run_test``): what the
+    app asks for as it opens the run, before any page is up."""
     asked: list[dict] = []
-    client = app.data.client
+    connector = app.link.connector
+
+    def connect():
+        client = connector()
+        spy_requests(client, asked)
+        return client
+
+    app.link.connector = connect
+    return asked
+
+
+def spy_requests(client, asked: list[dict] | None = None) -> list[dict]:
+    """Every request sent through agent ``client`` from now on, appended to ``asked``."""
+    asked = [] if asked is None else asked
     client_call, client_later = client.call, client.call_background
     client.call = lambda method, **params: (
         asked.append({"method": method, **params}),

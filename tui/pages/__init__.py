@@ -119,19 +119,21 @@ def build(spec: PageSpec, app: TvisApp) -> Screen:
         return BrokenPage(spec.title, e)
 
 
-def warm(spec: PageSpec) -> threading.Thread:
-    """Import ``spec``'s page (numpy, the picture kit, its widgets: 0.1–0.2 s) on a thread
-    of its own while the link connects, when the app's thread waits for the agent: its
-    first visit then finds the modules loaded. A failure is left to the page's own build,
-    which says it."""
+def warm(*specs: PageSpec) -> threading.Thread:
+    """Import each of ``specs``' pages in turn (numpy, the picture kit, their widgets:
+    0.1–0.2 s for the first) on a thread of its own while the link connects, when the app's
+    thread waits for the agent: their first visits then find the modules loaded. A failure
+    is left to the page's own build, which says it."""
 
     def load() -> None:
-        try:
-            importlib.import_module(spec.module)
-        except Exception:
-            pass
+        for spec in specs:
+            try:
+                importlib.import_module(spec.module)
+            except Exception:
+                pass
 
-    thread = threading.Thread(target=load, name=f"tvis-import-{spec.id}", daemon=True)
+    name = "-".join(spec.id for spec in specs)
+    thread = threading.Thread(target=load, name=f"tvis-import-{name}", daemon=True)
     thread.start()
     return thread
 

@@ -27,6 +27,7 @@ from tvis.agent.replies import CallsAnswer
 from tvis.tui import colors, keys
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
+from tvis.tui.pages.explore_layout import SHARES, layout_for
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import CallTree, first_interesting
@@ -37,12 +38,6 @@ from tvis.tui.widgets.samples_view import SamplesView, SampleTable
 from tvis.tui.widgets.source_view import SourcePane, SourceView
 from tvis.tui.widgets.step_view import ParamTable, StepView
 from tvis.tui.widgets.timeline import Timeline
-
-WIDE_MIN = 160
-"""Columns from which three panes fit side by side (tree 50, inspector 55, one more)."""
-
-MEDIUM_MIN = 100
-"""Columns from which the tree and one pane fit side by side; below, one pane at a time."""
 
 PANES = ("calls", "inspector", "source", "layers", "timeline", "step", "samples")
 """Each pane is brought up by the binding ``explore.<pane>`` (see keys.EXPLORE)."""
@@ -85,14 +80,6 @@ def fetch_beside(
                 return
             data.prefetch_later("calls", **CallTree.page_request(run, batch, parent))
         inspect(data, [Selection("call", batch=batch, call=shown)])
-
-
-def layout_for(width: int) -> str:
-    if width >= WIDE_MIN:
-        return "wide"
-    if width >= MEDIUM_MIN:
-        return "medium"
-    return "compact"
 
 
 class PaneBar(Static):
@@ -236,14 +223,14 @@ class ExplorePage(Asks, Page):
 
     def _size_panes(self, visible: list[str]) -> None:
         """Show the ``visible`` panes built so far at this layout's widths, hide the rest."""
-        widths = {"wide": {"calls": "30%", "inspector": "34%"}, "medium": {"calls": "42%"}}
+        shares = SHARES.get(self.layout_name, {})
         for name in PANES:
             pane = self._pane(name)
             if pane is None:
                 continue
             pane.display = name in visible
             pane.set_class(name in visible[:-1], "-divided")
-            pane.styles.width = widths.get(self.layout_name, {}).get(name, "1fr")
+            pane.styles.width = f"{shares[name]}%" if name in shares else "1fr"
 
     def _focused_pane(self) -> str | None:
         focused = self.focused

@@ -14,6 +14,13 @@ at once (Textual's ``add_class``), a stylesheet changed meanwhile (a theme) is r
 by ``switch_mode`` itself (``_css_update_count``), and a widget mounted later is styled as
 it registers. Not covered: the app's own ``:focus``/``:blur`` pseudo-classes in a rule of
 a page's widgets, which no page uses (Textual's only one is its ``Header``'s).
+
+A page also draws nothing while the app holds the display. ``switch_mode`` holds it for the
+switch (``delay_update``: until a timer the app's loop runs only once the switch's handler
+returns, so on a first visit for the whole build), and a layout inside the hold still
+rendered the whole page — 30–40 ms of the app's thread on Explore's first visit — for a
+frame the app then dropped (``App._display``). The end of the hold refreshes the screen,
+which draws the page once, then.
 """
 
 from __future__ import annotations
@@ -36,3 +43,10 @@ class Page(Screen):
         # Runs before Screen's own handler, which restyles the page when this is True.
         event.refresh_styles = event.refresh_styles and self._away
         self._away = False
+
+    def _compositor_refresh(self) -> None:
+        # Textual's (private): render what changed and hand it to the app to write, which
+        # writes nothing while a batch holds the display. Drawn when the batch ends.
+        if self.app._batch_count and self is self.app.screen:
+            return
+        super()._compositor_refresh()

@@ -252,14 +252,14 @@ class LayerView(AgentPane):
         self.step: int | None = None
         self.which = "weight"
         self.cue = LoadingCue(self, self._loading, lambda: None)  # the answer replaces it
-        self._asked: tuple[str, dict[str, Any]] | None = None  # the picture last asked for
+        self._asked_picture: tuple[str, dict[str, Any]] | None = None
 
     def on_resize(self) -> None:
         # The picture takes what the header, bars, note and statistics leave.
         self.query_one(Picture).max_rows = max(4, self.size.height - 12)
-        # A picture asked for before the pane was laid out (a page opened by its key as
-        # the viewer starts) was cut to no room: ask again for what fits the pane now.
-        if self.param is not None and self._asked != self.picture_request(
+        # A kernel grid or a matrix is cut to the pane: asked before the pane had its size
+        # (or at another), it is asked again at this one.
+        if self.param is not None and self._asked_picture != self.picture_request(
             self.param, self.step, self.which
         ):
             self._ask_picture()
@@ -291,7 +291,12 @@ class LayerView(AgentPane):
         self._ask_picture()
 
     def _ask_picture(self) -> None:
-        method, params = self._asked = self.picture_request(self.param or {}, self.step, self.which)
+        if not self.size.width:
+            self._asked_picture = None  # not laid out yet: asked at its first size
+            return
+        method, params = self._asked_picture = self.picture_request(
+            self.param or {}, self.step, self.which
+        )
         if not self.ask(method, tag="picture", **params):
             self.cue.start()
 

@@ -22,18 +22,16 @@ from tvis.tui import colors, export, fmt, keys, marks
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.inspector_lines import Block, InspectorLines, TextBlock
+from tvis.tui.widgets.inspector_requests import (
+    call_args,
+    call_request,
+    layer_of,
+    picture_requests,
+)
 from tvis.tui.widgets.layer_views import Layer, LayerViews, PlaceKeys
 from tvis.tui.widgets.scroll_rail import RailScroll
 from tvis.tui.widgets.sparkline import hbar
-from tvis.tui.widgets.tensor_card import (
-    CARD_ROWS,
-    Card,
-    TensorRef,
-    decoded_text,
-    value_text,
-    view_request,
-    why_no_picture,
-)
+from tvis.tui.widgets.tensor_card import Card, TensorRef, decoded_text, value_text
 
 DEBOUNCE_S = 0.03
 """Wait this long after the cursor stops before asking for a call: holding j down then
@@ -277,25 +275,12 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             call = data.prefetch_later("call", **call_request(run, selection))
             if not isinstance(call, dict):
                 continue
-            requests = []
-            if width is not None:
-                for _, args in call_args(call):
-                    for arg in args:
-                        entry = arg.get("entry") if isinstance(arg, dict) else None
-                        if entry is None:
-                            continue
-                        ref = TensorRef(title="", entry=entry, run=run, batch=selection.batch)
-                        target = entry.get("grad_entry") if grad else entry
-                        if target is not None and why_no_picture(ref, target) is None:
-                            requests.append(view_request(ref, grad, sample, [], width, CARD_ROWS))
-            layer = layer_of(call, selection, run or "", sample, grad)
-            if layer is not None and layer_request is not None:
-                requests.append(layer_request(layer))
-            for request in requests:
+            for method, params in picture_requests(
+                call, selection, run, sample, grad, width, layer_request
+            ):
                 if worker.is_cancelled:
                     return
-                if request is not None:
-                    data.prefetch_later(request[0], **request[1])
+                data.prefetch_later(method, **params)
 
     def _load(self) -> None:
         self._timer = None
@@ -518,36 +503,3 @@ def _rounded(entry: dict[str, Any]) -> str | None:
     """The note of a tensor entry, or of its gradient, stored rounded."""
     grad = entry.get("grad_entry") or {}
     return export.rounded_note(entry.get("value")) or export.rounded_note(grad.get("value"))
-
-
-def call_request(run: str | None, selection: Selection) -> dict[str, Any]:
-    return {"run": run, "batch": selection.batch, "call": selection.call}
-
-
-def call_args(call: dict[str, Any]) -> list[tuple[str, list]]:
-    """A call's outputs, then its inputs: the inspector's sections, in order."""
-    sides = (("outputs", call.get("outputs") or []), ("inputs", call.get("inputs") or []))
-    return [(side, args) for side, args in sides if args]
-
-
-def layer_of(
-    call: dict[str, Any], selection: Selection, run: str, sample: int, grad: bool
-) -> Layer | None:
-    """The layer views' subject: a model call's first output, when it has one."""
-    if call.get("kind") not in ("module", "function") or call.get("phase") != "forward":
-        return None
-    entry = next(
-        (a["entry"] for a in call.get("outputs") or [] if isinstance(a, dict) and a.get("entry")),
-        None,
-    )
-    if entry is None or selection.batch is None or selection.call is None:
-        return None
-    return Layer(
-        run=run,
-        batch=selection.batch,
-        call=selection.call,
-        sample=sample,
-        grad=grad,
-        tensor=entry.get("id"),
-        name=str(call.get("name") or ""),
-    )

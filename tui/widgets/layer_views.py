@@ -552,7 +552,7 @@ class LayerViews(SteadyVertical):
 
     def __init__(self, layer: Layer | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.current = "image"
+        self.current = VIEWS[0]
         self.shown_layer: Layer | None = layer
         self.ready = False  # its views are composed (a page may mount it late)
 
@@ -623,6 +623,12 @@ class LayerViews(SteadyVertical):
 
     def _held(self) -> frozenset[tuple]:
         return self.query_one(OnImageView).held_pictures() if self.ready else frozenset()
+
+
+def opening_request(layer: Layer) -> tuple[str, dict[str, Any]] | None:
+    """The request new layer views make for ``layer``: their first view's, holding no
+    picture yet (the On image view, which has no limit)."""
+    return view_request(VIEWS[0], layer, limit=0)
 
 
 def view_request(

@@ -48,10 +48,10 @@ class PageTabs(Static):
     PageTabs { dock: top; height: 1; background: $panel; padding: 0 1; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, titles: list[str] | None = None, current: int | None = None) -> None:
         super().__init__()
-        self.titles: list[str] = []
-        self.current: int | None = None
+        self.titles: list[str] = list(titles or [])
+        self.current = current
 
     def on_mount(self) -> None:
         self.watch(self.screen, "focused", self._redraw, init=False)

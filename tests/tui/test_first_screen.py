@@ -1,0 +1,135 @@
+"""Explore's first screen: its card pictures are asked for with the run, before the page
+exists, at the width its inspector gives them, so that the page draws them in its first
+frame; that width is computed from the terminal's alone (``explore_layout``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from viewer_support import count_requests_from_the_start, make_app, open_explore, wait_for
+
+from tvis.tui.pages.explore_layout import inspector_picture_width
+
+SIZES = (100, 119, 137, 159, 160, 161, 199, 213)
+"""Terminal widths on both sides of each layout's edge, where rounding a share differs."""
+
+
+async def test_the_inspector_width_computed_from_the_terminal_is_the_one_laid_out(
+    run_dir: Path,
+):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        for width in SIZES:
+            await pilot.resize_terminal(width, 40)
+            await wait_for(
+                pilot,
+                lambda w=width: page.size.width == w and page.inspector.lines.size.width,
+                f"Explore laid out at {width} columns",
+            )
+            await pilot.pause()
+            assert page.inspector.display
+            assert inspector_picture_width(width) == page.inspector.lines.picture_width(), width
+        await pilot.resize_terminal(99, 40)
+        await wait_for(pilot, lambda: page.layout_name == "compact", "the compact layout")
+        assert inspector_picture_width(99) is None  # the tree alone: no cards to draw
+        assert not page.inspector.display
+
+
+async def test_the_first_screen_asks_its_pictures_once_before_explore_at_the_width_drawn(
+    run_dir: Path,
+):
+    """The opening call's cards ask their views once, at the width they are drawn at, and
+    the app has asked for them with the run, before Explore was built: the cards find them
+    in the client's cache. (Laid out at even widths first, the cards asked at half the
+    screen, then at their own; asked only once Explore was laid out, they came a round
+    trip and a frame later.)"""
+    app = make_app(run_dir)
+    asked = count_requests_from_the_start(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(
+            pilot,
+            lambda: all(w.is_finished for w in app.workers if w.group == "prefetch"),
+            "the first screen's prefetch",
+        )
+        before_explore = len(asked)
+        page = await open_explore(pilot)
+        cards = page.inspector.cards
+        await wait_for(pilot, lambda: all(c.has_data for c in cards), "the cards")
+        tensors = {c.ref.entry["id"] for c in cards if c.ref is not None}
+        views = [
+            (i, a)
+            for i, a in enumerate(asked)
+            if a["method"] == "view" and a["tensor"] in tensors and a["batch"] == app.batch
+        ]
+        assert len(views) == len(cards) == len(tensors)  # each asked once
+        assert all(i < before_explore for i, _ in views)  # with the run, not by the page
+        assert {a["width"] for _, a in views} == {cards[0].picture_width()}
+        assert page.inspector.lines.card_width() == page.inspector.lines.size.width > 0
+        # The layer view under the cards came with them.
+        call = page.inspector.selection.call
+        layer = [i for i, a in enumerate(asked) if a["method"] == "on_image" and a["call"] == call]
+        assert layer and layer[0] < before_explore
+
+
+async def test_a_page_is_composed_with_its_tab_bar_and_status_line(run_dir: Path, monkeypatch):
+    """Explore's first layout is its last: the tab bar and the status line are there from
+    the page's compose (mounted after the switch, they moved every pane a row down in a
+    second layout), and the tab bar's key hints follow the focus `_start` gives the tree."""
+    from tvis.tui.pages.explore import ExplorePage
+    from tvis.tui.widgets.page_tabs import PageTabs
+    from tvis.tui.widgets.status_line import StatusLine
+
+    laid_out: list[tuple[int, int]] = []
+    lay_out = ExplorePage._refresh_layout  # Textual's (private): the screen's layout
+
+    def recorded(page: ExplorePage, *args, **kwargs) -> None:
+        laid_out.append((len(page.query(PageTabs)), len(page.query(StatusLine))))
+        lay_out(page, *args, **kwargs)
+
+    monkeypatch.setattr(ExplorePage, "_refresh_layout", recorded)
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await pilot.press("2")  # at once, as the bench does: Explore is not built ahead
+        page = await open_explore(pilot)
+        assert "explore" not in app.ahead.built
+        assert laid_out and set(laid_out) == {(1, 1)}  # from the first layout on
+        assert page.calls.region.y == 2  # under the tab bar and the pane bar
+        tabs = page.query_one(PageTabs)
+        assert tabs.titles[tabs.current or 0] == "Explore"
+        await wait_for(pilot, lambda: "j down" in str(tabs.render()), "the tree's keys")
+        assert page.focused is page.calls.call_tree
+        assert len(app.screen.query(PageTabs)) == 1  # not mounted a second time
+
+
+async def test_a_first_visit_draws_nothing_while_the_switch_holds_the_display(
+    run_dir: Path, monkeypatch
+):
+    """``switch_mode`` holds the display for the switch (Textual's ``delay_update``: on a
+    first visit, for the whole build), and a layout inside the hold still rendered the
+    whole page, 30–40 ms of the app's thread for a frame the app then dropped. Pins the
+    private bits ``Page`` uses: ``Screen._compositor_refresh``, ``App._batch_count``."""
+    from textual._compositor import Compositor
+
+    from tvis.tui.pages.page import Page
+
+    app = make_app(run_dir)
+    renders: list[tuple[str, int]] = []
+    render_update = Compositor.render_update
+
+    def recorded(compositor, *args, **kwargs):
+        screen = app.screen
+        if isinstance(screen, Page) and compositor is screen._compositor:
+            renders.append((type(screen).__name__, app._batch_count))
+        return render_update(compositor, *args, **kwargs)
+
+    monkeypatch.setattr(Compositor, "render_update", recorded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await pilot.press("2")
+        await open_explore(pilot)
+        assert "explore" not in app.ahead.built
+        assert ("ExplorePage", 0) in renders  # drawn once the hold ended
+        assert [r for r in renders if r[1]] == []  # nothing rendered inside it
