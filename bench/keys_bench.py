@@ -11,7 +11,11 @@ figure is from writing the key to the last byte the viewer writes before 150 ms 
 (`tui_bench.SETTLED_S`); a key after which nothing is written within 1 s reads as "—" (it
 changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
 every state is timed and the next key finds the page as a user left it. The table is
-sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
+sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page);
+its cpu column is the viewer's CPU time (all its threads, ``/proc/PID/task/*/schedstat``)
+from the key to the settled screen's detection, which a loaded machine stretches less than
+the wall time (the agent runs in a process of its own, so a key waiting on it shows here
+only as the viewer's own work).
 
 ``--weights-list`` times, in the app itself (headless, 120×40), the Weights page from `4`
 to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the list, each
@@ -100,6 +104,7 @@ KEYS = {
     "enter": "\r",
     "escape": "\x1b",
     "backspace": "\x7f",
+    "space": " ",
 }
 """What a terminal sends for the keys that are not one printable character."""
 
@@ -234,20 +239,41 @@ def settle(viewer: PtyViewer, t0: float, silence: float = SETTLED_S) -> float | 
     raise RuntimeError("the screen never settled")
 
 
-def press(viewer: PtyViewer, key: str) -> float:
-    while True:  # the previous key's late drawing belongs to it, not to this one
+def quiet(viewer: PtyViewer) -> None:
+    """Wait for QUIET_S of silence: the previous key's late drawing belongs to it."""
+    while True:
         with viewer._lock:
             last = viewer.chunks[-1][0] if viewer.chunks else 0.0
         if time.perf_counter() - last >= QUIET_S:
-            break
+            return
         time.sleep(0.01)
+
+
+def press(viewer: PtyViewer, key: str) -> float:
+    quiet(viewer)
     return viewer.press(KEYS.get(key, key))
 
 
-def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str], list]:
-    """Per (page, key label): the settle times of each press (None: nothing written)."""
+def threads_cpu_s(pid: int) -> float:
+    """CPU seconds every live thread of process ``pid`` has run (``/proc/PID/task/*/
+    schedstat``, in ns: fine enough for one key, unlike ``/proc/PID/stat``'s ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def sweep(
+    run: str, repeat: int, pages: list[int] | None, cpu: dict[tuple[str, str], list] | None = None
+) -> dict[tuple[str, str], list]:
+    """Per (page, key label): the settle times of each press (None: nothing written); and
+    into ``cpu``, the viewer's CPU seconds from each key to its screen settled."""
     viewer = PtyViewer(run)
     figures: dict[tuple[str, str], list] = {}
+    cpu = {} if cpu is None else cpu
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
@@ -260,7 +286,9 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
                 label = f"{n} (page, first visit)" if round_ == 0 else f"{n} (page)"
                 figures.setdefault((title, label), []).append(settle(viewer, press(viewer, str(n))))
                 for step in PAGE_KEYS[title]:
-                    t0 = press(viewer, step.key)
+                    quiet(viewer)
+                    cpu0 = threads_cpu_s(viewer.pid)
+                    t0 = viewer.press(KEYS.get(step.key, step.key))
                     try:
                         took = settle(viewer, t0)
                     except RuntimeError as e:
@@ -269,6 +297,8 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
                         ) from None
                     if step.timed:
                         figures.setdefault((title, step.label), []).append(took)
+                        spent = threads_cpu_s(viewer.pid) - cpu0
+                        cpu.setdefault((title, step.label), []).append(spent)
         return figures
     finally:
         try:
@@ -604,20 +634,27 @@ def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
 
-def table(figures: dict[tuple[str, str], list]) -> list[str]:
+def table(
+    figures: dict[tuple[str, str], list], cpu: dict[tuple[str, str], list] | None = None
+) -> list[str]:
     def median(values: list) -> float | None:
         drawn = [v for v in values if v is not None]
         return statistics.median(drawn) if drawn else None
 
     rows = sorted(figures.items(), key=lambda kv: -(median(kv[1]) or -1.0))
-    lines = [f"{'page':<9} {'key':<26} {'median':>7} {'max':>7}  n   (ms to a settled screen)"]
+    cpu = cpu or {}
+    lines = [
+        f"{'page':<9} {'key':<26} {'median':>7} {'max':>7}  n    {'cpu':>5}"
+        "   (ms to a settled screen; cpu: the viewer's, median)"
+    ]
     for (page, label), values in rows:
         drawn = [v for v in values if v is not None]
         top = max(drawn) if drawn else None
         over = " *" if (median(values) or 0) > 0.05 else ""
+        spent = cpu.get((page, label))
         lines.append(
             f"{page:<9} {label:<26} {_ms(median(values)):>7} {_ms(top):>7} "
-            f"{len(drawn)}/{len(values)}{over}"
+            f"{len(drawn)}/{len(values)} {_ms(median(spent) if spent else None):>5}{over}"
         )
     return lines
 
@@ -722,8 +759,9 @@ def main() -> int:
             )
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
-    figures = sweep(args.run, args.repeat, pages)
-    print("\n".join(table(figures)))
+    cpu: dict[tuple[str, str], list] = {}
+    figures = sweep(args.run, args.repeat, pages, cpu)
+    print("\n".join(table(figures, cpu)))
     over = sum(1 for v in figures.values() if (statistics.median([x or 0 for x in v]) or 0) > 0.05)
     print(f"{over} of {len(figures)} keys over 50 ms (*)")
     print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
