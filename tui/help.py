@@ -131,17 +131,18 @@ class DrawnOnce(Visual):
         return self._rich.get_optimal_width(rules, container_width)
 
     def get_height(self, rules: RulesMap, width: int) -> int:
-        return len(self._drawn(width, self._widget.visual_style))
+        options = RenderOptions(self._widget._get_style, rules)
+        return len(self._drawn(width, self._widget.visual_style, options))
 
     def render_strips(
         self, width: int, height: int | None, style: Style, options: RenderOptions
     ) -> list[Strip]:
-        return self._drawn(width, style)[:height]
+        return self._drawn(width, style, options)[:height]
 
-    def _drawn(self, width: int, style: Style) -> list[Strip]:
+    def _drawn(self, width: int, style: Style, options: RenderOptions) -> list[Strip]:
+        # Drawn at the widget's style both to measure and to paint: one drawing serves both.
         key = (width, style.rich_style)
         if self._strips is None or self._strips[0] != key:
-            options = RenderOptions(self._widget._get_style, self._widget.styles)
             self._strips = (key, self._rich.render_strips(width, None, style, options))
         return self._strips[1]
 
