@@ -17,6 +17,14 @@ from the key to the settled screen's detection, which a loaded machine stretches
 the wall time (the agent runs in a process of its own, so a key waiting on it shows here
 only as the viewer's own work).
 
+``--viewer-keys READY_S`` presses the keys that need nothing new from the agent's store
+(`VIEWER_KEYS`: Explore's pane keys, mode, search, help, tree; the other pages' help)
+in a real `tvis tui` left READY_S on its first page first (so every page has been built
+ahead, as a user who has read the first screen finds them), each after 0.5 s of silence,
+in ``--repeat`` fresh viewers: per key, the wall time to a settled screen and the viewer's
+main thread's CPU time meanwhile (``/proc/PID/schedstat``: the figure a loaded machine
+stretches least).
+
 ``--weights-list`` times, in the app itself (headless, 120×40), the Weights page from `4`
 to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the list, each
 to the app idle again.
@@ -364,6 +372,43 @@ def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float, flo
         viewer.close()
 
 
+VIEWER_KEYS = {
+    "Explore": "s c a c p c y c t c d c m m end home / escape ? escape space space",
+    "Loss": "? escape",
+    "Weights": "? escape",
+    "Insights": "? escape",
+    "Live": "? escape",
+}
+"""``--viewer-keys``: the keys that need nothing new from the agent's store, per page, each
+pressed once from the page as it was left (a pane's key, then `c` back to the tree)."""
+
+
+def viewer_keys(run: str, ready_s: float) -> dict[tuple[str, str], tuple[float | None, float]]:
+    """In a real `tvis tui` left ``ready_s`` on Replay first (every page built ahead by
+    then), VIEWER_KEYS page by page, each key after QUIET_S of silence: per (page, key
+    #n), seconds to a settled screen and the viewer's main thread's CPU seconds meanwhile."""
+    viewer = PtyViewer(run)
+    figures: dict[tuple[str, str], tuple[float | None, float]] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        time.sleep(ready_s)
+        titles = tab_titles(viewer)
+        for title, keys in VIEWER_KEYS.items():
+            if title not in titles:
+                continue
+            settle(viewer, press(viewer, str(titles.index(title) + 1)), VISIT_SETTLED_S)
+            time.sleep(1.0)
+            for i, key in enumerate(keys.split()):
+                quiet(viewer)
+                ran0, _ = main_thread_s(viewer.pid)
+                took = settle(viewer, viewer.press(KEYS.get(key, key)))
+                figures[(title, f"{i + 1:>2} {key}")] = (took, main_thread_s(viewer.pid)[0] - ran0)
+        return figures
+    finally:
+        viewer.close()
+
+
 def weights_all(run: str, timeout: float) -> str:
     """Weights' `a` in the headless app, once its list is filled: a sentence of figures."""
     import asyncio
@@ -691,8 +736,28 @@ def main() -> int:
     parser.add_argument(
         "--switch-after-visits", metavar="PAGES", help="visit PAGES (or 0), then `.` on --pages"
     )
+    parser.add_argument(
+        "--viewer-keys",
+        type=float,
+        metavar="READY_S",
+        help="the viewer-only keys, READY_S after the first page, --repeat fresh viewers",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.viewer_keys is not None:
+        rounds = [viewer_keys(args.run, args.viewer_keys) for _ in range(args.repeat)]
+        print(f"{'page':<9} {'key':<10} {'wall ms, each round':<28} {'main-thread CPU ms':<24}")
+        for page, key in rounds[0]:
+            walls = [r[(page, key)][0] for r in rounds]
+            cpus = [r[(page, key)][1] for r in rounds]
+            print(
+                f"{page:<9} {key:<10} {' · '.join(_ms(w) for w in walls):<28} "
+                f"{' · '.join(_ms(c) for c in cpus):<24} "
+                f"median {_ms(statistics.median(w or 0.0 for w in walls))} / "
+                f"{_ms(statistics.median(cpus))}"
+            )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.switch_after_visits:
         visits = [int(p) for p in args.switch_after_visits.split(",") if p != "0"]
         for page in [int(p) for p in (args.pages or "3").split(",")]:

@@ -108,10 +108,10 @@ class BuildAhead:
         return unbuilt[0] if unbuilt else None
 
     def _build_part_ahead(self) -> bool:
-        """Every page built: the next part a page builds on its first use (Explore's side
-        panes, hidden and empty), one per quiet spell. False when none is left."""
+        """Every page built: what a page would otherwise do on a key's first use (Explore's
+        source highlighter), one per quiet spell. False when nothing is left."""
         explore = self.app.explore_page()
-        return explore is not None and explore.build_pane_ahead()
+        return explore is not None and explore.warm_ahead()
 
     def tick(self) -> None:
         app = self.app

@@ -222,31 +222,15 @@ async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_und
         assert app.internal_errors == []
 
 
-async def test_explores_side_panes_are_built_ahead_hidden_and_a_pane_key_only_shows_one(run_dir):
-    """Once every page is built, Explore's side panes are mounted in the quiet spells that
-    follow, hidden and asking nothing; `s` then shows the pane built ahead (nothing mounted
-    under the key) and only then asks for the sources."""
-    from tvis.tui.pages.explore import SIDE
-    from tvis.tui.widgets.source_view import SourcePane
-
+async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_built(run_dir):
+    """Once every page is built, a quiet spell builds the source highlighter's lexer (not
+    under the first `s`), mounting nothing: the panes are still built on their first key."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        await wait_for(
-            pilot, lambda: all(page._pane(name) for name in SIDE), "the side panes", timeout=60
-        )
-        await wait_for(pilot, lambda: page._highlighter_warm, "the highlighter warmed")
-        await pilot.pause(0.3)
-        panes = {name: page._pane(name) for name in SIDE}
-        assert not any(pane.display for pane in panes.values())
+        await wait_for(pilot, lambda: page._highlighter_warm, "the highlighter", timeout=60)
+        widgets = len(list(page.walk_children()))
+        await pilot.pause(1.5)  # the quiet spells after it
         assert page.visible_panes() == ["calls", "inspector"]
-        assert "sources" not in page._loaded and page._source_files is None  # nothing asked
-        asked = count_requests(app)
-        await pilot.press("s")
-        await wait_for(pilot, lambda: page.visible_panes() == ["calls", "source"], "source")
-        assert page._pane("source") is panes["source"] and panes["source"].display
-        assert isinstance(panes["source"], SourcePane)
-        await wait_for(pilot, lambda: "sources" in [a["method"] for a in asked], "the sources")
-        source = await wait_for(pilot, lambda: page.query_one("SourceView").file, "a file")
-        assert source in screen_text(app)
+        assert len(list(page.walk_children())) == widgets
         assert app.internal_errors == []

@@ -19,7 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widget import AwaitMount, Widget
+from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
@@ -140,7 +140,6 @@ class ExplorePage(Asks, Page):
         # The panes built so far, by name: looked up on every key, where a DOM query would
         # walk the page's few hundred widgets each time.
         self._panes: dict[str, Widget] = {}
-        self._mounting: dict[str, AwaitMount] = {}  # panes built ahead, still mounting
         self._highlighter_warm = False
         self._neighbours_timer: Timer | None = None
         self._beside_due = False  # the selection rested while the page was hidden
@@ -161,26 +160,15 @@ class ExplorePage(Asks, Page):
         self._panes[pane.id or ""] = pane
         return pane
 
-    def build_pane_ahead(self) -> bool:
-        """Mount the next side pane not built yet, hidden and empty (no data asked): its
-        first key is then a switch, not a build — composing and styling a pane cost its
-        first `s`, `a`, `p`, … 30–60 ms. The app calls this in quiet spells once every page
-        is built ahead, and warms the source's highlighter after the last; False once done."""
-        if not self.is_mounted:
+    def warm_ahead(self) -> bool:
+        """Pygments builds its Python lexer on first use (~40 ms, the most of a first `s`
+        after the pane's own build): done once, in a quiet spell, after every page is built
+        ahead (the app calls this). False once done. (The panes themselves are not built
+        ahead: hidden, they made every later focus change and layout ~10 ms dearer.)"""
+        if self._highlighter_warm or not self.is_mounted:
             return False
-        name = next((n for n in SIDE if self._pane(n) is None), None)
-        if name is None:
-            if self._highlighter_warm:
-                return False
-            # Pygments builds its Python lexer on first use (~40 ms): not under the first `s`.
-            self._highlighter_warm = True
-            highlight("")
-            return True
-        before = [n for n in PANES[: PANES.index(name)] if self._pane(n) is not None]
-        pane = self._build_pane(name)
-        pane.display = False
-        container = self.query_one("#panes", Horizontal)
-        self._mounting[name] = container.mount(pane, after=self._pane(before[-1]))
+        self._highlighter_warm = True
+        highlight("")
         return True
 
     def _build_pane(self, name: str) -> Widget:
@@ -251,8 +239,6 @@ class ExplorePage(Asks, Page):
             if self._pane(name) is None:
                 before = [n for n in PANES[: PANES.index(name)] if self._pane(n) is not None]
                 await container.mount(self._build_pane(name), after=self._pane(before[-1]))
-            elif (mounting := self._mounting.pop(name, None)) is not None:
-                await mounting  # built ahead: its children composed before they are asked for
         self._size_panes(visible)
         if self._focused_pane() not in visible:
             self._focus_target(visible[0] if self.front not in visible else self.front).focus()
