@@ -11,7 +11,19 @@ figure is from writing the key to the last byte the viewer writes before 150 ms 
 (`tui_bench.SETTLED_S`); a key after which nothing is written within 1 s reads as "—" (it
 changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
 every state is timed and the next key finds the page as a user left it. The table is
-sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
+sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page);
+its cpu column is the viewer's CPU time (all its threads, ``/proc/PID/task/*/schedstat``)
+from the key to the settled screen's detection, which a loaded machine stretches less than
+the wall time (the agent runs in a process of its own, so a key waiting on it shows here
+only as the viewer's own work).
+
+``--viewer-keys READY_S`` presses the keys that need nothing new from the agent's store
+(`VIEWER_KEYS`: Explore's pane keys, mode, search, help, tree; the other pages' help)
+in a real `tvis tui` left READY_S on its first page first (so every page has been built
+ahead, as a user who has read the first screen finds them), each after 0.5 s of silence,
+in ``--repeat`` fresh viewers: per key, the wall time to a settled screen and the viewer's
+main thread's CPU time meanwhile (``/proc/PID/schedstat``: the figure a loaded machine
+stretches least).
 
 ``--weights-list`` times, in the app itself (headless, 120×40), the Weights page from `4`
 to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the list, each
@@ -100,6 +112,7 @@ KEYS = {
     "enter": "\r",
     "escape": "\x1b",
     "backspace": "\x7f",
+    "space": " ",
 }
 """What a terminal sends for the keys that are not one printable character."""
 
@@ -234,20 +247,41 @@ def settle(viewer: PtyViewer, t0: float, silence: float = SETTLED_S) -> float | 
     raise RuntimeError("the screen never settled")
 
 
-def press(viewer: PtyViewer, key: str) -> float:
-    while True:  # the previous key's late drawing belongs to it, not to this one
+def quiet(viewer: PtyViewer) -> None:
+    """Wait for QUIET_S of silence: the previous key's late drawing belongs to it."""
+    while True:
         with viewer._lock:
             last = viewer.chunks[-1][0] if viewer.chunks else 0.0
         if time.perf_counter() - last >= QUIET_S:
-            break
+            return
         time.sleep(0.01)
+
+
+def press(viewer: PtyViewer, key: str) -> float:
+    quiet(viewer)
     return viewer.press(KEYS.get(key, key))
 
 
-def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str], list]:
-    """Per (page, key label): the settle times of each press (None: nothing written)."""
+def threads_cpu_s(pid: int) -> float:
+    """CPU seconds every live thread of process ``pid`` has run (``/proc/PID/task/*/
+    schedstat``, in ns: fine enough for one key, unlike ``/proc/PID/stat``'s ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def sweep(
+    run: str, repeat: int, pages: list[int] | None, cpu: dict[tuple[str, str], list] | None = None
+) -> dict[tuple[str, str], list]:
+    """Per (page, key label): the settle times of each press (None: nothing written); and
+    into ``cpu``, the viewer's CPU seconds from each key to its screen settled."""
     viewer = PtyViewer(run)
     figures: dict[tuple[str, str], list] = {}
+    cpu = {} if cpu is None else cpu
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
@@ -260,7 +294,9 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
                 label = f"{n} (page, first visit)" if round_ == 0 else f"{n} (page)"
                 figures.setdefault((title, label), []).append(settle(viewer, press(viewer, str(n))))
                 for step in PAGE_KEYS[title]:
-                    t0 = press(viewer, step.key)
+                    quiet(viewer)
+                    cpu0 = threads_cpu_s(viewer.pid)
+                    t0 = viewer.press(KEYS.get(step.key, step.key))
                     try:
                         took = settle(viewer, t0)
                     except RuntimeError as e:
@@ -269,6 +305,8 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
                         ) from None
                     if step.timed:
                         figures.setdefault((title, step.label), []).append(took)
+                        spent = threads_cpu_s(viewer.pid) - cpu0
+                        cpu.setdefault((title, step.label), []).append(spent)
         return figures
     finally:
         try:
@@ -330,6 +368,43 @@ def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float, flo
         rows = viewer.wait_for("layers · call order", t0, timeout=120)  # the caption, once filled
         ran, waited = main_thread_s(viewer.pid)
         return rows, viewer.wait_settled(t0, timeout=120), ran - ran0, waited - waited0
+    finally:
+        viewer.close()
+
+
+VIEWER_KEYS = {
+    "Explore": "s c a c p c y c t c d c m m end home / escape ? escape space space",
+    "Loss": "? escape",
+    "Weights": "? escape",
+    "Insights": "? escape",
+    "Live": "? escape",
+}
+"""``--viewer-keys``: the keys that need nothing new from the agent's store, per page, each
+pressed once from the page as it was left (a pane's key, then `c` back to the tree)."""
+
+
+def viewer_keys(run: str, ready_s: float) -> dict[tuple[str, str], tuple[float | None, float]]:
+    """In a real `tvis tui` left ``ready_s`` on Replay first (every page built ahead by
+    then), VIEWER_KEYS page by page, each key after QUIET_S of silence: per (page, key
+    #n), seconds to a settled screen and the viewer's main thread's CPU seconds meanwhile."""
+    viewer = PtyViewer(run)
+    figures: dict[tuple[str, str], tuple[float | None, float]] = {}
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        time.sleep(ready_s)
+        titles = tab_titles(viewer)
+        for title, keys in VIEWER_KEYS.items():
+            if title not in titles:
+                continue
+            settle(viewer, press(viewer, str(titles.index(title) + 1)), VISIT_SETTLED_S)
+            time.sleep(1.0)
+            for i, key in enumerate(keys.split()):
+                quiet(viewer)
+                ran0, _ = main_thread_s(viewer.pid)
+                took = settle(viewer, viewer.press(KEYS.get(key, key)))
+                figures[(title, f"{i + 1:>2} {key}")] = (took, main_thread_s(viewer.pid)[0] - ran0)
+        return figures
     finally:
         viewer.close()
 
@@ -604,20 +679,27 @@ def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f}"
 
 
-def table(figures: dict[tuple[str, str], list]) -> list[str]:
+def table(
+    figures: dict[tuple[str, str], list], cpu: dict[tuple[str, str], list] | None = None
+) -> list[str]:
     def median(values: list) -> float | None:
         drawn = [v for v in values if v is not None]
         return statistics.median(drawn) if drawn else None
 
     rows = sorted(figures.items(), key=lambda kv: -(median(kv[1]) or -1.0))
-    lines = [f"{'page':<9} {'key':<26} {'median':>7} {'max':>7}  n   (ms to a settled screen)"]
+    cpu = cpu or {}
+    lines = [
+        f"{'page':<9} {'key':<26} {'median':>7} {'max':>7}  n    {'cpu':>5}"
+        "   (ms to a settled screen; cpu: the viewer's, median)"
+    ]
     for (page, label), values in rows:
         drawn = [v for v in values if v is not None]
         top = max(drawn) if drawn else None
         over = " *" if (median(values) or 0) > 0.05 else ""
+        spent = cpu.get((page, label))
         lines.append(
             f"{page:<9} {label:<26} {_ms(median(values)):>7} {_ms(top):>7} "
-            f"{len(drawn)}/{len(values)}{over}"
+            f"{len(drawn)}/{len(values)} {_ms(median(spent) if spent else None):>5}{over}"
         )
     return lines
 
@@ -654,8 +736,28 @@ def main() -> int:
     parser.add_argument(
         "--switch-after-visits", metavar="PAGES", help="visit PAGES (or 0), then `.` on --pages"
     )
+    parser.add_argument(
+        "--viewer-keys",
+        type=float,
+        metavar="READY_S",
+        help="the viewer-only keys, READY_S after the first page, --repeat fresh viewers",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.viewer_keys is not None:
+        rounds = [viewer_keys(args.run, args.viewer_keys) for _ in range(args.repeat)]
+        print(f"{'page':<9} {'key':<10} {'wall ms, each round':<28} {'main-thread CPU ms':<24}")
+        for page, key in rounds[0]:
+            walls = [r[(page, key)][0] for r in rounds]
+            cpus = [r[(page, key)][1] for r in rounds]
+            print(
+                f"{page:<9} {key:<10} {' · '.join(_ms(w) for w in walls):<28} "
+                f"{' · '.join(_ms(c) for c in cpus):<24} "
+                f"median {_ms(statistics.median(w or 0.0 for w in walls))} / "
+                f"{_ms(statistics.median(cpus))}"
+            )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.switch_after_visits:
         visits = [int(p) for p in args.switch_after_visits.split(",") if p != "0"]
         for page in [int(p) for p in (args.pages or "3").split(",")]:
@@ -722,8 +824,9 @@ def main() -> int:
             )
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
-    figures = sweep(args.run, args.repeat, pages)
-    print("\n".join(table(figures)))
+    cpu: dict[tuple[str, str], list] = {}
+    figures = sweep(args.run, args.repeat, pages, cpu)
+    print("\n".join(table(figures, cpu)))
     over = sum(1 for v in figures.values() if (statistics.median([x or 0 for x in v]) or 0) > 0.05)
     print(f"{over} of {len(figures)} keys over 50 ms (*)")
     print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")

@@ -478,8 +478,13 @@ class TvisApp(Asks, App[None]):
     # -- actions -------------------------------------------------------------------------
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(ids_on_screen(self.screen)))
+        if isinstance(self.screen, HelpScreen):
+            return
+        if not self.is_screen_installed("help"):  # built once, shown again on each `?`
+            self.install_screen(HelpScreen(), "help")
+        help = self.get_screen("help")
+        assert isinstance(help, HelpScreen)
+        self.push_screen(help.show(ids_on_screen(self.screen)))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's own commands, labelled as such so they stand apart from tvis's."""

@@ -107,6 +107,12 @@ class BuildAhead:
                     return spec
         return unbuilt[0] if unbuilt else None
 
+    def _build_part_ahead(self) -> bool:
+        """Every page built: what a page would otherwise do on a key's first use (Explore's
+        source highlighter), one per quiet spell. False when nothing is left."""
+        explore = self.app.explore_page()
+        return explore is not None and explore.warm_ahead()
+
     def tick(self) -> None:
         app = self.app
         if not app.is_running:  # shutting down: its screens are being closed
@@ -142,7 +148,9 @@ class BuildAhead:
                 gc.freeze()
         spec = self.next_page()
         if spec is None:
-            if not any(held.holding for held in self.held.values()):
+            if self._build_part_ahead():
+                self.quiet_since = time.monotonic()
+            elif not any(held.holding for held in self.held.values()):
                 self.stop()
             return
         if spec.module not in sys.modules and spec.module not in self._imports:

@@ -38,6 +38,10 @@ something changed, at the next tick: at 60 a key waits up to 17 ms per frame it 
 tree move needs two), at 240 up to 4 ms. Continuous updates (Replay, Live) keep their own
 cadence. TEXTUAL_FPS in the environment still wins."""
 
+ESCAPE_DELAY_MS = 10
+"""How long a lone ESC waits for the rest of a sequence before it is the Escape key
+(Textual's default is 100; see ``prompt_escape``). ESCDELAY in the environment still wins."""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -173,6 +177,7 @@ class Dialer:
 
 def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("TEXTUAL_FPS", str(FRAME_RATE))  # read when textual is imported
+    os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))  # likewise
     try:
         mode = images.resolve(args.images)
         live = _live_address(args.live)
@@ -216,6 +221,10 @@ def main(args: argparse.Namespace) -> int:
         keymap_error=keymap_error,
     )
     app.ahead.freezes = True
+    if sys.platform != "win32":
+        from tvis.tui.prompt_escape import PromptEscapeDriver
+
+        app.driver_class = PromptEscapeDriver
     app.run()
     if app.error:
         sys.stderr.write(f"tvis: {app.error}\n")

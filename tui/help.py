@@ -11,7 +11,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.css.styles import RulesMap
 from textual.screen import ModalScreen, Screen
+from textual.strip import Strip
+from textual.style import Style
+from textual.visual import RenderOptions, RichVisual, Visual
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -112,8 +116,44 @@ def help_table(
     return table
 
 
+class DrawnOnce(Visual):
+    """A Rich renderable drawn to strips once per width and style and then kept.
+
+    The help's table is ~170 rows; Rich lays it out afresh for every measure and every
+    frame of a Static (its height, then each repaint: seven times a `?`, ~30 ms each)."""
+
+    def __init__(self, widget: Widget, renderable: Table) -> None:
+        self._widget = widget
+        self._rich = RichVisual(widget, renderable)
+        self._strips: tuple[tuple[int, object], list[Strip]] | None = None  # the last drawing
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return self._rich.get_optimal_width(rules, container_width)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        options = RenderOptions(self._widget._get_style, rules)
+        return len(self._drawn(width, self._widget.visual_style, options))
+
+    def render_strips(
+        self, width: int, height: int | None, style: Style, options: RenderOptions
+    ) -> list[Strip]:
+        return self._drawn(width, style, options)[:height]
+
+    def _drawn(self, width: int, style: Style, options: RenderOptions) -> list[Strip]:
+        # Drawn at the widget's style both to measure and to paint: one drawing serves both.
+        key = (width, style.rich_style)
+        if self._strips is None or self._strips[0] != key:
+            self._strips = (key, self._rich.render_strips(width, None, style, options))
+        return self._strips[1]
+
+
+TABLES_KEPT = 16
+"""Help tables kept drawn (one per page and focus a user asked help on, at one width)."""
+
+
 class HelpScreen(ModalScreen[None]):
-    """Every key, the ones of what is on screen first."""
+    """Every key, the ones of what is on screen first. The app builds it once and shows it
+    again on each `?` (`show`), with the table drawn once per set of keys on screen."""
 
     if TYPE_CHECKING:
         app = getters.app(TvisApp)  # tvis's app, for the type checker
@@ -122,12 +162,21 @@ class HelpScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90%; max-width: 110; height: 90%; border: round $accent; padding: 0 1; background: $surface; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 110; height: 90%; scrollbar-gutter: stable; border: round $accent; padding: 0 1; background: $surface; }
     """
 
     def __init__(self, first: list[str] | None = None) -> None:
         super().__init__()
         self.first = first or []
+        self._tables: dict[tuple, DrawnOnce] = {}
+
+    def show(self, first: list[str]) -> HelpScreen:
+        """Itself, about to be shown again over a screen whose keys are ``first``."""
+        self.first = first
+        if self.is_mounted:
+            self.query_one(VerticalScroll).scroll_home(animate=False)
+            self._fill()
+        return self
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -138,9 +187,19 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text(f"{keys.shown(self.app, 'help.close')} closes", style=colors.MUTED))
 
     def on_resize(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
         width = self.query_one(VerticalScroll).content_region.width or self.app.size.width
-        table = help_table(self.app, self.app.keymap, self.first, width)
-        self.query_one("#help-table", Static).update(table)
+        key = (tuple(self.first), width >= ID_COLUMN_FROM, tuple(self.app.keymap.items()))
+        if key not in self._tables:
+            if len(self._tables) >= TABLES_KEPT:
+                del self._tables[next(iter(self._tables))]
+            table = help_table(self.app, self.app.keymap, self.first, width)
+            self._tables[key] = DrawnOnce(self.query_one("#help-table", Static), table)
+        shown = self.query_one("#help-table", Static)
+        if shown.visual is not self._tables[key]:
+            shown.update(self._tables[key])
 
     def action_scroll(self, lines: int) -> None:
         self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)

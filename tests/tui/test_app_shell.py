@@ -7,7 +7,7 @@ from pathlib import Path
 from fake_client import FakeClient
 from rich.style import Style
 from textual.command import CommandPalette
-from viewer_support import make_app, open_explore, render_text, screen_text, wait_for
+from viewer_support import make_app, open_explore, render_text, screen_text, showing, wait_for
 
 from tvis.tui import keys
 from tvis.tui.app import TvisApp
@@ -98,6 +98,49 @@ async def test_help_shows_the_keys_on_screen_first_then_every_other_binding(run_
                 ) in listed
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+
+
+async def test_help_is_built_once_and_shown_again_with_the_keys_of_the_page_under_it(
+    run_dir: Path,
+):
+    """A second `?` shows the same screen (nothing composed or mounted again) and, on the
+    same page, the table drawn the first time; over another page it lists that page's keys
+    first, and opens at its top."""
+    from textual.containers import VerticalScroll
+    from textual.widgets import Static
+
+    from tvis.tui.help import DrawnOnce
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await pilot.press("question_mark")
+        help = await wait_for(
+            pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, "help"
+        )
+        table = help.query_one("#help-table", Static)
+        drawn = await wait_for(
+            pilot, lambda: isinstance(table.visual, DrawnOnce) and table.visual, "the table"
+        )
+        await wait_for(pilot, lambda: drawn._strips, "the table drawn")
+        strips = drawn._strips
+        widgets = list(help.walk_children())
+        await pilot.press("j", "j", "escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: app.screen is help, "the same help screen")
+        await pilot.pause()
+        assert list(help.walk_children()) == widgets  # nothing mounted again
+        assert table.visual is drawn and drawn._strips is strips  # not drawn again
+        assert help.query_one(VerticalScroll).scroll_y == 0  # at its top, not where it was left
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.current_mode == "loss", "the Loss page")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: app.screen is help, "the same help screen")
+        text = await wait_for(pilot, lambda: showing(app, "loss."), "the Loss keys")
+        assert text.index("loss.") < text.index("Everywhere") and "tree.expand" not in text
 
 
 async def test_help_on_the_live_page_lists_the_live_keys_first():

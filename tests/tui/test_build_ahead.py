@@ -220,3 +220,17 @@ async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_und
             pilot, lambda: [a for a in asked if a.get("sample") == app.sample], "caught up"
         )
         assert app.internal_errors == []
+
+
+async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_built(run_dir):
+    """Once every page is built, a quiet spell builds the source highlighter's lexer (not
+    under the first `s`), mounting nothing: the panes are still built on their first key."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await wait_for(pilot, lambda: page._highlighter_warm, "the highlighter", timeout=60)
+        widgets = len(list(page.walk_children()))
+        await pilot.pause(1.5)  # the quiet spells after it
+        assert page.visible_panes() == ["calls", "inspector"]
+        assert len(list(page.walk_children())) == widgets
+        assert app.internal_errors == []

@@ -35,7 +35,7 @@ from tvis.tui.widgets.calls_pane import CallsPane
 from tvis.tui.widgets.inspector import Inspector
 from tvis.tui.widgets.layers_table import LayersPane, LayersTable
 from tvis.tui.widgets.samples_view import SamplesView, SampleTable
-from tvis.tui.widgets.source_view import SourcePane, SourceView
+from tvis.tui.widgets.source_view import SourcePane, SourceView, highlight
 from tvis.tui.widgets.step_view import ParamTable, StepView
 from tvis.tui.widgets.timeline import Timeline
 
@@ -127,6 +127,7 @@ class ExplorePage(Asks, Page):
         # The panes built so far, by name: looked up on every key, where a DOM query would
         # walk the page's few hundred widgets each time.
         self._panes: dict[str, Widget] = {}
+        self._highlighter_warm = False
         self._neighbours_timer: Timer | None = None
         self._beside_due = False  # the selection rested while the page was hidden
 
@@ -145,6 +146,17 @@ class ExplorePage(Asks, Page):
     def _kept(self, pane: Widget) -> Widget:
         self._panes[pane.id or ""] = pane
         return pane
+
+    def warm_ahead(self) -> bool:
+        """Pygments builds its Python lexer on first use (~40 ms, the most of a first `s`
+        after the pane's own build): done once, in a quiet spell, after every page is built
+        ahead (the app calls this). False once done. (The panes themselves are not built
+        ahead: hidden, they made every later focus change and layout ~10 ms dearer.)"""
+        if self._highlighter_warm or not self.is_mounted:
+            return False
+        self._highlighter_warm = True
+        highlight("")
+        return True
 
     def _build_pane(self, name: str) -> Widget:
         if name == "samples":
