@@ -71,7 +71,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tui_bench import SETTLED_S, PtyViewer  # noqa: E402
+from tui_bench import SETTLED_S, PtyViewer, pane_cpu  # noqa: E402
 
 NOTHING_S = 1.0
 """A key after which the viewer writes nothing for this long changed nothing on screen."""
@@ -256,8 +256,18 @@ def press(viewer: PtyViewer, key: str) -> float:
     return viewer.press(KEYS.get(key, key))
 
 
+CPU: dict[tuple[str, str], list[float]] = {}
+"""Per (page, key label), ``sweep``'s viewer CPU seconds from each press to its screen
+settled (``/proc``, every thread of the `tvis tui` process; ticks of 10 ms)."""
+
+TOTAL_CPU: dict[str, float] = {}
+"""``sweep``'s CPU seconds over the whole sweep: the viewer's and its agent's (what
+fetching ahead at rest costs shows here, not in a key's figure)."""
+
+
 def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str], list]:
-    """Per (page, key label): the settle times of each press (None: nothing written)."""
+    """Per (page, key label): the settle times of each press (None: nothing written); the
+    viewer's CPU per press in ``CPU``, the sweep's in ``TOTAL_CPU``."""
     viewer = PtyViewer(run)
     figures: dict[tuple[str, str], list] = {}
     try:
@@ -266,12 +276,14 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
         time.sleep(0.5)
         titles = tab_titles(viewer)
         chosen = [n for n in range(1, len(titles) + 1) if pages is None or n in pages]
+        start = cpu_s(viewer.pid), pane_cpu(viewer.pid).get("agent", 0.0)
         for round_ in range(repeat):
             for n in chosen:
                 title = titles[n - 1]
                 label = f"{n} (page, first visit)" if round_ == 0 else f"{n} (page)"
                 figures.setdefault((title, label), []).append(settle(viewer, press(viewer, str(n))))
                 for step in PAGE_KEYS[title]:
+                    cpu = cpu_s(viewer.pid)
                     t0 = press(viewer, step.key)
                     try:
                         took = settle(viewer, t0)
@@ -281,6 +293,9 @@ def sweep(run: str, repeat: int, pages: list[int] | None) -> dict[tuple[str, str
                         ) from None
                     if step.timed:
                         figures.setdefault((title, step.label), []).append(took)
+                        CPU.setdefault((title, step.label), []).append(cpu_s(viewer.pid) - cpu)
+        TOTAL_CPU["viewer"] = cpu_s(viewer.pid) - start[0]
+        TOTAL_CPU["agent"] = pane_cpu(viewer.pid).get("agent", 0.0) - start[1]
         return figures
     finally:
         try:
@@ -622,14 +637,18 @@ def table(figures: dict[tuple[str, str], list]) -> list[str]:
         return statistics.median(drawn) if drawn else None
 
     rows = sorted(figures.items(), key=lambda kv: -(median(kv[1]) or -1.0))
-    lines = [f"{'page':<9} {'key':<26} {'median':>7} {'max':>7}  n   (ms to a settled screen)"]
+    lines = [
+        f"{'page':<9} {'key':<26} {'median':>7} {'max':>7} {'cpu':>5}  n   "
+        "(ms to a settled screen; cpu: the viewer's, median)"
+    ]
     for (page, label), values in rows:
         drawn = [v for v in values if v is not None]
         top = max(drawn) if drawn else None
         over = " *" if (median(values) or 0) > 0.05 else ""
+        cpu = CPU.get((page, label))
         lines.append(
             f"{page:<9} {label:<26} {_ms(median(values)):>7} {_ms(top):>7} "
-            f"{len(drawn)}/{len(values)}{over}"
+            f"{_ms(statistics.median(cpu) if cpu else None):>5} {len(drawn)}/{len(values)}{over}"
         )
     return lines
 
@@ -738,6 +757,10 @@ def main() -> int:
     print("\n".join(table(figures)))
     over = sum(1 for v in figures.values() if (statistics.median([x or 0 for x in v]) or 0) > 0.05)
     print(f"{over} of {len(figures)} keys over 50 ms (*)")
+    print(
+        f"CPU over the sweep: viewer {TOTAL_CPU.get('viewer', 0.0):.2f} s, "
+        f"agent {TOTAL_CPU.get('agent', 0.0):.2f} s"
+    )
     print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
     return 0
 
