@@ -11,7 +11,10 @@ figure is from writing the key to the last byte the viewer writes before 150 ms 
 (`tui_bench.SETTLED_S`), pointer-shape sequences aside (``draws``); a key after which
 nothing is written within 1 s reads as "—" (it changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
 every state is timed and the next key finds the page as a user left it. The table is
-sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page).
+sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page);
+its ``cpu`` column is the viewer's CPU from the key to its screen settled (``/proc``, ticks of
+10 ms), and a last line gives the viewer's and its agent's CPU over the whole sweep (what
+fetching ahead at rest costs, which no key's figure shows).
 
 ``--weights-list`` times, in the app itself (headless, 120×40), the Weights page from `4`
 to its list filled, then `j`, `k`, `G`, `g`, PageDown, PageUp and `o`/`O` in the list, each
