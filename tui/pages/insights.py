@@ -4,7 +4,7 @@ what it needs; otherwise its key shows one sentence saying why."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,6 +19,11 @@ from tvis.tui.pane import AgentPane, prefetch_all
 from tvis.tui.widgets.attention_view import AttentionView
 from tvis.tui.widgets.embeddings_view import EmbeddingsView
 from tvis.tui.widgets.gradcam_view import GradcamView
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
 
 AHEAD_AFTER_S = 0.3
 """Rest after the last key before the page fetches what `e` shows (as Explore's
@@ -79,6 +84,9 @@ class ViewBar(AgentPane):
 
 class InsightsPage(Page):
     """Attention · Grad-CAM · Embeddings for the open run."""
+
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
 
     BINDINGS: ClassVar[list[BindingType]] = [*keys.INSIGHTS]
 
