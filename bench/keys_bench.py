@@ -8,14 +8,15 @@ and, for each page of the tab bar, switches to it (`1`–`7`) and presses the ke
 page's help: the tree's, the lists', the layers table's, the inspector's, Replay's, Loss's,
 Weights', Insights' and Live's, plus `g`, `.`/`,`, `[`/`]`, `Tab`, `Enter` and `/`. Each
 figure is from writing the key to the last byte the viewer writes before 150 ms of silence
-(`tui_bench.SETTLED_S`); a key after which nothing is written within 1 s reads as "—" (it
-changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
+(`tui_bench.SETTLED_S`), pointer-shape sequences aside (``draws``); a key after which
+nothing is written within 1 s reads as "—" (it changed nothing on screen), and each key is pressed only after 0.5 s of silence. Keys that toggle or cycle are pressed until they come back, so
 every state is timed and the next key finds the page as a user left it. The table is
 sorted slowest first, by the median over ``--repeat`` rounds (a round visits every page);
 its cpu column is the viewer's CPU time (all its threads, ``/proc/PID/task/*/schedstat``)
 from the key to the settled screen's detection, which a loaded machine stretches less than
 the wall time (the agent runs in a process of its own, so a key waiting on it shows here
-only as the viewer's own work).
+only as the viewer's own work); a last line gives the viewer's and its agent's CPU over
+the whole sweep (what fetching ahead at rest costs, which no key's figure shows).
 
 ``--viewer-keys READY_S`` presses the keys that need nothing new from the agent's store
 (`VIEWER_KEYS`: Explore's pane keys, mode, search, help, tree; the other pages' help)
@@ -74,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -82,7 +84,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tui_bench import SETTLED_S, PtyViewer  # noqa: E402
+from tui_bench import SETTLED_S, PtyViewer, pane_cpu  # noqa: E402
 
 NOTHING_S = 1.0
 """A key after which the viewer writes nothing for this long changed nothing on screen."""
@@ -90,6 +92,17 @@ NOTHING_S = 1.0
 QUIET_S = 0.5
 """Silence waited for before each key (not timed), so that an answer of the agent arriving
 late for one key is not counted as the next key's drawing."""
+
+POINTER_SHAPE = re.compile(rb"\x1b\]22;[^\x07\x1b]*(?:\x07|\x1b\\)")
+"""Textual's pointer-shape sequence (OSC 22), written by every screen as it mounts: a page
+built ahead in a quiet spell writes it, 13 bytes that change nothing on screen. A key that
+draws nothing was timed to that write (Replay's `v` on a batch loading: "681 ms")."""
+
+
+def draws(chunk: bytes) -> bool:
+    """Whether ``chunk`` changes the screen (anything but pointer-shape sequences)."""
+    return bool(POINTER_SHAPE.sub(b"", chunk))
+
 
 VISIT_SETTLED_S = 0.6
 """The silence that ends a first visit (``--first-visits``): longer than the wait between
@@ -135,9 +148,9 @@ def _keys(*labels: str) -> list[Press]:
 # What a user presses on each page, in an order that leaves the page as it was found.
 # The first word of a label is the key (a name in KEYS or one character).
 REPLAY = [
-    *_keys("l step", "l step", "h step", "h step", "n phase", "N phase"),
-    *_keys("z size", "z size", "z size", "z size"),
-    *_keys("v view", "v view", "v view"),
+    *_keys("l step", "l step", "h step", "h step", "n phase"),
+    *_keys("v view", "v view", "v view"),  # on the first layer: its views show
+    *_keys("N phase", "z size", "z size", "z size", "z size"),
     *_keys("end end", "home start"),
     *_keys("pagedown neurons", "pageup neurons"),
     *_keys("+ speed", "- speed"),
@@ -236,7 +249,7 @@ def settle(viewer: PtyViewer, t0: float, silence: float = SETTLED_S) -> float | 
             text, _ = viewer.text_since(t0)
             raise RuntimeError(f"the viewer exited; its last output:\n{text[-3000:]}")
         with viewer._lock:
-            recent = [t for t, _ in viewer.chunks if t >= t0]
+            recent = [t for t, chunk in viewer.chunks if t >= t0 and draws(chunk)]
         now = time.perf_counter()
         if not recent:
             if now - t0 >= NOTHING_S:
@@ -260,6 +273,11 @@ def quiet(viewer: PtyViewer) -> None:
 def press(viewer: PtyViewer, key: str) -> float:
     quiet(viewer)
     return viewer.press(KEYS.get(key, key))
+
+
+TOTAL_CPU: dict[str, float] = {}
+"""``sweep``'s CPU seconds over the whole sweep: the viewer's and its agent's (what
+fetching ahead at rest costs shows here, not in a key's figure)."""
 
 
 def threads_cpu_s(pid: int) -> float:
@@ -288,6 +306,7 @@ def sweep(
         time.sleep(0.5)
         titles = tab_titles(viewer)
         chosen = [n for n in range(1, len(titles) + 1) if pages is None or n in pages]
+        start = cpu_s(viewer.pid), pane_cpu(viewer.pid).get("agent", 0.0)
         for round_ in range(repeat):
             for n in chosen:
                 title = titles[n - 1]
@@ -307,6 +326,8 @@ def sweep(
                         figures.setdefault((title, step.label), []).append(took)
                         spent = threads_cpu_s(viewer.pid) - cpu0
                         cpu.setdefault((title, step.label), []).append(spent)
+        TOTAL_CPU["viewer"] = cpu_s(viewer.pid) - start[0]
+        TOTAL_CPU["agent"] = pane_cpu(viewer.pid).get("agent", 0.0) - start[1]
         return figures
     finally:
         try:
@@ -829,6 +850,10 @@ def main() -> int:
     print("\n".join(table(figures, cpu)))
     over = sum(1 for v in figures.values() if (statistics.median([x or 0 for x in v]) or 0) > 0.05)
     print(f"{over} of {len(figures)} keys over 50 ms (*)")
+    print(
+        f"CPU over the sweep: viewer {TOTAL_CPU.get('viewer', 0.0):.2f} s, "
+        f"agent {TOTAL_CPU.get('agent', 0.0):.2f} s"
+    )
     print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
     return 0
 

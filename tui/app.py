@@ -98,6 +98,10 @@ class TvisApp(Asks, App[None]):
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
             self.ahead.input_seen()  # a user at work: no page is built ahead under a key
         await super().on_event(event)
+        if isinstance(event, events.Key):  # the page shown fetches ahead once keys rest
+            rested = getattr(self.screen, "key_handled", None)
+            if callable(rested):
+                rested()
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
         """A notice is a plain sentence: the paths, tokens and agent errors in it are never

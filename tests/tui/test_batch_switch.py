@@ -243,3 +243,37 @@ async def test_a_loss_switch_after_a_pause_draws_the_next_batch_from_what_was_fe
         assert seen["detail"] is not None and seen["detail"] is not detail and seen["rows"]
         assert seen["asked"] == []
         assert app.internal_errors == []
+
+
+async def test_a_pane_opened_after_the_selection_rested_is_fetched_for_the_switch_too(
+    run_dir: Path,
+):
+    """`a` opens the samples pane without moving the selection: once keys rest, what `.`
+    shows is fetched again, the pane's rows and the followed sample's preview with it; and
+    the layers table, opened then closed, asks nothing for the batch left under `.`."""
+    from tvis.tui.widgets.samples_view import SamplesView
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        first, following = app.batch_indices[:2]
+        call = page.inspector.shown.call
+        await _idle(pilot, app)  # the batches beside fetched for the selection
+        for key in ("y", "y"):  # the layers table opened and closed: hidden from now on
+            await pilot.press(key)
+            await _idle(pilot, app)
+        await pilot.press("a")
+        samples = page.query_one(SamplesView)
+        await wait_for(pilot, lambda: samples.rows, "the samples pane's rows")
+        await _idle(pilot, app)
+        asked = count_requests(app)
+        await pilot.press("full_stop")
+        await _switched(pilot, page, following, call)
+        await wait_for(
+            pilot, lambda: samples.batch_index == following and samples.rows, "its new rows"
+        )
+        await _idle(pilot, app)
+        mine = [a for a in asked if not a.get("background")]
+        assert [a for a in mine if a["method"] in ("samples", "image", "view")] == []
+        assert [a for a in mine if a["method"] == "layers" and a.get("batch") == first] == []
+        assert app.internal_errors == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.style import Style
@@ -34,7 +35,7 @@ from tvis.tui.widgets.call_tree import CallTree, first_interesting
 from tvis.tui.widgets.calls_pane import CallsPane
 from tvis.tui.widgets.inspector import Inspector
 from tvis.tui.widgets.layers_table import LayersPane, LayersTable
-from tvis.tui.widgets.samples_view import SamplesView, SampleTable
+from tvis.tui.widgets.samples_view import SamplesView, SampleTable, fetch_samples
 from tvis.tui.widgets.source_view import SourcePane, SourceView, highlight
 from tvis.tui.widgets.step_view import ParamTable, StepView
 from tvis.tui.widgets.timeline import Timeline
@@ -55,11 +56,13 @@ def fetch_beside(
     batches: list[int],
     call: int | None,
     inspect: Callable[[Any, list[Selection]], None],
+    also: Callable[[Any, int], None] | None = None,
 ) -> None:
     """Ask ``data`` for what ``.``/``,`` to each of ``batches`` will show (run in a worker
     thread; in the background, behind every request a key is waiting for): the tree's roots, the pages on the way to ``call`` (the call the switch keeps
     selected; without one, the first interesting root, opened), and what the inspector
-    shows for it (``inspect``: ``Inspector.prefetcher``'s function)."""
+    shows for it (``inspect``: ``Inspector.prefetcher``'s function); then ``also`` (the
+    client, the batch): what other panes on screen show for it."""
     worker = get_current_worker()
     for batch in batches:
         if worker.is_cancelled:
@@ -80,6 +83,8 @@ def fetch_beside(
                 return
             data.prefetch_later("calls", **CallTree.page_request(run, batch, parent))
         inspect(data, [Selection("call", batch=batch, call=shown)])
+        if also is not None and not worker.is_cancelled:
+            also(data, batch)
 
 
 class PaneBar(Static):
@@ -421,7 +426,10 @@ class ExplorePage(Asks, Page):
             for timeline in self.query(Timeline):
                 timeline.select_call(message.selection.call)
             for table in self.query(LayersTable):
-                table.show_call(message.selection.call)
+                if message.selection.batch in (None, table.batch_index):
+                    table.show_call(message.selection.call)
+                else:  # a batch switch, the table hidden: it opens on the call when shown
+                    table.follow = message.selection.call
         if message.open_inspector and "inspector" not in self.visible_panes():
             await self.action_pane("inspector")
         self._follow_in_source()
@@ -445,13 +453,25 @@ class ExplorePage(Asks, Page):
         selection = self.selection
         call = selection.call if selection is not None and selection.kind == "call" else None
         inspect = self.inspector.prefetcher()
+        also = None
+        if "samples" in self.visible_panes():
+            also = partial(fetch_samples, run=run, sample=app.sample)
         self.run_worker(
-            lambda: fetch_beside(data, run, beside, call, inspect),
+            lambda: fetch_beside(data, run, beside, call, inspect, also),
             group="batch-neighbours",
             exclusive=True,
             thread=True,
             exit_on_error=False,
         )
+
+    def key_handled(self) -> None:
+        """Any key: what ``.``/``,`` show is fetched again once keys rest. A key may change
+        it without moving the selection (a pane opened, the inspector's view), and what
+        the client had cached may have been pushed out since; answers it still holds cost
+        nothing (``Data`` answers them without asking the agent)."""
+        if self._neighbours_timer is not None:
+            self._neighbours_timer.stop()
+        self._neighbours_timer = self.set_timer(NEIGHBOURS_AFTER_S, self._prefetch_beside)
 
     def on_screen_resume(self) -> None:
         if self._beside_due:

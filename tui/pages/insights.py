@@ -4,20 +4,30 @@ what it needs; otherwise its key shows one sentence saying why."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
 from tvis.tui import colors, keys
 from tvis.tui.pages.page import Page
-from tvis.tui.pane import AgentPane
+from tvis.tui.pane import AgentPane, prefetch_all
 from tvis.tui.widgets.attention_view import AttentionView
 from tvis.tui.widgets.embeddings_view import EmbeddingsView
 from tvis.tui.widgets.gradcam_view import GradcamView
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tvis.tui.app import TvisApp
+
+AHEAD_AFTER_S = 0.3
+"""Rest after the last key before the page fetches what `e` shows (as Explore's
+``NEIGHBOURS_AFTER_S``)."""
 
 VIEWS = ("attention", "gradcam", "embeddings")
 TITLES = {"attention": "Attention", "gradcam": "Grad-CAM", "embeddings": "Embeddings"}
@@ -75,6 +85,9 @@ class ViewBar(AgentPane):
 class InsightsPage(Page):
     """Attention · Grad-CAM · Embeddings for the open run."""
 
+    if TYPE_CHECKING:
+        app = getters.app(TvisApp)  # tvis's app, for the type checker
+
     BINDINGS: ClassVar[list[BindingType]] = [*keys.INSIGHTS]
 
     DEFAULT_CSS = """
@@ -86,6 +99,33 @@ class InsightsPage(Page):
         super().__init__()
         self.found: dict[str, Any] | None = None
         self.shown_view: str | None = None
+        self._ahead_timer: Timer | None = None
+
+    def key_handled(self) -> None:
+        """Any key: once keys rest (``AHEAD_AFTER_S``), what `e` shows is fetched."""
+        if self._ahead_timer is not None:
+            self._ahead_timer.stop()
+        self._ahead_timer = self.set_timer(AHEAD_AFTER_S, self._fetch_ahead)
+
+    def _fetch_ahead(self) -> None:
+        """The Embeddings view's projection, in the background, while another view is
+        shown: the run's, asked once (the client keeps the answer), so `e` draws it
+        without a round trip or the agent's projection under the key."""
+        self._ahead_timer = None
+        data = self.app.data
+        if data is None or not self.is_current or self.shown_view == "embeddings":
+            return
+        if self.found is None or not self.found.get("embeddings"):
+            return
+        asked = self.query_one(EmbeddingsView).request()
+        if asked is not None:
+            self.run_worker(
+                lambda: prefetch_all(data, [asked]),
+                group="insights-ahead",
+                exclusive=True,
+                thread=True,
+                exit_on_error=False,
+            )
 
     def compose(self) -> ComposeResult:
         yield ViewBar()
@@ -112,6 +152,7 @@ class InsightsPage(Page):
         await body.mount(switcher)
         first = next((v for v in VIEWS if found.get(v)), None)
         self._show(first or "attention")
+        self.key_handled()  # the page's first rest, before any key of its own
 
     def _show(self, view: str) -> None:
         self.shown_view = view

@@ -14,6 +14,7 @@ columns); one line saying what the recording lacks.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -30,7 +31,7 @@ from tvis.store.schema import FLAGS, MIXES_SAMPLES
 from tvis.tui import colors, fmt, keys
 from tvis.tui.anomaly_start import opening_event, opening_seq
 from tvis.tui.pages.page import Page
-from tvis.tui.pane import AgentPane
+from tvis.tui.pane import AgentPane, prefetch_all
 from tvis.tui.replay_model import (
     PAGE,
     SPEEDS,
@@ -62,6 +63,11 @@ COMPACT_BELOW = 100
 PREFETCH = 6
 """Frames whose pictures are fetched ahead while playing: about 1.5 s at 4 events/s,
 enough to hide an ssh round trip, few enough that a seek wastes little."""
+
+BESIDE_AFTER_S = 0.3
+"""Rest of the cursor after which the page fetches what its next keys show: the layer's
+other views (``v``), the start and the end of the recording (``home``, ``end``). Keys
+repeated faster than this ask nothing ahead (as Explore's ``NEIGHBOURS_AFTER_S``)."""
 
 DEFAULT_SPEED = 2
 """Index into SPEEDS: 4 events a second."""
@@ -151,6 +157,7 @@ class ReplayPage(PlaceKeys, Page):
         self._unseen = False  # the cursor moved while another page was shown
         self._rest_wanted = False  # the rest of a partly built list, not asked yet
         self._loading = False  # the event on screen is a batch loading (its data phase)
+        self._beside_timer: Timer | None = None
         # The layer's views (≈ 20 widgets) are mounted when a layer first plays: the page
         # opens on a batch loading, which shows none, and builds and styles that much less.
         self._views = LayerViews(id="views")
@@ -334,6 +341,7 @@ class ReplayPage(PlaceKeys, Page):
                 self._show_layer(self._layer(last[-1]))
         self._sync_batch(batch)
         self._prefetch()
+        self._rest_then_prefetch()
 
     def on_card_answered(self, message: CardAnswered) -> None:
         """A card's answer came after the frame: the compact summary line says it too."""
@@ -548,6 +556,49 @@ class ReplayPage(PlaceKeys, Page):
                 break
         if requests:
             self._warm(requests)
+
+    def _rest_then_prefetch(self) -> None:
+        if self._beside_timer is not None:
+            self._beside_timer.stop()
+        self._beside_timer = self.set_timer(BESIDE_AFTER_S, self._prefetch_beside)
+
+    def _prefetch_beside(self) -> None:
+        """Once the cursor rests (not playing, the page shown), fetch in the background what
+        ``v``, ``home`` and ``end`` show from here, so each draws from the client's cache
+        in the key's frame; only warms the cache, so a guess never lands on screen."""
+        self._beside_timer = None
+        rec, run, data, views = self.recording, self.app.run_name, self.app.data, self._views
+        if self.playing or not self.is_current or rec is None or run is None or data is None:
+            return
+        jobs: list[Callable[[Any], None]] = []
+        event = self.current_event()
+        if event is not None and event.kind in ("layer", "grad", "loss") and views.ready:
+            layer = views.shown_layer
+            if layer is not None:
+                jobs.append(views.others_fetcher(layer))
+        asked: list[tuple[str, dict[str, Any]]] = []
+        sample = self.app.sample
+        for seq in (0, rec.total - 1):
+            far = rec.event(seq)
+            if far is None or event is None or far.batch == event.batch or far.group is not None:
+                continue
+            far_events = rec.batch_events(far.batch)
+            asked += card_requests(run, far.batch, sample)
+            asked += [("thumbs", p) for _, p in thumb_requests(run, far.batch, sample, far_events)]
+            if far.kind in ("layer", "grad") and views.ready:
+                request = views.request(self._layer(far))
+                if request is not None:
+                    asked.append(request)
+        if asked:
+            jobs.append(lambda data: prefetch_all(data, asked))
+        if jobs:
+            self.run_worker(
+                lambda: [job(data) for job in jobs],
+                group="replay-beside",
+                exclusive=True,
+                thread=True,
+                exit_on_error=False,
+            )
 
     @work(thread=True, exclusive=True, group="replay-prefetch", exit_on_error=False)
     def _warm(self, requests: list[tuple[str, dict[str, Any]]]) -> None:

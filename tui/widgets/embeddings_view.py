@@ -71,17 +71,26 @@ class EmbeddingsView(AgentPane):
 
     # -- asking ----------------------------------------------------------------------------
 
-    def reload(self) -> None:
+    def request(self) -> tuple[str, dict[str, Any]] | None:
+        """What the view asks the agent for now (None: nothing to project): the projection
+        is the run's, whatever batch or sample, so a page can fetch it ahead of `e`."""
         place = where(self.app)
         if place is None:
-            return
-        self.query_one(".title", Static).update("computing the projection on the agent …")
+            return None
         if self.source == "repr" and self.layer_names:
             layer = self.layer_names[self.at_layer]
-            self.ask("embeddings", tag="pca", run=place["run"], layer=layer, max_points=MAX_POINTS)
-        elif self.tables:
+            return "embeddings", {"run": place["run"], "layer": layer, "max_points": MAX_POINTS}
+        if self.tables:
             table = self.tables[self.table].get("module") or self.tables[self.table].get("param")
-            self.ask("embeddings", tag="pca", run=place["run"], table=table, max_points=MAX_POINTS)
+            return "embeddings", {"run": place["run"], "table": table, "max_points": MAX_POINTS}
+        return None
+
+    def reload(self) -> None:
+        asked = self.request()
+        if asked is None:
+            return
+        self.query_one(".title", Static).update("computing the projection on the agent …")
+        self.ask(asked[0], tag="pca", **asked[1])
 
     def answered(self, tag: str, result: Any) -> None:
         self.reply = result

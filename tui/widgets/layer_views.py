@@ -25,6 +25,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
 from tvis.tui.pane import AgentPane
@@ -33,7 +34,13 @@ from tvis.tui.picture.colormaps import Depth
 from tvis.tui.steady import Steady, SteadyStatic, SteadyVertical
 from tvis.tui.widgets.insight_context import shown_token
 from tvis.tui.widgets.sparkline import signed_hbar
-from tvis.tui.widgets.tensor_card import TensorCard, TensorRef
+from tvis.tui.widgets.tensor_card import (
+    TensorCard,
+    TensorRef,
+    picture_width,
+    why_no_picture,
+)
+from tvis.tui.widgets.tensor_card import view_request as card_view_request
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -491,6 +498,34 @@ class NeuronsView(Steady, AgentPane):
         self.query_one(".info", Static).update("")
 
 
+STATS_ROWS = 8
+"""Rows of the Stats view's heatmap (the card's ``max_rows``)."""
+
+
+def stats_request(layer: Layer) -> tuple[str, dict[str, Any]] | None:
+    """What the Stats view asks first for ``layer``: its output's entry (None: no tensor)."""
+    if layer.tensor is None:
+        return None
+    return "tensor", {"run": layer.run, "batch": layer.batch, "tensor": layer.tensor}
+
+
+def stats_ref(layer: Layer, entry: dict[str, Any]) -> TensorRef:
+    """The card's tensor for ``layer`` once its entry came."""
+    return TensorRef(title=layer.name or "output", entry=entry, run=layer.run, batch=layer.batch)
+
+
+def stats_card_request(
+    layer: Layer, entry: dict[str, Any], width: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The heatmap the Stats card of ``layer`` asks for in a view ``width`` columns wide
+    (None: the card draws none), as ``Card._load_view`` asks it."""
+    ref = stats_ref(layer, entry)
+    target = entry.get("grad_entry") if layer.grad else entry
+    if target is None or why_no_picture(ref, target) is not None:
+        return None
+    return card_view_request(ref, layer.grad, layer.sample, [], picture_width(width), STATS_ROWS)
+
+
 class StatsView(Steady, AgentPane):
     """The layer's output as the inspector's tensor card."""
 
@@ -508,24 +543,23 @@ class StatsView(Steady, AgentPane):
         if layer == self.shown_layer:
             return
         self.shown_layer = layer
-        if layer.tensor is None:
+        asked = stats_request(layer)
+        if asked is None:
             self.query_one(".info", Static).update(
                 Text("this call returned no tensor", style=colors.MUTED)
             )
             return
-        self.ask("tensor", run=layer.run, batch=layer.batch, tensor=layer.tensor)
+        method, params = asked
+        self.ask(method, **params)
 
     def answered(self, tag: str, entry: dict[str, Any]) -> None:
         assert self.shown_layer is not None
-        ref = TensorRef(
-            title=self.shown_layer.name or "output",
-            entry=entry,
-            run=self.shown_layer.run,
-            batch=self.shown_layer.batch,
-        )
+        ref = stats_ref(self.shown_layer, entry)
         self.query_one(".info", Static).update("")
         if self.card is None or not self.card.is_mounted:
-            self.card = TensorCard(ref, self.shown_layer.grad, self.shown_layer.sample, max_rows=8)
+            self.card = TensorCard(
+                ref, self.shown_layer.grad, self.shown_layer.sample, max_rows=STATS_ROWS
+            )
             self.mount(self.card)
         else:
             self.card.show(ref, self.shown_layer.grad, self.shown_layer.sample)
@@ -624,6 +658,21 @@ class LayerViews(SteadyVertical):
     def _held(self) -> frozenset[tuple]:
         return self.query_one(OnImageView).held_pictures() if self.ready else frozenset()
 
+    def others_fetcher(self, layer: Layer) -> Callable[[Any], None]:
+        """A worker's job (given the client) that fetches what ``v`` shows next for
+        ``layer``: the views other than the current one, in the order ``v`` reaches them,
+        as each will ask (what they read from the screen is taken now)."""
+        at = VIEWS.index(self.current)
+        others = [VIEWS[(at + n) % len(VIEWS)] for n in range(1, len(VIEWS))]
+        return partial(
+            fetch_views,
+            views=others,
+            layer=layer,
+            limit=self._limit(),
+            held=self._held(),
+            width=self.size.width,
+        )
+
 
 def opening_request(layer: Layer) -> tuple[str, dict[str, Any]] | None:
     """The request new layer views make for ``layer``: their first view's, holding no
@@ -642,3 +691,26 @@ def view_request(
     if view == "neurons":
         return NeuronsView.request(layer, 0, limit)
     return None
+
+
+def fetch_views(
+    data: Any, views: list[str], layer: Layer, limit: int, held: frozenset[tuple], width: int
+) -> None:
+    """Warm ``data``'s cache, in the background, with ``views`` of ``layer`` (run in a
+    worker; stops when a newer one replaces it): the Stats view's entry, then its card's
+    heatmap at ``width`` columns; the others' one request each."""
+    worker = get_current_worker()
+    for view in views:
+        if worker.is_cancelled:
+            return
+        if view != "stats":
+            asked = view_request(view, layer, limit, held)
+            if asked is not None:
+                data.prefetch_later(asked[0], **asked[1])
+            continue
+        first = stats_request(layer)
+        entry = data.prefetch_later(first[0], **first[1]) if first is not None else None
+        if isinstance(entry, dict) and not worker.is_cancelled:
+            card = stats_card_request(layer, entry, width)
+            if card is not None:
+                data.prefetch_later(card[0], **card[1])

@@ -229,16 +229,32 @@ class SamplesView(Asks, Vertical):
             text.update(Text("no input recorded for this sample", style=colors.MUTED))
 
     def _load_input(self, sample: int, given: dict[str, Any]) -> None:
-        common = {
-            "run": self.app.run_name,
-            "batch": self.batch_index,
-            "tensor": given["tensor"],
-            "sample": sample,
-        }
         # A newer sample's preview overtakes the older one, whichever kind each is.
-        if given.get("kind") == "image":
-            self.cancel("view")
-            self.ask("image", tag="image", width=PREVIEW_PX, height=PREVIEW_PX, **common)
-        else:
-            self.cancel("image")
-            self.ask("view", tag="view", width=32, height=22, **common)
+        method, params = preview_request(self.app.run_name or "", self.batch_index, sample, given)
+        self.cancel("view" if method == "image" else "image")
+        self.ask(method, tag=method, **params)
+
+
+def preview_request(
+    run: str, batch: int | None, sample: int, given: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """What the preview asks for a sample's recorded input (``given``: its row's input)."""
+    common = {"run": run, "batch": batch, "tensor": given["tensor"], "sample": sample}
+    if given.get("kind") == "image":
+        return "image", {"width": PREVIEW_PX, "height": PREVIEW_PX, **common}
+    return "view", {"width": 32, "height": 22, **common}
+
+
+def fetch_samples(data: Any, batch: int, *, run: str, sample: int) -> None:
+    """Warm ``data``'s cache, in the background, with what the pane shows for ``batch``: its
+    rows, then the followed ``sample``'s preview (the row its cursor opens on)."""
+    answer = data.prefetch_later("samples", run=run, batch=batch)
+    rows = answer.get("rows") if isinstance(answer, dict) else None
+    row = next((r for r in rows or [] if r.get("sample") == sample), None)
+    if row is None or "target_text" in row:
+        return
+    given = row.get("input") or {}
+    if given.get("kind") == "text" or given.get("text") or not isinstance(given.get("tensor"), int):
+        return
+    method, params = preview_request(run, batch, sample, given)
+    data.prefetch_later(method, **params)

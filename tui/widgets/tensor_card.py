@@ -420,10 +420,12 @@ class TensorCard(Steady, AgentPane):
         self.card.show(ref, grad, sample)
 
     def card_width(self) -> int:
-        # Asked while it mounts, before it is laid out: its parent's width is known then.
+        # Asked while it mounts, before it is laid out: the nearest container laid out
+        # knows the width (a Stats view shown for the first time by `v` has none yet).
         width = self.size.width
-        if not width and isinstance(self.parent, Widget):
-            width = self.parent.size.width
+        node = self.parent
+        while not width and isinstance(node, Widget):
+            width, node = node.size.width, node.parent
         return width
 
     def card_changed(self, card: Card) -> None:

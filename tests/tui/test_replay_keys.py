@@ -1,0 +1,97 @@
+"""Replay's keys that bring data draw what was fetched while the cursor rested: ``v`` (the
+layer's Neurons and Stats views) and ``end`` (the last batch's cards and layer thumbnails).
+After a rest they ask the agent for nothing they show, and their screen is the screen of the
+same keys without the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_replay import open_replay, seek_to
+from viewer_support import count_requests, make_app, screen_text, wait_for
+
+from tvis.tui.pages import replay
+from tvis.tui.widgets.layer_views import NeuronsView, StatsView
+from tvis.tui.widgets.replay_cards import InputCard
+
+SHOWN_BY_END = ("pipeline", "sample_table", "thumbs")
+"""What the cards and the layer stack ask for a batch."""
+
+
+REST_S = 0.5
+"""A rest longer than ``replay.BESIDE_AFTER_S``."""
+
+
+async def _rested(pilot, app) -> None:
+    """Past the rest after which the page fetches ahead, and that fetch done."""
+    await pilot.pause(REST_S)
+    await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+    await wait_for(pilot, lambda: not app.data.busy, "the agent's answers")
+
+
+def _asked_for(asked: list[dict], methods: tuple[str, ...], **where) -> list[dict]:
+    """The requests among ``asked`` (the key's own, not the background's) for ``methods``
+    with the parameters ``where``."""
+    return [
+        a
+        for a in asked
+        if not a.get("background")
+        and a["method"] in methods
+        and all(a.get(k) == v for k, v in where.items())
+    ]
+
+
+async def _views_then_end(pilot, app, rested: bool) -> tuple[list[list[dict]], list[str]]:
+    """On a layer: ``v`` (Neurons), ``v`` (Stats), then ``end``, each after a rest when
+    ``rested``; per key the requests it sent and the screen once it is drawn."""
+    page = await open_replay(pilot)
+    event = await seek_to(pilot, page, "features.1.0")
+    await wait_for(pilot, lambda: "mean over channels" in screen_text(app), "On image")
+    sent, screens = [], []
+    neurons, stats = page.query_one(NeuronsView), page.query_one(StatsView)
+    drawn = {
+        "v1": lambda: neurons.last_reply is not None,
+        "v2": lambda: stats.card is not None and stats.card.card.has_data,
+        "end": lambda: (
+            page.current_event().batch != event.batch
+            and page.query_one(InputCard).pipeline is not None
+            and bool(page.query_one(InputCard).target)
+        ),
+    }
+    for name, key in (("v1", "v"), ("v2", "v"), ("end", "end")):
+        await _rested(pilot, app)
+        asked = count_requests(app) if rested else []
+        await pilot.press(key)
+        await wait_for(pilot, drawn[name], f"{name} drawn")
+        await _rested(pilot, app)
+        sent.append(asked)
+        screens.append(screen_text(app))
+    return sent, screens
+
+
+async def test_v_and_end_after_a_rest_ask_the_agent_nothing_they_show(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        (on_neurons, on_stats, on_end), _ = await _views_then_end(pilot, app, rested=True)
+        page = app.screen
+        last = page.recording.event(page.recording.total - 1).batch
+        first = page.recording.event(0).batch  # the layer's, features.1.0's
+        assert _asked_for(on_neurons, ("neurons",), batch=first) == []
+        assert _asked_for(on_stats, ("tensor", "view"), batch=first) == []
+        assert _asked_for(on_end, SHOWN_BY_END, batch=last) == []
+        assert app.internal_errors == []
+
+
+async def test_the_replay_screen_after_prefetched_keys_is_the_screen_of_cold_ones(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    screens = []
+    for rest in (replay.BESIDE_AFTER_S, 3600.0):  # prefetched, then never prefetched
+        monkeypatch.setattr(replay, "BESIDE_AFTER_S", rest)
+        app = make_app(run_dir)
+        async with app.run_test(size=(120, 40)) as pilot:
+            _, drawn = await _views_then_end(pilot, app, rested=False)
+            screens.append(drawn)
+            assert app.internal_errors == []
+    assert screens[0] == screens[1]
