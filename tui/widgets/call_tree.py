@@ -12,7 +12,6 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
@@ -228,8 +227,10 @@ class CallTree(Tree[Node], inherit_bindings=False):
     # -- lazy loading --------------------------------------------------------------------
 
     def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
-        # the coroutine is made when the worker starts: one cancelled before is never made
-        self.run_worker(partial(self.ensure_loaded, node), group="tree-load", exit_on_error=False)
+        async def load() -> None:  # its coroutine is made when the worker starts, if it does
+            await self.ensure_loaded(node)
+
+        self.run_worker(load, group="tree-load", exit_on_error=False)
 
     @staticmethod
     def page_request(
