@@ -227,10 +227,7 @@ class CallTree(Tree[Node], inherit_bindings=False):
     # -- lazy loading --------------------------------------------------------------------
 
     def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
-        async def load() -> None:  # its coroutine is made when the worker starts, if it does
-            await self.ensure_loaded(node)
-
-        self.run_worker(load, group="tree-load", exit_on_error=False)
+        self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
 
     @staticmethod
     def page_request(
