@@ -9,17 +9,20 @@ input times out, every 100 ms — so closing the help, the search box or a pane 
 this is ample locally and over ssh; tmux's own default is 10 ms), and runs on
 ``PromptEscapeDriver``, whose input thread wakes when the parser's wait ends.
 
-The input loop is Textual's own (``LinuxDriver.run_input_thread``, textual 8.2.8) with
-that one change; ``tests/tui/test_prompt_escape.py`` fails if Textual's loop changes.
+``PromptEscapeDriver.run_input_thread`` replaces Textual's (``LinuxDriver.run_input_thread``,
+textual 8.2.8) and does what it does but for that wait; ``tests/tui/test_prompt_escape.py``
+fails if Textual's changes, so that this one is checked against it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 from codecs import getincrementaldecoder
+from collections.abc import Iterable
+from typing import Any
 
-from textual._loop import loop_last
 from textual._parser import ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
@@ -42,46 +45,24 @@ class PromptEscapeDriver(LinuxDriver):
     """Textual's Linux driver, its input thread waking when a lone ESC's wait ends."""
 
     def run_input_thread(self) -> None:
-        """Wait for input and dispatch events (Textual's loop; only the wait differs)."""
-        selector = selectors.SelectSelector()
-        selector.register(self.fileno, selectors.EVENT_READ)
-
-        fileno = self.fileno
-        EVENT_READ = selectors.EVENT_READ
-
+        """Read the terminal, turn its bytes into key and mouse events for the app, and
+        never wait for input past the moment a lone ESC becomes the Escape key."""
         parser = XTermParser(self._debug)
-        feed = parser.feed
-        tick = parser.tick
+        decode = getincrementaldecoder("utf-8")().decode
 
-        utf8_decoder = getincrementaldecoder("utf-8")().decode
-        decode = utf8_decoder
-        read = os.read
-
-        def process_selector_events(
-            selector_events: list[tuple[selectors.SelectorKey, int]],
-            final: bool = False,
-        ) -> None:
-            for last, (_selector_key, mask) in loop_last(selector_events):
-                if mask & EVENT_READ:
-                    unicode_data = decode(read(fileno, 1024 * 4), final=final and last)
-                    if not unicode_data:
-                        # This can occur if the stdin is piped
-                        break
-                    for event in feed(unicode_data):
-                        self.process_message(event)
-            for event in tick():
+        def dispatch(events: Iterable[Any]) -> None:
+            for event in events:
                 self.process_message(event)
 
-        try:
-            while not self.exit_event.is_set():
-                process_selector_events(selector.select(parser_wait_s(parser)))
-            selector.unregister(self.fileno)
-            process_selector_events(selector.select(0.1), final=True)
-
-        finally:
-            selector.close()
+        with selectors.SelectSelector() as selector:
+            selector.register(self.fileno, selectors.EVENT_READ)
             try:
-                for _event in feed(""):
-                    pass
-            except (EOFError, ParseError):
-                pass
+                while not self.exit_event.is_set():
+                    if selector.select(parser_wait_s(parser)):
+                        text = decode(os.read(self.fileno, 4096))
+                        if text:  # empty: the input is a pipe that closed
+                            dispatch(parser.feed(text))
+                    dispatch(parser.tick())  # a lone ESC whose wait ran out is due now
+            finally:
+                with contextlib.suppress(EOFError, ParseError):
+                    list(parser.feed(""))  # the end of input: what the parser held goes

@@ -14,10 +14,10 @@ from tvis.tui import command
 from tvis.tui.prompt_escape import IDLE_WAIT_S, PromptEscapeDriver, parser_wait_s
 
 TEXTUAL_INPUT_LOOP_SHA256 = "d796af6d69db337d6fa6bd463984f7d17188d991dbb22f60efb92a8a9619507c"
-"""``LinuxDriver.run_input_thread`` of textual 8.2.8, which ``PromptEscapeDriver`` copies."""
+"""``LinuxDriver.run_input_thread`` of textual 8.2.8, which ``PromptEscapeDriver`` replaces."""
 
 
-def test_textual_input_loop_is_the_one_prompt_escape_copies():
+def test_textual_input_loop_is_the_one_prompt_escape_replaces():
     source = inspect.getsource(LinuxDriver.run_input_thread)
     assert hashlib.sha256(source.encode()).hexdigest() == TEXTUAL_INPUT_LOOP_SHA256, (
         "Textual's input loop changed: bring PromptEscapeDriver.run_input_thread up to date"
