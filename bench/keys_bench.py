@@ -371,10 +371,11 @@ def main_thread_s(pid: int) -> tuple[float, float]:
     return int(ran) / 1e9, int(waited) / 1e9
 
 
-def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float, float, float]:
+def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float, float, float, float]:
     """`y` right after Explore first draws (its batch not yet read by the agent): seconds to
     the table's rows on screen and to the screen settled, and the viewer's main thread from
-    `y` to the rows: seconds on a CPU, seconds waiting for one."""
+    `y` to the rows: seconds on a CPU, seconds waiting for one; and seconds from `2` to the
+    rows (what a user who presses `2` then `y` waits, whenever Explore's first write came)."""
     viewer = PtyViewer(run)
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
@@ -388,7 +389,8 @@ def cold_layers(run: str, after_settle: bool = False) -> tuple[float, float, flo
         t0 = viewer.press("y")  # at once, not after a quiet moment
         rows = viewer.wait_for("layers · call order", t0, timeout=120)  # the caption, once filled
         ran, waited = main_thread_s(viewer.pid)
-        return rows, viewer.wait_settled(t0, timeout=120), ran - ran0, waited - waited0
+        from_page = t0 + rows - t_page
+        return rows, viewer.wait_settled(t0, timeout=120), ran - ran0, waited - waited0, from_page
     finally:
         viewer.close()
 
@@ -820,9 +822,10 @@ def main() -> int:
         return 0
     if args.cold_layers:
         rounds = [cold_layers(args.run, args.after_settle) for _ in range(args.cold_layers)]
-        rows, settled, ran, waited = zip(*rounds, strict=True)
+        rows, settled, ran, waited, from_page = zip(*rounds, strict=True)
         for what, values in (
             ("rows on screen", rows),
+            ("rows on screen, from `2`", from_page),
             ("screen settled", settled),
             ("viewer's main thread on a CPU, y to the rows", ran),
             ("viewer's main thread waiting for a CPU, y to the rows", waited),
