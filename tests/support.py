@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +76,38 @@ def record_plain_and_tvis(script: Path, root: Path) -> tuple[str, Path | str]:
     (work / "plain_stderr.txt").write_text(plain.stderr)
     (work / "tvis_stderr.txt").write_text(result.stderr)
     return name, work / "runs"
+
+
+def record_scripts(folder: Path, names: Iterable[str], root: Path) -> dict[str, Path | str]:
+    """Each ``folder/NAME/train.py`` recorded by ``record_plain_and_tvis``, three at a time:
+    NAME → its runs folder, or what went wrong."""
+    with ThreadPoolExecutor(3) as pool:
+        return dict(pool.map(lambda n: record_plain_and_tvis(folder / n / "train.py", root), names))
+
+
+def printed_under_tvis(runs: Path) -> tuple[list[str], list[str]]:
+    """What a recorded script printed plainly and under tvis (tvis's own lines left out),
+    non-empty lines: the same losses in the same order when observing changed nothing."""
+    plain = [line for line in (runs.parent / "plain.txt").read_text().splitlines() if line]
+    lines = (runs.parent / "tvis.txt").read_text().splitlines()
+    return plain, [line for line in lines if line and not line.startswith("tvis:")]
+
+
+class FirstBatch:
+    """A recorded run's first training batch, seen through the agent: its loss detail and
+    sample table."""
+
+    def __init__(self, client: Any) -> None:
+        (row,) = client.call("runs")
+        self.client, self.name = client, row["run"]
+        self.info = client.call("run", run=self.name)
+        first = next(b for b in self.info["batches"] if not b.get("light"))
+        self.index, self.size = first["index"], first.get("batch_size")
+        self.detail = self.call("loss_detail", batch=self.index)
+        self.rows = self.call("sample_table", batch=self.index)["rows"]
+
+    def call(self, method: str, **params):
+        return self.client.call(method, run=self.name, **params)
 
 
 def _run_in(command: list[str], cwd: Path) -> subprocess.CompletedProcess:

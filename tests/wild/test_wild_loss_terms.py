@@ -16,11 +16,10 @@ listed, its loss unknown, where it does not).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from support import record_plain_and_tvis, record_script
+from support import FirstBatch, printed_under_tvis, record_script, record_scripts
 
 from tvis.agent.client import LocalClient
 
@@ -43,44 +42,20 @@ NAMES = (
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory) -> dict[str, Path | str]:
     root = tmp_path_factory.mktemp("wild_losses")
-    with ThreadPoolExecutor(3) as pool:
-        return dict(
-            pool.map(lambda n: record_plain_and_tvis(SCRIPTS / n / "train.py", root), NAMES)
-        )
+    return record_scripts(SCRIPTS, NAMES, root)
 
 
-class Batch:
-    """A recording's first training batch, seen through the agent."""
-
-    def __init__(self, client: LocalClient) -> None:
-        (row,) = client.call("runs")
-        self.client, self.name = client, row["run"]
-        self.info = client.call("run", run=self.name)
-        first = next(b for b in self.info["batches"] if not b.get("light"))
-        self.index, self.size = first["index"], first["batch_size"]
-        self.detail = self.call("loss_detail", batch=self.index)
-        self.rows = self.call("sample_table", batch=self.index)["rows"]
-
-    def call(self, method: str, **params):
-        return self.client.call(method, run=self.name, **params)
-
-
-def _open(recordings, name: str) -> Batch:
+def _open(recordings, name: str) -> FirstBatch:
     runs = recordings[name]
     assert isinstance(runs, Path), f"{name} failed under tvis:\n{runs}"
     with LocalClient(runs) as client:
-        return Batch(client)
+        return FirstBatch(client)
 
 
 def test_every_script_prints_under_tvis_what_it_prints_plainly(recordings):
     for name, runs in recordings.items():
         assert isinstance(runs, Path), f"{name} failed:\n{runs}"
-        plain = [line for line in (runs.parent / "plain.txt").read_text().splitlines() if line]
-        lines = [
-            line
-            for line in (runs.parent / "tvis.txt").read_text().splitlines()
-            if line and not line.startswith("tvis:")
-        ]
+        plain, lines = printed_under_tvis(runs)
         assert lines and lines == plain[: len(lines)], name  # same losses, same order
 
 
@@ -103,7 +78,7 @@ def test_replay_has_a_loss_step_for_the_first_training_batch(recordings, name):
     runs = recordings[name]
     assert isinstance(runs, Path), runs
     with LocalClient(runs) as client:
-        rec = Batch(client)
+        rec = FirstBatch(client)
         events = rec.call("replay", sample=0, limit=5000)["events"]
     losses = [e for e in events if e["kind"] == "loss" and e["batch"] == rec.index]
     assert losses and losses[0]["value"] == pytest.approx(rec.detail["value"])
@@ -352,7 +327,7 @@ def test_a_loss_term_of_its_own_does_not_borrow_the_classes_of_a_term_beside_it(
     beside it predicts other things, and its targets must not be shown as the RMSE's."""
     run = record_script(tmp_path, REGRESSION_TERM_FIRST, "--steps", "1")
     with LocalClient(run / "..") as client:
-        rec = Batch(client)
+        rec = FirstBatch(client)
     d = rec.detail
     assert d["fn"] == "RMSE" and [t["fn"] for t in d["terms"]] == ["RMSE", "F.cross_entropy"]
     assert all("target" not in r and "pred" not in r for r in rec.rows)
@@ -384,7 +359,7 @@ def test_cross_entropy_with_probability_targets_shows_each_samples_mix(tmp_path)
 
     run = record_script(tmp_path, PROBABILITY_TARGETS, "--steps", "1")
     with LocalClient(run / "..") as client:
-        rec = Batch(client)
+        rec = FirstBatch(client)
     d = rec.detail
     assert d["fn"] == "cross_entropy" and d["soft_target"] == "mix" and "confusion" not in d
     assert all("target" not in r for r in rec.rows)

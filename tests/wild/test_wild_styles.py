@@ -13,13 +13,12 @@ classes and the same seeds: each sample's loss, the texts, the labels sets.
 from __future__ import annotations
 
 import runpy
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from support import record_plain_and_tvis
+from support import FirstBatch, printed_under_tvis, record_scripts
 
 from tvis.agent.client import LocalClient
 
@@ -36,26 +35,7 @@ NAMES = (
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory) -> dict[str, Path | str]:
     root = tmp_path_factory.mktemp("wild_styles")
-    with ThreadPoolExecutor(3) as pool:
-        return dict(
-            pool.map(lambda n: record_plain_and_tvis(SCRIPTS / n / "train.py", root), NAMES)
-        )
-
-
-class Recording:
-    """A recording's first training batch, seen through the agent."""
-
-    def __init__(self, client: LocalClient) -> None:
-        (row,) = client.call("runs")
-        self.client, self.name = client, row["run"]
-        self.info = client.call("run", run=self.name)
-        first = next(b for b in self.info["batches"] if not b.get("light"))
-        self.index = first["index"]
-        self.detail = self.call("loss_detail", batch=self.index)
-        self.rows = self.call("sample_table", batch=self.index)["rows"]
-
-    def call(self, method: str, **params):
-        return self.client.call(method, run=self.name, **params)
+    return record_scripts(SCRIPTS, NAMES, root)
 
 
 def _client(recordings, name: str) -> LocalClient:
@@ -72,12 +52,7 @@ def _script(name: str) -> dict:
 def test_every_script_prints_under_tvis_what_it_prints_plainly(recordings):
     for name, runs in recordings.items():
         assert isinstance(runs, Path), f"{name} failed:\n{runs}"
-        plain = [line for line in (runs.parent / "plain.txt").read_text().splitlines() if line]
-        lines = [
-            line
-            for line in (runs.parent / "tvis.txt").read_text().splitlines()
-            if line and not line.startswith("tvis:")
-        ]
+        plain, lines = printed_under_tvis(runs)
         assert lines and lines == plain[: len(lines)], name  # same losses, same order
 
 
@@ -91,7 +66,7 @@ def test_checkpointed_blocks_are_recorded_once_with_their_activations_and_gradie
     printed = [x for x in (runs.parent / "tvis.txt").read_text().splitlines() if "iter" in x]
     assert len(printed) == 2
     with _client(recordings, "ckpt_llama_finetune") as client:
-        rec = Recording(client)
+        rec = FirstBatch(client)
         notices = " ".join(n["text"] for n in rec.info["notices"])
         assert "activation checkpointing" in notices
         for batch in (b["index"] for b in rec.info["batches"] if not b.get("light")):
@@ -130,7 +105,7 @@ def test_a_loss_computed_inside_the_model_shows_each_sequences_loss_and_text(rec
     valid = shifted != -100
     expected = (per_token * valid).sum(1) / valid.sum(1)
     with _client(recordings, "hf_loss_in_model") as client:
-        rec = Recording(client)
+        rec = FirstBatch(client)
         d = rec.detail
         assert d["call"]["cls"] == "CrossEntropyLoss" and d["ignore_index"] == -100
         assert d["per_token"] and d["reduction_check"]["matches"]
@@ -159,7 +134,7 @@ def test_a_translation_decodes_the_source_and_the_target_each_with_its_vocabular
         return " ".join(lang.index2word[i] for i in ids)
 
     with _client(recordings, "seq2seq_gru_teacher") as client:
-        rec = Recording(client)
+        rec = FirstBatch(client)
         assert [r["text"] for r in rec.rows] == [text(fra, t) for t in target]
         tokens = rec.call("sample_table", batch=rec.index, sample=2)
         assert tokens["text"]["input"] == text(eng, source[2])  # "we are happy EOS …"
@@ -195,7 +170,7 @@ def test_a_multi_label_loss_shows_each_samples_labels_set_against_the_predicted_
     expected = F.binary_cross_entropy_with_logits(outputs, labels, reduction="none").mean(1)
     predicted = torch.sigmoid(outputs) > 0.5
     with _client(recordings, "multilabel_bce") as client:
-        rec = Recording(client)
+        rec = FirstBatch(client)
         d = rec.detail
         assert d["call"]["cls"] == "BCEWithLogitsLoss" and d["multilabel"]
         assert d.get("confusion") is None  # no argmax classes of a 0/1 row
@@ -249,7 +224,7 @@ def _ctc_first_batch():
 def test_ctc_shows_each_samples_loss_and_no_classes(recordings):
     expected = _ctc_first_batch()
     with _client(recordings, "ctc_speech") as client:
-        rec = Recording(client)
+        rec = FirstBatch(client)
         d = rec.detail
         assert d["call"]["cls"] == "CTCLoss" and d["fn"] == "ctc_loss"
         assert d["reduction"] == "mean" and d["reduction_check"]["matches"]

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import record_plain_and_tvis, record_script
+from support import printed_under_tvis, record_script, record_scripts
 
 from tvis.agent.client import LocalClient
 from tvis.agent.protocol import AgentError
@@ -67,21 +66,13 @@ EXPECT = {
 def recordings(tmp_path_factory) -> dict[str, Path | str]:
     """Each script recorded once (three at a time): its runs folder, or what went wrong."""
     root = tmp_path_factory.mktemp("wild")
-    with ThreadPoolExecutor(3) as pool:
-        return dict(
-            pool.map(lambda n: record_plain_and_tvis(SCRIPTS / n / "train.py", root), EXPECT)
-        )
+    return record_scripts(SCRIPTS, EXPECT, root)
 
 
 def test_every_wild_script_prints_under_tvis_what_it_prints_plainly(recordings):
     for name, runs in recordings.items():
         assert isinstance(runs, Path), f"{name} failed:\n{runs}"
-        plain = [line for line in (runs.parent / "plain.txt").read_text().splitlines() if line]
-        lines = [
-            line
-            for line in (runs.parent / "tvis.txt").read_text().splitlines()
-            if line and not line.startswith("tvis:")
-        ]
+        plain, lines = printed_under_tvis(runs)
         assert lines == plain[: len(lines)], name  # same losses, same order (if any yet)
 
 
