@@ -15,7 +15,7 @@ from typing import Any
 
 from tvis.tui.messages import Selection
 from tvis.tui.widgets.layer_views import Layer
-from tvis.tui.widgets.tensor_card import CARD_ROWS, TensorRef, view_request, why_no_picture
+from tvis.tui.widgets.tensor_card import CARD_ROWS, TensorRef, first_view_request
 
 Request = tuple[str, dict[str, Any]]
 
@@ -73,9 +73,9 @@ def picture_requests(
                 if entry is None:
                     continue
                 ref = TensorRef(title="", entry=entry, run=run or "", batch=selection.batch)
-                target = entry.get("grad_entry") if grad else entry
-                if target is not None and why_no_picture(ref, target) is None:
-                    requests.append(view_request(ref, grad, sample, [], width, CARD_ROWS))
+                request = first_view_request(ref, grad, sample, width, CARD_ROWS)
+                if request is not None:
+                    requests.append(request)
     layer = layer_of(call, selection, run or "", sample, grad)
     if layer is not None and layer_request is not None:
         request = layer_request(layer)

@@ -37,10 +37,9 @@ from tvis.tui.widgets.sparkline import signed_hbar
 from tvis.tui.widgets.tensor_card import (
     TensorCard,
     TensorRef,
+    first_view_request,
     picture_width,
-    why_no_picture,
 )
-from tvis.tui.widgets.tensor_card import view_request as card_view_request
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -520,10 +519,7 @@ def stats_card_request(
     """The heatmap the Stats card of ``layer`` asks for in a view ``width`` columns wide
     (None: the card draws none), as ``Card._load_view`` asks it."""
     ref = stats_ref(layer, entry)
-    target = entry.get("grad_entry") if layer.grad else entry
-    if target is None or why_no_picture(ref, target) is not None:
-        return None
-    return card_view_request(ref, layer.grad, layer.sample, [], picture_width(width), STATS_ROWS)
+    return first_view_request(ref, layer.grad, layer.sample, picture_width(width), STATS_ROWS)
 
 
 class StatsView(Steady, AgentPane):

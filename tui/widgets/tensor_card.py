@@ -116,6 +116,17 @@ def view_request(
     }
 
 
+def first_view_request(
+    ref: TensorRef, grad: bool, sample: int | None, width: int, rows: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The request a card showing ``ref`` makes first (no index picked), or None when it
+    draws no picture: what is fetched ahead for a card, so that the card finds it cached."""
+    target = ref.entry.get("grad_entry") if grad else ref.entry
+    if target is None or why_no_picture(ref, target) is not None:
+        return None
+    return view_request(ref, grad, sample, [], width, rows)
+
+
 GUTTER = 3
 """Columns a card spends on its left bar and the padding either side of its content."""
 
