@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
 from pathlib import Path
 
 from fake_client import FakeClient
@@ -288,3 +290,24 @@ async def test_opening_the_layers_pane_redraws_the_tree_without_laying_out_its_r
         assert [line[:tree_width] for line in after[2:20]] == [
             line[:tree_width] for line in before[2:20]
         ]
+
+
+async def test_a_lazy_load_cancelled_before_it_starts_leaves_no_coroutine_never_awaited(
+    run_dir: Path,
+):
+    # A child's page asked for as the app quits: the worker is cancelled before it runs,
+    # and a coroutine made for it beforehand would be reported "never awaited" when freed.
+    app = make_app(run_dir)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with app.run_test(size=(120, 40)) as pilot:
+            page = await open_explore(pilot)
+            tree = page.calls.call_tree
+            unloaded = [n for n in tree.root.children if n.data is not None and not n.data.loaded]
+            assert unloaded, "a root whose children are not loaded yet"
+            for node in unloaded:
+                tree._ensure_loaded_soon(node)
+            app.workers.cancel_node(tree)
+        gc.collect()
+    never_awaited = [str(w.message) for w in caught if "never awaited" in str(w.message)]
+    assert never_awaited == []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,6 +22,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
+from textual.worker import WorkType
 
 from tvis.agent.protocol import AgentError, ConnectionLost
 from tvis.agent.replies import CallRowView, CallsAnswer
@@ -227,7 +228,17 @@ class CallTree(Tree[Node], inherit_bindings=False):
     # -- lazy loading --------------------------------------------------------------------
 
     def _ensure_loaded_soon(self, node: TreeNode[Node]) -> None:
-        self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
+        async def load() -> None:
+            await self.ensure_loaded(node)
+
+        self._run_load(load)
+
+    def _run_load(self, load: Callable[[], Coroutine[None, None, None]]) -> None:
+        """Run ``load`` in a worker that makes its coroutine when it starts: a worker
+        cancelled before (the tree reset, the app quitting) leaves no coroutine never
+        awaited behind it."""
+        work: WorkType[None] = load  # named: mypy cannot pick the union's arm for a bare one
+        self.run_worker(work, group="tree-load", exit_on_error=False)
 
     @staticmethod
     def page_request(
@@ -403,11 +414,12 @@ class CallTree(Tree[Node], inherit_bindings=False):
         if data is None:
             return
         if data.kind == "more" and node.parent is not None:
-            self.run_worker(
-                self._load_page(node.parent, node, data.offset),
-                group="tree-load",
-                exit_on_error=False,
-            )
+            parent, offset = node.parent, data.offset
+
+            async def load() -> None:
+                await self._load_page(parent, node, offset)
+
+            self._run_load(load)
         selection = self.selection_of(node)
         if selection is not None:
             self.post_message(Selected(selection))
