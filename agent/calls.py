@@ -112,6 +112,21 @@ class CallsAPI:
         record["n_children"] = len(tree.children.get(call, []))
         return record
 
+    @rpc
+    def counterpart(self, run: str, batch: int, call: int, other: int) -> dict[str, Any]:
+        """The call of batch ``other`` at ``call``'s place in ``batch``'s tree (the same
+        names and occurrences from the root; ids differ between batches whenever one ran a
+        call more or less), else the deepest of its ancestors that ``other`` has."""
+        tree = self.lookups.tree(run, batch)
+        self.lookups.call(tree, call)  # a call the batch lacks: 404 with one sentence
+        route = tree.route(call)
+        found = self.lookups.tree(run, other).follow(route)
+        return {
+            "call": found[-1] if found else None,
+            "path": found[:-1],
+            "exact": len(found) == len(route),
+        }
+
     def _decode_arg(self, chunk: Chunk, vocab: Vocabulary, arg: Any) -> Any:
         """Token ids in an argument as text: a list of ids, or the first sample of an
         integer tensor whose values were kept, when the run knows a vocabulary."""

@@ -83,6 +83,34 @@ class CallTree:
             parent = self.parent[parent]
         return path[::-1]
 
+    def _label(self, call_id: int) -> str | int | float | None:
+        return self.scalar(call_id, "name") or self.scalar(call_id, "cls")
+
+    def route(self, call_id: int) -> list[tuple[Any, int]]:
+        """Where a call stands in the tree, by what it is rather than by id: from the root
+        down to it, each call's name (its class when unnamed) and how many siblings before
+        it share that name. Another batch of the same script has the same call there."""
+        route = []
+        for cid in [*self.path(call_id), call_id]:
+            siblings = self.children[self.parent[cid]]
+            label = self._label(cid)
+            before = siblings[: siblings.index(cid)]
+            route.append((label, sum(1 for s in before if self._label(s) == label)))
+        return route
+
+    def follow(self, route: list[tuple[Any, int]]) -> list[int]:
+        """The calls along ``route`` in this tree, root first: as far as this tree has them
+        (the whole route when it has the call itself; none when not even its root)."""
+        found: list[int] = []
+        parent = -1
+        for label, occurrence in route:
+            same = [c for c in self.children.get(parent, []) if self._label(c) == label]
+            if occurrence >= len(same):
+                break
+            parent = same[occurrence]
+            found.append(parent)
+        return found
+
     def first_output(self, call: dict[str, Any]) -> dict[str, Any] | None:
         for arg in call.get("outputs") or []:
             entry = self.tensor(arg.get("tensor")) if isinstance(arg, dict) else None

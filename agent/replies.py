@@ -141,6 +141,14 @@ class CallReply(Call, total=False):
     tokens: list[dict[str, Any]]  # decoded token ids of its integer inputs
 
 
+class CounterpartReply(TypedDict):
+    """``counterpart``: the call at the same place in another batch's tree."""
+
+    call: int | None  # None: not even the first call on the way is in that batch
+    path: list[int]  # its ancestors' ids, root first
+    exact: bool  # False: the call itself is missing there, ``call`` is its deepest ancestor
+
+
 class _LayersPage(TypedDict):
     rows: list[LayerRow]
     total: int
@@ -926,6 +934,7 @@ REPLIES: dict[str, Any] = {
     "run": RunReply,
     "calls": CallsReply,
     "call": CallReply,
+    "counterpart": CounterpartReply,
     "find": list[CallRow],
     "layers": LayersReply,
     "timeline": TimelineReply,

@@ -122,6 +122,7 @@ def _ask_everything(client: LocalClient, name: str) -> list[tuple[str, dict[str,
         found += ask("find", run=name, batch=b, query="conv")
         for row in found[:8]:
             call = ask("call", run=name, batch=b, call=row["id"])
+            ask("counterpart", run=name, batch=b, call=row["id"], other=info["batches"][0]["index"])
             ask("on_image", run=name, batch=b, call=row["id"])
             ask("on_image", run=name, batch=b, call=row["id"], picture=True)
             ask("neurons", run=name, batch=b, call=row["id"])

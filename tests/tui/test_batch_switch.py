@@ -44,6 +44,26 @@ async def _press_and_look(pilot, key: str, look) -> dict:
     return seen
 
 
+def _same_call(app, batch: int, call: int, other: int) -> int:
+    """Call ``call`` of ``batch`` in batch ``other``, found as a reader would: the same
+    names down the tree, each the same occurrence among its same-named siblings."""
+
+    def children(b: int, parent: int) -> list:
+        return list(app.data.call("calls", run=app.run_name, batch=b, parent=parent).calls)
+
+    def place(rows: list, cid: int) -> tuple[str, int]:
+        row = next(r for r in rows if r.id == cid)
+        return row.label, [r.label for r in rows if r.id < cid].count(row.label)
+
+    chain = [*app.data.call("call", run=app.run_name, batch=batch, call=call)["path"], call]
+    here, there = -1, -1
+    for cid in chain:
+        label, occurrence = place(children(batch, here), cid)
+        there = [r.id for r in children(other, there) if r.label == label][occurrence]
+        here = cid
+    return there
+
+
 async def _switched(pilot, page, batch: int, call: int) -> None:
     """The tree, the inspector's cards and its On image view all on ``call`` of ``batch``."""
     inspector = page.inspector
@@ -71,10 +91,11 @@ async def test_a_batch_switch_after_a_pause_asks_the_agent_nothing_for_what_it_s
         page = await open_explore(pilot)
         first, following = app.batch_indices[:2]
         call = page.inspector.shown.call
+        there = _same_call(app, first, call, following)
         await _idle(pilot, app)
         asked = count_requests(app)
         await pilot.press("full_stop")
-        await _switched(pilot, page, following, call)
+        await _switched(pilot, page, following, there)
         shown = {c.ref.entry["id"] for c in page.inspector.cards}
         # What may be asked now is the next prefetch (the rows beside the cursor, the
         # batches beside this one), never the tree, the call or the pictures on screen.
@@ -82,7 +103,7 @@ async def test_a_batch_switch_after_a_pause_asks_the_agent_nothing_for_what_it_s
             a
             for a in asked
             if a.get("batch") == following
-            and (a["method"] == "calls" or a.get("call") == call or a.get("tensor") in shown)
+            and (a["method"] == "calls" or a.get("call") == there or a.get("tensor") in shown)
         ]
         assert on_screen == []
         await _idle(pilot, app)  # and back: the batch left is fetched again, as it may
@@ -102,12 +123,12 @@ async def test_the_screen_after_a_prefetched_switch_is_the_screen_of_a_cold_one(
         app = make_app(run_dir)
         async with app.run_test(size=(120, 40)) as pilot:
             page = await open_explore(pilot)
-            following = app.batch_indices[1]
-            call = page.inspector.shown.call
+            first, following = app.batch_indices[:2]
+            there = _same_call(app, first, page.inspector.shown.call, following)
             await _idle(pilot, app)
             asked = count_requests(app)
             await pilot.press("full_stop")
-            await _switched(pilot, page, following, call)
+            await _switched(pilot, page, following, there)
             await _idle(pilot, app)
             screens.append(screen_text(app))
             if pause == 3600.0:  # the cold switch did ask for the new batch's tree
@@ -155,13 +176,14 @@ async def test_what_is_fetched_for_the_batches_beside_goes_in_the_background(run
 async def test_a_prefetched_switch_moves_the_tree_and_the_inspector_in_the_keys_own_frame(
     run_dir: Path,
 ):
-    """After the pause, `.` puts the tree's cursor on the same call of the new batch and
+    """After the pause, `.` puts the tree's cursor on the same call of the new batch (its
+    id there may differ) and
     the inspector on it before the key's handler returns: no frame of the tree alone."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        following = app.batch_indices[1]
-        call = page.inspector.shown.call
+        first, following = app.batch_indices[:2]
+        call = _same_call(app, first, page.inspector.shown.call, following)
         await _idle(pilot, app)
         seen = await _press_and_look(
             pilot,
@@ -257,7 +279,7 @@ async def test_a_pane_opened_after_the_selection_rested_is_fetched_for_the_switc
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         first, following = app.batch_indices[:2]
-        call = page.inspector.shown.call
+        call = _same_call(app, first, page.inspector.shown.call, following)
         await _idle(pilot, app)  # the batches beside fetched for the selection
         for key in ("y", "y"):  # the layers table opened and closed: hidden from now on
             await pilot.press(key)
@@ -276,4 +298,28 @@ async def test_a_pane_opened_after_the_selection_rested_is_fetched_for_the_switc
         mine = [a for a in asked if not a.get("background")]
         assert [a for a in mine if a["method"] in ("samples", "image", "view")] == []
         assert [a for a in mine if a["method"] == "layers" and a.get("batch") == first] == []
+        assert app.internal_errors == []
+
+
+async def test_a_batch_switch_keeps_the_call_by_its_place_in_the_tree_not_its_id(run_dir: Path):
+    """The example's data items run a varying number of transforms: the model's call has
+    another id in each batch, and the id it had names another call in the next batch.
+    `.` goes to the model's call there, cold or prefetched, and `,` back to the first."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        first, following = app.batch_indices[:2]
+        tree = page.calls.call_tree
+        model = next(n for n in tree.root.children if n.data.call and n.data.call.kind == "module")
+        tree.move_cursor(model)
+        call = model.data.call.id
+        await wait_for(pilot, lambda: page.inspector.shown.call == call, "the model inspected")
+        there = _same_call(app, first, call, following)
+        assert there != call, "the example's ids shift between its first two batches"
+        await pilot.press("full_stop")  # at once: nothing fetched beside yet
+        await _switched(pilot, page, following, there)
+        assert tree.cursor_node.data.call.label == model.data.call.label
+        await _idle(pilot, app)
+        await pilot.press("comma")  # prefetched
+        await _switched(pilot, page, first, call)
         assert app.internal_errors == []

@@ -55,12 +55,14 @@ def fetch_beside(
     run: str,
     batches: list[int],
     call: int | None,
+    of_batch: int | None,
     inspect: Callable[[Any, list[Selection]], None],
     also: Callable[[Any, int], None] | None = None,
 ) -> None:
     """Ask ``data`` for what ``.``/``,`` to each of ``batches`` will show (run in a worker
-    thread; in the background, behind every request a key is waiting for): the tree's roots, the pages on the way to ``call`` (the call the switch keeps
-    selected; without one, the first interesting root, opened), and what the inspector
+    thread; in the background, behind every request a key is waiting for): the tree's roots, the pages on the way to the call at ``call``'s place
+    (``call`` of batch ``of_batch``: the call the switch keeps selected; without one, the
+    first interesting root, opened), and what the inspector
     shows for it (``inspect``: ``Inspector.prefetcher``'s function); then ``also`` (the
     client, the batch): what other panes on screen show for it."""
     worker = get_current_worker()
@@ -73,11 +75,14 @@ def fetch_beside(
             continue
         first = rows[first_interesting(rows)]
         shown, parents = first.id, [first.id] if first.n_children else []
-        if call is not None:
-            record = data.prefetch_later("call", run=run, batch=batch, call=call)
-            path = record.get("path") if isinstance(record, dict) else None
-            if isinstance(path, list):
-                shown, parents = call, [*parents, *path]
+        if call is not None and of_batch is not None:
+            there = data.prefetch_later(
+                "counterpart", run=run, batch=of_batch, call=call, other=batch
+            )
+            if isinstance(there, dict) and there.get("exact"):
+                shown = there["call"]
+                data.prefetch_later("call", run=run, batch=batch, call=shown)
+                parents = [*parents, *(there.get("path") or [])]
         for parent in dict.fromkeys(parents):
             if worker.is_cancelled:
                 return
@@ -316,9 +321,11 @@ class ExplorePage(Asks, Page):
             and self.selection.kind == "call"
             and self.selection.call is not None
         ):
-            # Same script, same structure: the call with this id is usually the same layer.
-            if not self._reveal_held(app.batch, self.selection.call):
-                self._reveal(app.batch, self.selection.call, None)
+            # The same call in the new batch is found by where it stands in the tree: its
+            # id there may be another call's (a data item that ran one transform more).
+            held = self._counterpart_held(self.selection, app.batch)
+            if held is None or not self._reveal_held(app.batch, held):
+                self._reveal(app.batch, self.selection.call, None, self.selection.batch)
 
     def _refresh_summary(self) -> None:
         app = self.app
@@ -452,12 +459,13 @@ class ExplorePage(Asks, Page):
         beside = [indices[p] for p in (position + 1, position - 1) if 0 <= p < len(indices)]
         selection = self.selection
         call = selection.call if selection is not None and selection.kind == "call" else None
+        of_batch = selection.batch if selection is not None else None
         inspect = self.inspector.prefetcher()
         also = None
         if "samples" in self.visible_panes():
             also = partial(fetch_samples, run=run, sample=app.sample)
         self.run_worker(
-            lambda: fetch_beside(data, run, beside, call, inspect, also),
+            lambda: fetch_beside(data, run, beside, call, of_batch, inspect, also),
             group="batch-neighbours",
             exclusive=True,
             thread=True,
@@ -500,6 +508,23 @@ class ExplorePage(Asks, Page):
         if self.layout_name == "compact" and self.front != "calls":
             await self.action_pane("inspector")
 
+    def _counterpart_held(self, selection: Selection, batch: int) -> int | None:
+        """The call of ``batch`` at the selected call's place, when the client holds the
+        answer (fetched while the selection rested: ``fetch_beside``); the selected call
+        itself when it is of ``batch`` already. None: to be asked."""
+        call = selection.call
+        if call is None or selection.batch in (None, batch):
+            return call
+        source = self.app.data
+        if source is None:
+            return None
+        found, reply = source.peek(
+            "counterpart", run=self.app.run_name, batch=selection.batch, call=call, other=batch
+        )
+        if not found or not isinstance(reply, dict) or not reply.get("exact"):
+            return None  # a near match is shown by ``_reveal``, which says so
+        return int(reply["call"])
+
     def _reveal_held(self, batch: int, call: int) -> bool:
         """Put the cursor on ``call`` of ``batch`` and inspect it now, in the key's frame,
         when the client holds its record and the tree's pages on the way (fetched while
@@ -520,7 +545,17 @@ class ExplorePage(Asks, Page):
         return True
 
     @work(exclusive=True, group="reveal", exit_on_error=False)
-    async def _reveal(self, batch: int, call: int, path: list[int] | None) -> None:
+    async def _reveal(
+        self, batch: int, call: int, path: list[int] | None, of_batch: int | None = None
+    ) -> None:
+        """Select ``call`` of ``batch`` in the tree (``path``: its ancestors, asked for when
+        None); with ``of_batch`` another batch, ``call`` is that batch's, and the call at
+        its place in ``batch``'s tree is selected (else its nearest ancestor there)."""
+        if of_batch is not None and of_batch != batch:
+            moved = await self._counterpart(of_batch, call, batch)
+            if moved is None:
+                return
+            call, path = moved
         if path is None:
             source = self.app.data
             if source is None:
@@ -541,6 +576,33 @@ class ExplorePage(Asks, Page):
             self.notify(
                 f"call {call} is not in the tree of batch {batch}", severity="warning", timeout=4
             )
+
+    async def _counterpart(
+        self, of_batch: int, call: int, batch: int
+    ) -> tuple[int, list[int]] | None:
+        """``counterpart``'s call and path, saying so when it is only the nearest ancestor
+        (None, said too, when ``batch`` has nothing of the way to the call)."""
+        source = self.app.data
+        if source is None:
+            return None
+        request = {"run": self.app.run_name, "batch": of_batch, "call": call, "other": batch}
+        try:
+            found, reply = source.peek("counterpart", **request)
+            if not found:
+                reply = await asyncio.to_thread(source.call, "counterpart", **request)
+        except Exception as e:
+            self.notify(
+                f"cannot find call {call} of batch {of_batch} in batch {batch}: {e}",
+                severity="warning",
+                timeout=4,
+            )
+            return None
+        if reply.get("call") is None:
+            self.notify(f"batch {batch} has no call where it stood", timeout=4)
+            return None
+        if not reply.get("exact"):
+            self.notify(f"batch {batch} did not run that call: its nearest caller", timeout=4)
+        return reply["call"], list(reply.get("path") or [])
 
     @on(GotoSource)
     async def _goto_source(self, message: GotoSource) -> None:
