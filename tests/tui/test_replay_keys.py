@@ -95,3 +95,52 @@ async def test_the_replay_screen_after_prefetched_keys_is_the_screen_of_cold_one
             screens.append(drawn)
             assert app.internal_errors == []
     assert screens[0] == screens[1]
+
+
+def _pictures(asked: list[dict]) -> list[dict]:
+    return [a for a in asked if a["method"] == "on_image"]
+
+
+async def test_a_paused_replay_steps_asking_only_the_picture_it_draws(run_dir: Path):
+    """Paused, a step asks for its own frame's picture, nothing ahead of it: the next key
+    may go anywhere (what it will show is fetched in the background once the cursor rests)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "features.1.0")
+        await _rested(pilot, app)
+        asked = count_requests(app)
+        for _ in range(3):
+            await pilot.press("l")
+            drawn = page.current_event()
+            await _rested(pilot, app)
+            mine = [a for a in _pictures(asked) if not a.get("background")]
+            assert {(a["batch"], a["call"]) for a in mine} <= {(drawn.batch, drawn.call)}
+            asked.clear()
+        assert app.internal_errors == []
+
+
+async def test_a_playing_replay_asks_ahead_in_the_background_only_the_frames_it_plays(
+    run_dir: Path,
+):
+    """Playing by phase, the pictures fetched ahead are those of the events play lands on
+    (a phase's first), sent behind the frame's own requests; none of the events it skips."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await _rested(pilot, app)
+        rec = page.recording
+        while page.size_name != "phase":
+            await pilot.press("z")
+        landed, seq = set(), page.cursor
+        while (following := rec.step(seq, "phase", 1)) != seq:
+            seq = following
+            landed.add((rec.event(seq).batch, rec.event(seq).call))
+        asked = count_requests(app)
+        await pilot.press("space")
+        await pilot.pause(0.3)
+        await pilot.press("space")
+        ahead = [a for a in _pictures(asked) if a.get("background")]
+        assert ahead, "pictures fetched ahead while playing"
+        assert {(a["batch"], a["call"]) for a in ahead} <= landed
+        assert app.internal_errors == []

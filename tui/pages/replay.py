@@ -541,11 +541,20 @@ class ReplayPage(PlaceKeys, Page):
     # -- prefetch ------------------------------------------------------------------------------
 
     def _prefetch(self) -> None:
+        """While playing, fetch in the background the pictures of the next ``PREFETCH``
+        frames play will draw (each a step of the current size: events it skips are never
+        drawn). Paused, nothing: the next key may go anywhere, and what it will show is
+        ``_prefetch_beside``'s, once the cursor rests."""
         rec, views = self.recording, self._views
-        if rec is None:
+        if rec is None or not self.playing:
             return
         requests = []
-        for seq in range(self.cursor + 1, min(rec.total, self.cursor + 1 + PREFETCH * 2)):
+        seq = self.cursor
+        for _ in range(PREFETCH * 2):  # bounded: a run of frames without a layer asks nothing
+            following = rec.step(seq, self.size_name, 1)
+            if following == seq:
+                break
+            seq = following
             event = rec.event(seq)
             if event is None or event.kind not in ("layer", "grad"):
                 continue
@@ -608,7 +617,7 @@ class ReplayPage(PlaceKeys, Page):
         for method, params in requests:
             if worker.is_cancelled or data is None:
                 return
-            data.prefetch(method, **params)
+            data.prefetch_later(method, **params)  # behind what the frame on screen asks
 
     # -- moving --------------------------------------------------------------------------------
 
@@ -645,6 +654,7 @@ class ReplayPage(PlaceKeys, Page):
         if self._timer is not None:
             if playing:
                 self._timer.resume()
+                self._prefetch()  # the first tick's frame, and those after, ahead
             else:
                 self._timer.pause()
         self._draw_transport()
