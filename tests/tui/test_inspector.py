@@ -302,3 +302,27 @@ async def test_a_tree_move_mounts_and_removes_no_widget_in_the_inspector(run_dir
         await moved("k", "module", 2)  # back: out and input, and the layer views again
         assert inspector.layer_views.display
         assert "this layer, for the followed sample" in screen_text(app)
+
+
+async def test_a_hidden_inspector_asks_its_card_pictures_only_at_the_width_it_will_have(
+    run_dir: Path,
+):
+    """80 columns: the tree alone, the inspector hidden. Moving asks the cards' pictures
+    (the cursor's and those beside it) at the width the inspector has once Enter shows it,
+    never at a width that would be asked again then."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_explore(pilot)
+        assert page.layout_name == "compact" and "inspector" not in page.visible_panes()
+        asked = count_requests(app)
+        await pilot.press("j")
+        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+        await pilot.press("enter")
+        inspector = page.inspector
+        await wait_for(
+            pilot, lambda: inspector.cards and all(c.has_data for c in inspector.cards), "cards"
+        )
+        widths = {a["width"] for a in asked if a["method"] == "view"}
+        assert widths == {inspector.lines.picture_width()}
+        assert app.internal_errors == []

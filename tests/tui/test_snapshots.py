@@ -45,9 +45,12 @@ async def _still(pilot) -> None:
 
 
 async def _settled(pilot, page) -> None:
+    # A hidden inspector (the tree alone at 80 columns) asks its pictures once shown.
     await wait_for(
         pilot,
-        lambda: all(c.has_data for c in page.inspector.cards),
+        lambda: (
+            "inspector" not in page.visible_panes() or all(c.has_data for c in page.inspector.cards)
+        ),
         "every card's heatmap",
     )
     # Then until nothing more changes (a scrollbar's thumb follows its cards a frame later).

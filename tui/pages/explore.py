@@ -28,7 +28,7 @@ from tvis.agent.replies import CallsAnswer
 from tvis.tui import colors, keys
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
-from tvis.tui.pages.explore_layout import SHARES, layout_for
+from tvis.tui.pages.explore_layout import SHARES, layout_for, shown_inspector_picture_width
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import CallTree, first_interesting
@@ -246,6 +246,7 @@ class ExplorePage(Asks, Page):
     def _size_panes(self, visible: list[str]) -> None:
         """Show the ``visible`` panes built so far at this layout's widths, hide the rest."""
         shares = SHARES.get(self.layout_name, {})
+        self.inspector.picture_width_when_shown = shown_inspector_picture_width(self.app.size.width)
         for name in PANES:
             pane = self._pane(name)
             if pane is None:
@@ -262,7 +263,9 @@ class ExplorePage(Asks, Page):
         return next((n for n in PANES if (p := self._pane(n)) is not None and p in ancestors), None)
 
     async def on_resize(self) -> None:
-        layout = layout_for(self.app.size.width)
+        width = self.app.size.width
+        self.inspector.picture_width_when_shown = shown_inspector_picture_width(width)
+        layout = layout_for(width)
         if layout != self.layout_name:
             self.layout_name = layout
             await self._apply_layout()

@@ -63,3 +63,10 @@ def inspector_picture_width(width: int) -> int | None:
         return None
     border = 1 if layout_for(width) == "wide" else 0
     return picture_width(pane - border - INSPECTOR_FRAME)
+
+
+def shown_inspector_picture_width(width: int) -> int:
+    """Columns the cards ask their pictures at once the inspector is on screen, on a
+    terminal ``width`` wide: in the compact layout it is shown alone, the whole width."""
+    first = inspector_picture_width(width)
+    return picture_width(width - INSPECTOR_FRAME) if first is None else first

@@ -180,6 +180,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         self._param_entries: dict[str, dict | None] = {}
         self._param_parts: list[str] = []
         self.lines = InspectorLines()
+        # Set by the page: the pictures' width once shown, for what is fetched while hidden.
+        self.picture_width_when_shown: int | None = None
         # Mounted once, shown under the cards of a model call: never laid out anew per move.
         self.layer_views = LayerViews(classes="layer-views")
         self.layer_views.display = False
@@ -262,9 +264,16 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
             run=app.run_name,
             sample=app.sample,
             grad=app.show_grad,
-            width=self.lines.picture_width(),
+            width=self._picture_width(),
             layer_request=views.requester() if views.display else None,
         )
+
+    def _picture_width(self) -> int | None:
+        """Columns the cards ask their pictures at: the lines' own once laid out; before,
+        (a pane not shown yet), the width the page will give it (None: no pictures)."""
+        if self.lines.card_width() > 0:
+            return self.lines.picture_width()
+        return self.picture_width_when_shown
 
     @staticmethod
     def _prefetch(data, selections, run, sample, grad, width, layer_request) -> None:

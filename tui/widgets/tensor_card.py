@@ -270,6 +270,13 @@ class Card:
         if why is not None:
             self._no_values(why)
             return
+        if self.host.card_width() <= 0:
+            # Not laid out (a pane not shown yet): asked once the host is, at its width;
+            # a picture asked now would be at the narrowest and asked again then.
+            self._asked_width = 0
+            self.values, self._placeholder = None, "loading …"
+            self._changed()
+            return
         self._asked_width = self.picture_width()
         method, params = view_request(
             ref, self._grad, self._sample, self.index, self._asked_width, self.max_rows
