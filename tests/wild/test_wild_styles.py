@@ -28,6 +28,7 @@ NAMES = (
     "hf_loss_in_model",
     "seq2seq_gru_teacher",
     "multilabel_bce",
+    "multilabel_label2id",
     "ctc_speech",
 )
 
@@ -185,6 +186,33 @@ def test_a_multi_label_loss_shows_each_samples_labels_set_against_the_predicted_
             )
         worst = {r["sample"]: r for r in d["worst"]}
         assert worst[0]["pred_label_names"] == [tags[c] for c in rec.rows[0]["pred_labels"]]
+
+
+def test_multi_label_names_kept_only_as_a_name_to_index_dict_name_each_label(recordings):
+    # The script's label2id maps names to indices out of the names' order.
+    label2id = _script("multilabel_label2id")["label2id"]
+    by_index = sorted(label2id, key=label2id.get)
+    with _client(recordings, "multilabel_label2id") as client:
+        rec = FirstBatch(client)
+        assert rec.detail["multilabel"]
+        assert rec.rows
+        for row in rec.rows:
+            assert row["label_names"] == [by_index[c] for c in row["labels"]]
+
+
+def test_multi_label_names_are_read_from_each_spelling_scripts_use():
+    from tvis.record.label_names import _names_of
+
+    tags = ["sky", "water", "tree"]
+    for spelled in (
+        tags,
+        tuple(tags),
+        {0: "sky", 1: "water", 2: "tree"},
+        {"tree": 2, "sky": 0, "water": 1},
+    ):
+        assert _names_of(spelled, 3) == tags, spelled
+    for not_names in ({0: "sky", 2: "tree", 3: "water"}, {"sky": 0, "water": 0, "x": 1}, tags[:2]):
+        assert _names_of(not_names, 3) is None, not_names
 
 
 def test_the_multi_label_view_lists_the_sets_not_a_confusion_matrix():
