@@ -323,3 +323,51 @@ async def test_a_batch_switch_keeps_the_call_by_its_place_in_the_tree_not_its_id
         await pilot.press("comma")  # prefetched
         await _switched(pilot, page, first, call)
         assert app.internal_errors == []
+
+
+def _calls_of(app, batch: int, parent: int = -1) -> list[int]:
+    """Every call id of ``batch``'s tree under ``parent``, walked through ``calls``."""
+    rows = app.data.call("calls", run=app.run_name, batch=batch, parent=parent).calls
+    return [c for r in rows for c in (r.id, *_calls_of(app, batch, r.id))]
+
+
+async def test_a_call_the_next_batch_did_not_run_is_followed_to_its_nearest_caller(
+    run_dir: Path,
+):
+    """A data item's transform that ran in the first batch and not in the next: `.`
+    selects the item's call that did run there (the nearest ancestor) and says so."""
+    from tvis.tui.messages import GotoCall
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        first, following = app.batch_indices[:2]
+        missing = None
+        for call in _calls_of(app, first):
+            try:
+                _same_call(app, first, call, following)
+            except IndexError:
+                missing = call
+                break
+        assert missing is not None, "the example runs a call in its first batch only"
+        path = app.data.call("call", run=app.run_name, batch=first, call=missing)["path"]
+        nearest = None
+        for ancestor in reversed(path):
+            try:
+                nearest = _same_call(app, first, ancestor, following)
+                break
+            except IndexError:
+                continue
+        page.post_message(GotoCall(missing, first))
+        await wait_for(pilot, lambda: page.inspector.shown.call == missing, "the call inspected")
+        await pilot.press("full_stop")
+        await wait_for(
+            pilot,
+            lambda: (
+                page.inspector.shown is not None
+                and (page.inspector.shown.batch, page.inspector.shown.call) == (following, nearest)
+            ),
+            "its nearest caller in the next batch",
+        )
+        assert "did not run that call" in " ".join(str(n.message) for n in app._notifications)
+        assert app.internal_errors == []
