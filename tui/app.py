@@ -368,7 +368,9 @@ class TvisApp(Asks, App[None]):
             self._add_page(spec)
         self._refresh_tabs()
         if first:
-            self.call_later(self.action_page, 1)
+            # After the tab bar is written: the first page's build holds the display, and
+            # the pages' tabs are what a user presses a page's number at, meanwhile.
+            self.call_after_refresh(self.action_page, 1)
 
     def stop_polling(self) -> None:
         if self._poll_timer is not None:

@@ -156,3 +156,29 @@ def test_the_tab_bar_looks_each_page_module_up_once(monkeypatch):
     assert listed == ["replay", "explore", "loss", "weights", "insights", "ranks", "live"]
     assert [spec.id for spec in pages_for(False)] == ["live"]
     assert looked_up == []
+
+
+async def test_the_run_pages_tabs_are_written_before_the_first_page_is_built(run_dir: Path):
+    """The tab bar with the run's pages reaches the terminal before the first page's build,
+    which holds the display until the page is drawn: a page's number can be pressed while
+    Replay is built, and Explore then follows its build without a Replay frame."""
+    from tvis.tui.app import TvisApp
+
+    app = make_app(run_dir)
+    events: list[str] = []
+    display = app._display
+
+    def spy_display(screen, renderable):
+        if app.run_name is not None and not events:
+            events.append(f"written {type(screen).__name__}")
+        return display(screen, renderable)
+
+    def spy_build(spec):
+        events.append(f"built {spec.id}")
+        return TvisApp._build_page(app, spec)
+
+    app._display = spy_display
+    app._build_page = spy_build
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        assert events[:2] == ["written Screen", "built replay"]
