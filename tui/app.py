@@ -12,6 +12,7 @@ same batch, sample and selection once reconnected.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -254,7 +255,16 @@ class TvisApp(Asks, App[None]):
             first_visit = self.run_name is None
             self._run_loaded(self._asked_run, info)
             if first_visit and self.run_status != "running" and self.pages()[0].id == "replay":
-                self._prefetch_replay(self._asked_run, self.sample, self.batch)
+                # A thread of its own, not a Textual worker: a worker starts only when the
+                # event loop next turns, after the page's build, which may wait hundreds of
+                # ms on the warm thread's imports (numpy, the page's modules); the agent
+                # meanwhile has nothing to do.
+                threading.Thread(
+                    target=self._quietly,
+                    args=(self._prefetch_replay, self._asked_run, self.sample, self.batch),
+                    name="tvis-prefetch-replay",
+                    daemon=True,
+                ).start()
             if self.batch_count:
                 self._prefetch_first_screen(
                     self._asked_run,
@@ -270,12 +280,20 @@ class TvisApp(Asks, App[None]):
         if tag == "run":
             self.not_connected(message)
 
-    @work(thread=True, exclusive=True, group="prefetch-replay", exit_on_error=False)
+    def _quietly(self, fetch: Callable[..., None], *args: Any) -> None:
+        """``fetch(*args)`` on a thread of its own: a prefetch that fails leaves the failure
+        to the page's own requests, which say it (a traceback would land on the screen)."""
+        try:
+            fetch(*args)
+        except Exception:
+            pass
+
     def _prefetch_replay(self, run: str, sample: int, batch: int) -> None:
         """Ask for the event list Replay, the first page, opens on (the agent's one long
         answer to it) while the page is being built, then what its first frame of ``batch``
         shows (the sample's pictures, the layers' thumbnails): its own requests then find
-        them ready or on their way (``Data`` sends identical requests once)."""
+        them ready or on their way (``Data`` sends identical requests once). Runs on a
+        thread; a failure is left to the page's own requests."""
         data = self.data
         if data is None:
             return
@@ -350,7 +368,9 @@ class TvisApp(Asks, App[None]):
             self._add_page(spec)
         self._refresh_tabs()
         if first:
-            self.call_later(self.action_page, 1)
+            # After the tab bar is written: the first page's build holds the display, and
+            # the pages' tabs are what a user presses a page's number at, meanwhile.
+            self.call_after_refresh(self.action_page, 1)
 
     def stop_polling(self) -> None:
         if self._poll_timer is not None:

@@ -133,3 +133,52 @@ async def test_a_first_visit_draws_nothing_while_the_switch_holds_the_display(
         assert "explore" not in app.ahead.built
         assert ("ExplorePage", 0) in renders  # drawn once the hold ended
         assert [r for r in renders if r[1]] == []  # nothing rendered inside it
+
+
+def test_the_tab_bar_looks_each_page_module_up_once(monkeypatch):
+    """Which pages are installed is looked up once per process: the tab bar asks at every
+    refresh, a dozen times on the way to the first screen, and each lookup of a page not
+    imported yet searched the import path again."""
+    import importlib.util
+
+    from tvis.tui.pages import pages_for
+
+    pages_for(True, ranks=2)  # every page looked up (once, whichever test asked first)
+    looked_up: list[str] = []
+    find_spec = importlib.util.find_spec
+
+    def counting(name, *args, **kwargs):
+        looked_up.append(name)
+        return find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", counting)
+    listed = [spec.id for spec in pages_for(True, ranks=2)]
+    assert listed == ["replay", "explore", "loss", "weights", "insights", "ranks", "live"]
+    assert [spec.id for spec in pages_for(False)] == ["live"]
+    assert looked_up == []
+
+
+async def test_the_run_pages_tabs_are_written_before_the_first_page_is_built(run_dir: Path):
+    """The tab bar with the run's pages reaches the terminal before the first page's build,
+    which holds the display until the page is drawn: a page's number can be pressed while
+    Replay is built, and Explore then follows its build without a Replay frame."""
+    from tvis.tui.app import TvisApp
+
+    app = make_app(run_dir)
+    events: list[str] = []
+    display = app._display
+
+    def spy_display(screen, renderable):
+        if app.run_name is not None and not events:
+            events.append(f"written {type(screen).__name__}")
+        return display(screen, renderable)
+
+    def spy_build(spec):
+        events.append(f"built {spec.id}")
+        return TvisApp._build_page(app, spec)
+
+    app._display = spy_display
+    app._build_page = spy_build
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        assert events[:2] == ["written Screen", "built replay"]

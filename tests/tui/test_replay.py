@@ -89,6 +89,49 @@ async def test_the_event_list_is_asked_for_as_the_run_opens_and_sent_once(run_di
         assert app.internal_errors == []
 
 
+async def test_the_event_list_is_asked_while_the_first_page_build_waits(run_dir: Path):
+    """The event list goes to the agent while Replay's build is still waiting — as it does
+    on a real start, on the warm thread's imports of numpy and the page's modules: the
+    build here holds the app's thread until the request is on its way (or 2 s pass). A
+    Textual worker would start only once the build let the event loop turn."""
+    import threading
+    import time
+
+    from tvis.tui.app import TvisApp
+
+    app = make_app(run_dir)
+    dial = app.link.connector
+    asked = threading.Event()
+    waited: list[bool] = []  # per page built: whether the event list was asked meanwhile
+
+    class Spy:
+        def __init__(self, client):
+            self.client, self.on_lost = client, None
+
+        def call(self, method, **params):
+            if method == "replay":
+                asked.set()
+            return self.client.call(method, **params)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    def blocked_build(spec):
+        if not waited:
+            deadline = time.monotonic() + 2
+            while not asked.is_set() and time.monotonic() < deadline:
+                time.sleep(0.005)  # the thread holds the loop, as a blocked import does
+            waited.append(asked.is_set())
+        return TvisApp._build_page(app, spec)
+
+    app.link.connector = lambda: Spy(dial())
+    app._build_page = blocked_build
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_replay(pilot)
+        assert waited == [True]
+        assert app.internal_errors == []
+
+
 async def test_the_first_frame_is_asked_for_with_the_event_list_and_sent_once(run_dir: Path):
     """What Replay's first frame shows (the sample's pictures and row, the layers'
     thumbnails) is asked for as soon as the event list comes, while the page is built: the
