@@ -8,8 +8,8 @@ its layers table, a Loss or Insights page filled from a reply — triggers one, 
 the app's thread (and every thread with it) in the middle of the key that made them: 40–65
 ms of each `y` on that batch (``gc.callbacks``). Here the automatic full pass is switched
 off (its threshold set out of reach; the young passes stay as they were) and the app runs
-it itself once nothing has happened for ``QUIET_S``: no key, no request on the wire, the
-same quiet that builds pages ahead (``BuildAhead.quiet_since``). A viewer that is never
+it itself once nothing has happened for ``QUIET_S``: no key, no request on the wire (the
+clock that builds pages ahead, ``BuildAhead.quiet_since``). A viewer that is never
 quiet still collects, after ``MOST_YOUNG_PASSES`` generation-1 passes, as CPython would
 have long before.
 """
@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
     from tvis.tui.app import TvisApp
 
-QUIET_S = 0.5
-"""Nothing for this long: a user reading the screen, not one between two keys."""
+QUIET_S = 1.0
+"""Nothing for this long: a user reading the screen, not one between two keys (longer than
+the pages built ahead wait, `build_ahead.QUIET_S`: a key pressed 0.5–0.9 s after the last
+finds no full pass under way)."""
 
 CHECK_S = 0.25
 """How often the app looks whether a full pass is due and it is quiet."""
