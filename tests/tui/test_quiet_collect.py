@@ -53,15 +53,37 @@ async def test_full_collections_wait_for_a_quiet_spell_then_run(run_dir):
         del cycle
         kept = []
         with FullPasses() as full:
-            for key in ("j", "k", "j", "k"):
+            for _ in range(quiet_collect.DUE_YOUNG_PASSES + 1):
+                gc.collect(1)  # a full pass is due by CPython's count
+            for key in ("j", "k", "j"):
                 await pilot.press(key)
-                for _ in range(quiet_collect.DUE_YOUNG_PASSES + 1):
-                    gc.collect(1)  # a full pass is due by CPython's count
-                # Enough new lasting objects that CPython would collect in full now.
-                kept.append([[i] for i in range(300_000)])
+                # New lasting objects: enough that CPython would collect in full now, too
+                # few to reach the never-quiet bound.
+                kept.append([[i] for i in range(100_000)])
                 await pilot.pause(0.05)
             assert full.count == 0
             assert dead() is not None and app.collector.full_passes == 0
             await wait_for(pilot, lambda: app.collector.full_passes, "a quiet full pass")
             assert full.count >= 1 and dead() is None
     assert gc.get_threshold() == thresholds
+
+
+async def test_a_viewer_never_quiet_still_collects_in_full(run_dir):
+    """Keys without a pause (or a live run's polls) never give a quiet spell: after
+    ``MOST_YOUNG_PASSES`` young passes the full one runs anyway."""
+    app = make_app(run_dir)
+    app.collects_quietly = True
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.collector.running, "the collector started")
+        gc.collect()
+        for _ in range(quiet_collect.DUE_YOUNG_PASSES):
+            gc.collect(1)
+        app.ahead.input_seen()  # a key this instant: not quiet
+        app.collector.check()
+        assert app.collector.full_passes == 0  # due, but a user is at work
+        for _ in range(quiet_collect.MOST_YOUNG_PASSES):
+            gc.collect(1)
+        app.ahead.input_seen()
+        with FullPasses() as full:
+            app.collector.check()
+        assert full.count == 1 and app.collector.full_passes == 1
