@@ -38,6 +38,7 @@ from tvis.tui.messages import GotoCall, Selection
 from tvis.tui.notice import Notice
 from tvis.tui.pages import PageSpec, build, pages_for, warm
 from tvis.tui.pane import Asks
+from tvis.tui.quiet_collect import QuietCollector
 from tvis.tui.run_picker import RunPicker
 from tvis.tui.widgets.call_tree import PAGE as TREE_PAGE
 from tvis.tui.widgets.call_tree import first_interesting
@@ -93,6 +94,9 @@ class TvisApp(Asks, App[None]):
         self._polled_run: str | None = None  # and the run the poll in flight is for
         self.hidden = HiddenPages(self)  # pages off screen catch up only when shown
         self.ahead = BuildAhead(self, self._build_ahead, self._lay_out_ahead)
+        # `tvis tui` sets `collects_quietly`: a test's app leaves the collector alone.
+        self.collector = QuietCollector(self)
+        self.collects_quietly = False
         self._mounted: set[int] = set()  # id() of the page screens mounted whole
 
     async def on_event(self, event: events.Event) -> None:
@@ -430,6 +434,8 @@ class TvisApp(Asks, App[None]):
             grey(self.screen, True)
         if self.run_name is not None:
             self.ahead.start()
+        if self.collects_quietly:
+            self.collector.start()  # full collections in quiet spells, not under keys
 
     def page_built(self, page_id: str) -> bool:
         """Whether the page's screen exists (visited, or built ahead)."""
@@ -601,4 +607,5 @@ class TvisApp(Asks, App[None]):
         self.exit(return_code=1 if self.error else 0)
 
     def on_unmount(self) -> None:
+        self.collector.stop()
         self.link.close()

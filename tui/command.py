@@ -221,6 +221,7 @@ def main(args: argparse.Namespace) -> int:
         keymap_error=keymap_error,
     )
     app.ahead.freezes = True
+    app.collects_quietly = True
     if sys.platform != "win32":
         from tvis.tui.prompt_escape import PromptEscapeDriver
 
