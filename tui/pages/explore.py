@@ -226,12 +226,18 @@ class ExplorePage(Asks, Page):
 
     async def _apply_layout(self) -> None:
         visible = self.visible_panes()
-        container = self.query_one("#panes", Horizontal)
-        for name in visible:
-            if self._pane(name) is None:
-                before = [n for n in PANES[: PANES.index(name)] if self._pane(n) is not None]
-                await container.mount(self._build_pane(name), after=self._pane(before[-1]))
+        new = [self._build_pane(name) for name in visible if self._pane(name) is None]
+        # Sized and the panes it replaces hidden before it is mounted: mounted first, it
+        # squeezed the inspector for a frame, whose cards then drew and asked for their
+        # pictures at that width, and again at their own when `i` brought it back.
         self._size_panes(visible)
+        container = self.query_one("#panes", Horizontal)
+        for pane in new:
+            name = pane.id or ""
+            before = [
+                p for n in PANES[: PANES.index(name)] if (p := self._pane(n)) and p.is_attached
+            ]
+            await container.mount(pane, after=before[-1])
         if self._focused_pane() not in visible:
             self._focus_target(visible[0] if self.front not in visible else self.front).focus()
         self._apply_layout_bar()
