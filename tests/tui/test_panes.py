@@ -396,3 +396,31 @@ async def test_samples_table_lists_every_sample_and_moves_the_preview(run_dir: P
         assert table.cells(1)[0].plain == "●" and table.cells(0)[0].plain == " "
         assert table.cursor_row == 1
         assert app.internal_errors == []
+
+
+async def test_step_table_moves_the_inspector_with_its_cursor_but_not_when_filled(run_dir: Path):
+    """The step's parameter table (drawn line by line): filling it chooses nothing, the
+    inspector stays on the call; `j` shows the next parameter there; each column is as
+    wide as its widest value."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        call = page.inspector.shown
+        await pilot.press("p")
+        table = page.query_one(ParamTable)
+        await wait_for(pilot, lambda: table.row_count == 11, "the 11 parameters")
+        await pilot.pause(0.2)
+        assert page.inspector.shown == call
+        names = [p["name"] for p in table.params]
+        assert table.column_widths(0)[0] == max(map(len, names))
+        assert all(name in screen_text(app) for name in names)
+        await pilot.press("j")
+        await wait_for(
+            pilot,
+            lambda: (
+                page.inspector.selection.kind == "param"
+                and page.inspector.selection.param["name"] == names[1]
+            ),
+            "the second parameter in the inspector",
+        )
+        assert app.internal_errors == []

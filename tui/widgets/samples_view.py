@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -15,7 +14,7 @@ from textual.widgets import Static
 from tvis.tui import colors, fmt
 from tvis.tui.pane import Asks
 from tvis.tui.picture import Picture, Scale
-from tvis.tui.widgets.lists import LineColumn, LineTable
+from tvis.tui.widgets.lists import LineColumn, LineTable, content_widths
 
 PREVIEW_PX = 64
 """Side of the preview picture asked of the agent: sharp in half blocks at 32 cells wide."""
@@ -51,7 +50,7 @@ class SampleTable(LineTable):
     """The batch's samples, one row each, drawn line by line: a ``DataTable`` rendered
     every cell of every row through Rich on the pane's first frame (~40 ms of `a`)."""
 
-    columns: tuple[LineColumn, ...] = CLASS_COLUMNS  # TEXT_COLUMNS for a language model
+    columns = CLASS_COLUMNS  # TEXT_COLUMNS for a language model
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -73,12 +72,7 @@ class SampleTable(LineTable):
         self.per_token = per_token
         self.columns = TEXT_COLUMNS if per_token else CLASS_COLUMNS
         self._cells = [sample_cells(row, classes, followed, per_token) for row in rows]
-        # Each column as wide as its widest value, as a DataTable sizes them: the widths
-        # stay put while the cursor moves.
-        widths = [len(c.label) for c in self.columns]
-        for cells in self._cells:
-            widths = [max(w, cell_width(v)) for w, v in zip(widths, cells, strict=True)]
-        self._widths = widths
+        self._widths = content_widths(self.columns, self._cells)
         self.set_rows(len(rows), cursor)
         if rows:
             self.post_message(self.Highlighted(self, self.cursor_row))
@@ -88,10 +82,6 @@ class SampleTable(LineTable):
 
     def cells(self, row: int) -> tuple[Text | str, ...]:
         return self._cells[row]
-
-
-def cell_width(value: Text | str) -> int:
-    return cell_len(value) if isinstance(value, str) else value.cell_len
 
 
 def sample_cells(
