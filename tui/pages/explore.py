@@ -28,7 +28,7 @@ from tvis.agent.replies import CallsAnswer
 from tvis.tui import colors, keys
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
-from tvis.tui.pages.explore_layout import SHARES, layout_for
+from tvis.tui.pages.explore_layout import SHARES, last_pane_width, layout_for
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import CallTree, first_interesting
@@ -165,7 +165,9 @@ class ExplorePage(Asks, Page):
 
     def _build_pane(self, name: str) -> Widget:
         if name == "samples":
-            return self._kept(SamplesView(self.app.image_mode, id=name))
+            # Its narrow arrangement chosen before its first layout, not in a second one.
+            narrow = last_pane_width(self.app.size.width) < SamplesView.NARROW
+            return self._kept(SamplesView(self.app.image_mode, narrow=narrow, id=name))
         kinds = {"source": SourcePane, "layers": LayersPane, "timeline": Timeline, "step": StepView}
         return self._kept(kinds[name](id=name))
 

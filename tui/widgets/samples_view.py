@@ -159,8 +159,9 @@ class SamplesView(Asks, Vertical):
     NARROW = 96
     """Below this many columns the preview goes under the table instead of beside it."""
 
-    def __init__(self, image_mode: str, **kwargs) -> None:
+    def __init__(self, image_mode: str, narrow: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.set_class(narrow, "-narrow")  # the page knows the width it will have
         self.image_mode = image_mode
         self.batch_index: int | None = None
         self.rows: list[dict[str, Any]] = []
