@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.style import Style
 from rich.text import Text
 from viewer_support import count_requests, make_app, node_named, open_explore, screen_text, wait_for
@@ -426,19 +427,21 @@ async def test_step_table_moves_the_inspector_with_its_cursor_but_not_when_fille
         assert app.internal_errors == []
 
 
-async def test_the_samples_pane_is_built_at_the_width_the_layout_gives_it(run_dir: Path):
+@pytest.mark.parametrize("size", [(120, 40), (200, 60), (99, 30)])
+async def test_the_samples_pane_is_built_at_the_width_the_layout_gives_it(
+    run_dir: Path, size: tuple[int, int]
+):
     """The page chooses the samples pane's arrangement (preview beside or under the table)
     before its first layout, from ``last_pane_width``: that width is the one Textual
     gives the pane, in the medium, wide and compact layouts."""
     from tvis.tui.pages.explore_layout import last_pane_width
     from tvis.tui.widgets.samples_view import SamplesView
 
-    for size in ((120, 40), (200, 60), (99, 30)):
-        app = make_app(run_dir)
-        async with app.run_test(size=size) as pilot:
-            page = await open_explore(pilot)
-            await pilot.press("a")
-            view = await wait_for(pilot, lambda: page.query(SamplesView).first(), "the pane")
-            await wait_for(pilot, lambda: view.size.width, "its layout")
-            assert view.size.width == last_pane_width(size[0]), size
-            assert view.has_class("-narrow") == (view.size.width < SamplesView.NARROW), size
+    app = make_app(run_dir)
+    async with app.run_test(size=size) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("a")
+        view = await wait_for(pilot, lambda: page.query(SamplesView).first(), "the pane")
+        await wait_for(pilot, lambda: view.size.width, "its layout")
+        assert view.size.width == last_pane_width(size[0])
+        assert view.has_class("-narrow") == (view.size.width < SamplesView.NARROW)
