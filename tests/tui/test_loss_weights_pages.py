@@ -140,7 +140,7 @@ async def test_explore_samples_table_shows_decoded_text_of_a_language_model(text
         )
         await wait_for(pilot, lambda: table.row_count, "the samples rows")
         assert table.per_token
-        labels = [str(c.label) for c in table.columns.values()]
+        labels = [c.label for c in table.columns]
         assert "target text" in labels and "predicted text" in labels
         row = app.data.call("samples", run=app.run_name, batch=0)["rows"][0]
         tokens = app.data.call("sample_table", run=app.run_name, batch=0, sample=0)["rows"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.style import Style
 from rich.text import Text
-from viewer_support import make_app, node_named, open_explore, screen_text, wait_for
+from viewer_support import count_requests, make_app, node_named, open_explore, screen_text, wait_for
 
+from tvis.tui import fmt
 from tvis.tui.colors import phase_label
 from tvis.tui.widgets import layers_table
 from tvis.tui.widgets.inspector_lines import TextBlock
@@ -322,3 +324,124 @@ async def test_layer_rows_are_laid_out_once_however_often_they_are_drawn(run_dir
             expected.stylize(Style(meta={"row": index}))
             rich_line = [s for s in expected.render(app.console) if s.text != "\n"]
             assert _drawn(table._row_line(index, width)) == _drawn(rich_line), index
+
+
+async def test_a_pane_built_for_the_first_time_never_squeezes_the_inspector(run_dir: Path):
+    """`a` (then `s`, `p`) at 120 columns builds a pane where the inspector was: the
+    inspector is hidden before the new pane is laid out, so its cards are never drawn at
+    another width, and `i` brings them back as they were, asking nothing again."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        lines = page.inspector.lines
+        width = lines.size.width
+        await wait_for(pilot, lambda: all(c.has_data for c in lines.cards), "the cards' views")
+        asked = count_requests(app)
+        for key in ("a", "s", "p"):
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            await pilot.press("i")
+            await wait_for(pilot, lambda: page.inspector.display, "the inspector back")
+            await pilot.pause(0.3)
+            assert lines.size.width == width
+        cards = [a for a in asked if a["method"] == "view" and not a.get("background")]
+        assert cards == [], "the inspector's cards asked for their pictures again"
+        assert app.internal_errors == []
+
+
+async def test_samples_table_lists_every_sample_and_moves_the_preview(run_dir: Path):
+    """The samples table (drawn line by line): one row per sample with its target,
+    prediction and loss, the followed sample marked, columns as wide as their widest
+    value; the cursor keys move the preview, enter follows the row's sample."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("a")
+        table = page.query_one(SampleTable)
+        await wait_for(pilot, lambda: table.row_count == 32, "32 samples")
+        view = page.query_one("#samples")
+        rows = view.rows
+        assert [c.label for c in table.columns] == [
+            "",
+            "sample",
+            "target",
+            "prediction",
+            "loss",
+            "p(target)",
+        ]
+        first = [Text(c).plain if isinstance(c, str) else c.plain for c in table.cells(0)]
+        assert first[0] == "●" and first[1] == str(rows[0]["sample"])
+        assert all(table.cells(i)[0].plain == " " for i in range(1, 32))
+        widths = table.column_widths(table.size.width)
+        for column, w in enumerate(widths):
+            values = [table.cells(i)[column] for i in range(32)]
+            assert w == max(
+                len(table.columns[column].label),
+                *(v.cell_len if isinstance(v, Text) else len(v) for v in values),
+            )
+        text = screen_text(app)
+        assert "prediction" in text and "p(target)" in text
+        for row in rows[:5]:  # the first rows on screen, each with its loss
+            assert fmt.num(row["loss"]) in text
+        await pilot.press("j", "j")
+        await wait_for(
+            pilot,
+            lambda: f"sample {rows[2]['sample']} as the model received it" in screen_text(app),
+            "the preview of the third row",
+        )
+        await pilot.press("G")
+        assert table.cursor_row == 31
+        await pilot.press("g", "j", "enter")
+        await wait_for(pilot, lambda: app.sample == rows[1]["sample"], "row 2 followed")
+        await pilot.pause(0.1)
+        assert table.cells(1)[0].plain == "●" and table.cells(0)[0].plain == " "
+        assert table.cursor_row == 1
+        assert app.internal_errors == []
+
+
+async def test_step_table_moves_the_inspector_with_its_cursor_but_not_when_filled(run_dir: Path):
+    """The step's parameter table (drawn line by line): filling it chooses nothing, the
+    inspector stays on the call; `j` shows the next parameter there; each column is as
+    wide as its widest value."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        call = page.inspector.shown
+        await pilot.press("p")
+        table = page.query_one(ParamTable)
+        await wait_for(pilot, lambda: table.row_count == 11, "the 11 parameters")
+        await pilot.pause(0.2)
+        assert page.inspector.shown == call
+        names = [p["name"] for p in table.params]
+        assert table.column_widths(0)[0] == max(map(len, names))
+        assert all(name in screen_text(app) for name in names)
+        await pilot.press("j")
+        await wait_for(
+            pilot,
+            lambda: (
+                page.inspector.selection.kind == "param"
+                and page.inspector.selection.param["name"] == names[1]
+            ),
+            "the second parameter in the inspector",
+        )
+        assert app.internal_errors == []
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60), (99, 30)])
+async def test_the_samples_pane_is_built_at_the_width_the_layout_gives_it(
+    run_dir: Path, size: tuple[int, int]
+):
+    """The page chooses the samples pane's arrangement (preview beside or under the table)
+    before its first layout, from ``last_pane_width``: that width is the one Textual
+    gives the pane, in the medium, wide and compact layouts."""
+    from tvis.tui.pages.explore_layout import last_pane_width
+    from tvis.tui.widgets.samples_view import SamplesView
+
+    app = make_app(run_dir)
+    async with app.run_test(size=size) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("a")
+        view = await wait_for(pilot, lambda: page.query(SamplesView).first(), "the pane")
+        await wait_for(pilot, lambda: view.size.width, "its layout")
+        assert view.size.width == last_pane_width(size[0])
+        assert view.has_class("-narrow") == (view.size.width < SamplesView.NARROW)

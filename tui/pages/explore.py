@@ -28,7 +28,12 @@ from tvis.agent.replies import CallsAnswer
 from tvis.tui import colors, keys
 from tvis.tui.anomaly_start import opening_event
 from tvis.tui.messages import GotoCall, GotoSource, Selected, Selection
-from tvis.tui.pages.explore_layout import SHARES, layout_for, shown_inspector_picture_width
+from tvis.tui.pages.explore_layout import (
+    SHARES,
+    last_pane_width,
+    layout_for,
+    shown_inspector_picture_width,
+)
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.call_tree import CallTree, first_interesting
@@ -170,7 +175,9 @@ class ExplorePage(Asks, Page):
 
     def _build_pane(self, name: str) -> Widget:
         if name == "samples":
-            return self._kept(SamplesView(self.app.image_mode, id=name))
+            # Its narrow arrangement chosen before its first layout, not in a second one.
+            narrow = last_pane_width(self.app.size.width) < SamplesView.NARROW
+            return self._kept(SamplesView(self.app.image_mode, narrow=narrow, id=name))
         kinds = {"source": SourcePane, "layers": LayersPane, "timeline": Timeline, "step": StepView}
         return self._kept(kinds[name](id=name))
 
@@ -231,12 +238,18 @@ class ExplorePage(Asks, Page):
 
     async def _apply_layout(self) -> None:
         visible = self.visible_panes()
-        container = self.query_one("#panes", Horizontal)
-        for name in visible:
-            if self._pane(name) is None:
-                before = [n for n in PANES[: PANES.index(name)] if self._pane(n) is not None]
-                await container.mount(self._build_pane(name), after=self._pane(before[-1]))
+        new = [self._build_pane(name) for name in visible if self._pane(name) is None]
+        # Sized and the panes it replaces hidden before it is mounted: mounted first, it
+        # squeezed the inspector for a frame, whose cards then drew and asked for their
+        # pictures at that width, and again at their own when `i` brought it back.
         self._size_panes(visible)
+        container = self.query_one("#panes", Horizontal)
+        for pane in new:
+            name = pane.id or ""
+            before = [
+                p for n in PANES[: PANES.index(name)] if (p := self._pane(n)) and p.is_attached
+            ]
+            await container.mount(pane, after=before[-1])
         if self._focused_pane() not in visible:
             self._focus_target(visible[0] if self.front not in visible else self.front).focus()
         self._apply_layout_bar()

@@ -54,6 +54,13 @@ def inspector_width(width: int) -> int | None:
     return int(Fraction(width * (shares["calls"] + shares["inspector"]), 100)) - start
 
 
+def last_pane_width(width: int) -> int:
+    """Columns of the last pane on screen (the one that takes the rest), on a terminal
+    ``width`` wide, as Textual lays out the row of panes."""
+    shares = SHARES.get(layout_for(width), {})
+    return width - int(Fraction(width * sum(shares.values()), 100))
+
+
 def inspector_picture_width(width: int) -> int | None:
     """Columns the first Explore screen's cards ask their pictures at, on a terminal
     ``width`` wide (None: no inspector on it). In the wide layout the inspector is divided

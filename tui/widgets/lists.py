@@ -64,6 +64,20 @@ CACHED_LINES = 1024
 """Drawn lines a ``LineTable`` keeps: a few screens either way of the cursor."""
 
 
+def content_widths(
+    columns: Sequence[LineColumn], rows: Sequence[Sequence[Text | str]]
+) -> list[int]:
+    """Each column as wide as its widest value or its title, as a ``DataTable`` sizes its
+    columns: the widths stay put while the cursor moves."""
+    widths = [len(c.label) for c in columns]
+    for cells in rows:
+        widths = [
+            max(w, cell_len(v) if isinstance(v, str) else v.cell_len)
+            for w, v in zip(widths, cells, strict=True)
+        ]
+    return widths
+
+
 def fit_cell(value: Text | str, width: int, right: bool) -> Text:
     """``value`` in ``width`` cells with a cell of padding either side (as a DataTable pads),
     clipped with … when it is longer."""
@@ -128,7 +142,8 @@ class LineTable(ScrollView, can_focus=True):
     HEADER = 1
     """Lines above the rows (the column titles), which stay put while the rows scroll."""
 
-    columns: ClassVar[tuple[LineColumn, ...]] = ()
+    columns: tuple[LineColumn, ...] = ()
+    """The headed columns; a table whose columns change with its rows sets its own."""
 
     cursor_row: var[int] = var(0, init=False)
     """The row the cursor is on (0 when there are no rows)."""

@@ -9,12 +9,12 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from tvis.tui import colors, fmt
 from tvis.tui.pane import Asks
 from tvis.tui.picture import Picture, Scale
-from tvis.tui.widgets.lists import ListTable
+from tvis.tui.widgets.lists import LineColumn, LineTable, content_widths
 
 PREVIEW_PX = 64
 """Side of the preview picture asked of the agent: sharp in half blocks at 32 cells wide."""
@@ -26,28 +26,37 @@ def label(value: Any, classes: list[str] | None) -> str:
     return "—" if value is None else str(value)
 
 
-CLASS_COLUMNS = ("", "sample", "target", "prediction", "loss", "p(target)")
-TEXT_COLUMNS = ("", "sample", "target text", "predicted text", "mean loss", "worst token")
+CLASS_COLUMNS = (
+    LineColumn(""),
+    LineColumn("sample"),
+    LineColumn("target"),
+    LineColumn("prediction"),
+    LineColumn("loss", right=True),
+    LineColumn("p(target)", right=True),
+)
+TEXT_COLUMNS = (
+    LineColumn(""),
+    LineColumn("sample"),
+    LineColumn("target text"),
+    LineColumn("predicted text"),
+    LineColumn("mean loss", right=True),
+    LineColumn("worst token"),
+)
 TEXT_CELL = 40
 """Characters of a decoded text shown in a table cell; the preview shows it whole."""
 
 
-class SampleTable(ListTable):
+class SampleTable(LineTable):
+    """The batch's samples, one row each, drawn line by line: a ``DataTable`` rendered
+    every cell of every row through Rich on the pane's first frame (~40 ms of `a`)."""
+
+    columns = CLASS_COLUMNS  # TEXT_COLUMNS for a language model
+
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", **kwargs)
-        self.per_token: bool | None = None
-
-    def on_mount(self) -> None:
-        self._columns(False)
-
-    def _columns(self, per_token: bool) -> None:
-        if per_token == self.per_token:
-            return
-        if self.columns:
-            self.clear(columns=True)
-        for col in TEXT_COLUMNS if per_token else CLASS_COLUMNS:
-            self.add_column(col, key=col or "mark")
-        self.per_token = per_token
+        super().__init__(**kwargs)
+        self.per_token = False
+        self._cells: list[tuple[Text | str, ...]] = []
+        self._widths = [len(c.label) for c in self.columns]
 
     def fill(
         self,
@@ -55,29 +64,54 @@ class SampleTable(ListTable):
         classes: list[str] | None,
         followed: int,
         per_token: bool = False,
+        cursor: int | None = None,
     ) -> None:
-        cursor = self.cursor_row
-        self._columns(per_token)
-        self.clear()
-        for row in rows:
-            mark = Text("●" if row.get("sample") == followed else " ", style=colors.PHASE["data"])
-            loss = Text(fmt.num(row.get("loss")), justify="right", style=colors.PHASE["loss"])
-            cells: tuple[str | Text, Text]
-            if per_token:
-                cells = (text_cell(row.get("target_text")), text_cell(row.get("pred_text")))
-                last = worst_cell(row.get("worst"))
-            else:
-                target, pred = row.get("target"), row.get("pred")
-                verdict = ""
-                if target is not None and pred is not None:
-                    verdict = colors.GOOD if target == pred else colors.BAD
-                cells = (label(target, classes), Text(label(pred, classes), style=verdict))
-                last = Text(fmt.num(row.get("p_target")), justify="right")
-            self.add_row(
-                mark, str(row.get("sample")), *cells, loss, last, key=str(row.get("sample"))
-            )
+        """Show ``rows`` (the followed sample marked), the cursor on row ``cursor`` (kept
+        where it was when None); the cursor's row is announced (``Highlighted``) either way,
+        so the preview shows the row it is on."""
+        self.per_token = per_token
+        self.columns = TEXT_COLUMNS if per_token else CLASS_COLUMNS
+        self._cells = [sample_cells(row, classes, followed, per_token) for row in rows]
+        self._widths = content_widths(self.columns, self._cells)
+        self.set_rows(len(rows), cursor)
         if rows:
-            self.move_cursor(row=min(max(cursor, 0), len(rows) - 1))
+            self.post_message(self.Highlighted(self, self.cursor_row))
+
+    def column_widths(self, width: int) -> list[int]:
+        return self._widths
+
+    def cells(self, row: int) -> tuple[Text | str, ...]:
+        return self._cells[row]
+
+
+def sample_cells(
+    row: dict[str, Any], classes: list[str] | None, followed: int, per_token: bool
+) -> tuple[Text | str, ...]:
+    """What a sample's row shows: the followed mark, the sample, what it should have been
+    and what the model made of it, its loss and how sure the model was."""
+    mark = Text("●" if row.get("sample") == followed else " ", style=colors.PHASE["data"])
+    loss = Text(fmt.num(row.get("loss")), style=colors.PHASE["loss"])
+    if per_token:
+        return (
+            mark,
+            str(row.get("sample")),
+            text_cell(row.get("target_text")),
+            text_cell(row.get("pred_text")),
+            loss,
+            worst_cell(row.get("worst")),
+        )
+    target, pred = row.get("target"), row.get("pred")
+    verdict = ""
+    if target is not None and pred is not None:
+        verdict = colors.GOOD if target == pred else colors.BAD
+    return (
+        mark,
+        str(row.get("sample")),
+        label(target, classes),
+        Text(label(pred, classes), style=verdict),
+        loss,
+        fmt.num(row.get("p_target")),
+    )
 
 
 def text_cell(text: str | None) -> Text:
@@ -125,8 +159,9 @@ class SamplesView(Asks, Vertical):
     NARROW = 96
     """Below this many columns the preview goes under the table instead of beside it."""
 
-    def __init__(self, image_mode: str, **kwargs) -> None:
+    def __init__(self, image_mode: str, narrow: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.set_class(narrow, "-narrow")  # the page knows the width it will have
         self.image_mode = image_mode
         self.batch_index: int | None = None
         self.rows: list[dict[str, Any]] = []
@@ -193,23 +228,26 @@ class SamplesView(Asks, Vertical):
         )
 
     def _followed_changed(self, sample: int) -> None:
-        table = self.query_one(SampleTable)
         if self.rows:
-            table.fill(self.rows, self._class_names(), sample, self.per_token)
-            table.move_cursor(row=min(sample, len(self.rows) - 1))
+            self.query_one(SampleTable).fill(
+                self.rows,
+                self._class_names(),
+                sample,
+                self.per_token,
+                cursor=min(sample, len(self.rows) - 1),
+            )
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(SampleTable.Highlighted)
+    def _highlighted(self, event: SampleTable.Highlighted) -> None:
         event.stop()
-        row = next((r for r in self.rows if str(r.get("sample")) == event.row_key.value), None)
-        if row is not None:
-            self._preview(row)
+        if 0 <= event.row < len(self.rows):
+            self._preview(self.rows[event.row])
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(SampleTable.Selected)
+    def _selected(self, event: SampleTable.Selected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.app.sample = int(event.row_key.value)
+        if 0 <= event.row < len(self.rows) and isinstance(self.rows[event.row].get("sample"), int):
+            self.app.sample = self.rows[event.row]["sample"]
 
     def _preview(self, row: dict[str, Any]) -> None:
         given = row.get("input") or {}

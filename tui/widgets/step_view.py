@@ -10,14 +10,14 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from tvis.agent.replies import StepReply
 from tvis.store.schema import ParamRecord
 from tvis.tui import colors, fmt
 from tvis.tui.messages import Selected, Selection
 from tvis.tui.pane import Asks
-from tvis.tui.widgets.lists import ListTable
+from tvis.tui.widgets.lists import LineColumn, LineTable, content_widths
 from tvis.tui.widgets.sparkline import sparkline
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
@@ -55,51 +55,65 @@ def optimizer_text(optimizers: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "—"
 
 
-class ParamTable(ListTable):
-    """Parameters of the step; enter shows one in the inspector."""
+class ParamTable(LineTable):
+    """Parameters of the step; moving the cursor shows one in the inspector, enter opens
+    it there. Drawn line by line: a ``DataTable`` rendered every cell through Rich on the
+    pane's first frame."""
+
+    columns = (
+        LineColumn("parameter"),
+        LineColumn("shape"),
+        *(LineColumn(label, right=True) for label in ("‖w‖", "‖grad‖", "‖Δw‖", "‖Δw‖/‖w‖")),
+    )
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", **kwargs)
+        super().__init__(**kwargs)
         self.params: list[ParamRecord] = []
         self.step: int | None = None
-        self._filling = False
+        self._cells: list[tuple[Text | str, ...]] = []
+        self._widths = [len(c.label) for c in self.columns]
 
-    def on_mount(self) -> None:
-        for label in ("parameter", "shape", "‖w‖", "‖grad‖", "‖Δw‖", "‖Δw‖/‖w‖"):
-            self.add_column(label, key=label)
-
-    def fill(self, step: int, params: list[ParamRecord]) -> None:
+    def fill(self, step: int | None, params: list[ParamRecord]) -> None:
+        """List ``params`` of ``step`` (none: an empty table), the cursor on the first."""
         self.step, self.params = step, params
-        self._filling = True  # the first row's highlight is not a user's choice
-        self.call_after_refresh(setattr, self, "_filling", False)
-        self.clear()
-        for i, p in enumerate(params):
-            n = p.get("norms") or {}
-            ratio = n.get("ratio")
-            self.add_row(
-                p.get("name", "?"),
-                Text(fmt.shape(p.get("shape")), style=colors.MUTED),
-                Text(fmt.num(n.get("w")), justify="right"),
-                Text(fmt.num(n.get("grad")), justify="right"),
-                Text(fmt.num(n.get("update")), justify="right"),
-                Text(fmt.num(ratio), justify="right", style=colors.ratio_color(ratio)),
-                key=str(i),
-            )
+        self._cells = [param_cells(p) for p in params]
+        self._widths = content_widths(self.columns, self._cells)
+        self.set_rows(len(params), cursor=0)  # not announced: no one chose it
 
-    def _selection(self, key: str) -> Selection:
-        return Selection("param", step=self.step, param=dict(self.params[int(key)]))
+    def column_widths(self, width: int) -> list[int]:
+        return self._widths
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def cells(self, row: int) -> tuple[Text | str, ...]:
+        return self._cells[row]
+
+    def _selection(self, row: int) -> Selection:
+        return Selection("param", step=self.step, param=dict(self.params[row]))
+
+    @on(LineTable.Highlighted)
+    def _highlighted(self, event: LineTable.Highlighted) -> None:
         event.stop()
-        if self.has_focus and not self._filling and event.row_key.value is not None:
-            self.post_message(Selected(self._selection(event.row_key.value)))
+        if self.has_focus and 0 <= event.row < len(self.params):
+            self.post_message(Selected(self._selection(event.row)))
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(LineTable.Selected)
+    def _selected(self, event: LineTable.Selected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(Selected(self._selection(event.row_key.value), open_inspector=True))
+        if 0 <= event.row < len(self.params):
+            self.post_message(Selected(self._selection(event.row), open_inspector=True))
+
+
+def param_cells(param: ParamRecord) -> tuple[Text | str, ...]:
+    """A parameter's row: its name and shape, its norms, and the update ratio judged."""
+    n = param.get("norms") or {}
+    ratio = n.get("ratio")
+    return (
+        param.get("name", "?"),
+        Text(fmt.shape(param.get("shape")), style=colors.MUTED),
+        fmt.num(n.get("w")),
+        fmt.num(n.get("grad")),
+        fmt.num(n.get("update")),
+        Text(fmt.num(ratio), style=colors.ratio_color(ratio)),
+    )
 
 
 class StepView(Asks, Vertical):
@@ -129,7 +143,7 @@ class StepView(Asks, Vertical):
                 )
             )
             self.query_one("#step-micro", Static).update("")
-            self.query_one(ParamTable).clear()
+            self.query_one(ParamTable).fill(None, [])
             return
         self.ask("step", run=self.app.run_name, step=step)
 
