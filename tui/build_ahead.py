@@ -28,8 +28,10 @@ import gc
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+
+from textual import events
 
 from tvis.tui.pages import warm
 
@@ -48,11 +50,25 @@ one between two keys."""
 LAY_OUT_QUIET_S = 0.15
 """A page built ahead is laid out once its answers are in and this long has passed quietly."""
 
+PART_QUIET_S = 0.15
+"""Every page built, the small slices that follow one another (the help's drawing) once this
+long has passed quietly, within one quiet spell: a key starts the wait for ``QUIET_S`` again."""
+
 TICK_S = 0.1
 """How often the app looks whether it is quiet."""
 
 ORDER = ("explore",)
 """Built first, ahead of the tab bar's order: the page most first visits go to."""
+
+
+def input_waiting(app: TvisApp) -> bool:
+    """Whether a key, a mouse event or a paste waits in the app's queue: the driver's thread
+    has read it, the app has not handled it yet. Quiet-spell work then waits for a later
+    tick, so that a key pressed just as a slice would start is answered first."""
+    waiting: Iterable[object] = (
+        app._message_queue.values
+    )  # Textual's own queue (``textual._queue``): a deque
+    return any(isinstance(m, (events.Key, events.MouseEvent, events.Paste)) for m in waiting)
 
 
 class BuildAhead:
@@ -72,6 +88,7 @@ class BuildAhead:
         self.freezes = False  # `tvis tui` sets it: a test's app leaves the collector alone
         self._freeze_due = True  # the first page's objects, once it has settled
         self._imports: dict[str, threading.Thread] = {}  # page module -> its import
+        self._slicing = False  # a part was done ahead in this quiet spell: the next comes soon
 
     def start(self) -> None:
         """Begin watching for quiet spells (once the first page is on screen)."""
@@ -96,6 +113,7 @@ class BuildAhead:
 
     def input_seen(self) -> None:
         self.quiet_since = time.monotonic()
+        self._slicing = False
 
     def next_page(self) -> PageSpec | None:
         """The next page to build: Explore first, then the others in the tab bar's order."""
@@ -109,9 +127,12 @@ class BuildAhead:
 
     def _build_part_ahead(self) -> bool:
         """Every page built: what a page would otherwise do on a key's first use (Explore's
-        source highlighter), one per quiet spell. False when nothing is left."""
+        source highlighter, the help drawn), one slice per quiet spell. False when nothing
+        is left."""
         explore = self.app.explore_page()
-        return explore is not None and explore.warm_ahead()
+        if explore is not None and explore.warm_ahead():
+            return True
+        return self.app.help_ahead()
 
     def tick(self) -> None:
         app = self.app
@@ -122,7 +143,13 @@ class BuildAhead:
             held.wrap()
         now = time.monotonic()
         data = app.data
-        if data is None or data.busy or app.offline is not None or app.run_name is None:
+        if (
+            data is None
+            or data.busy
+            or app.offline is not None
+            or app.run_name is None
+            or input_waiting(app)
+        ):
             self.quiet_since = now
             return
         quiet = now - self.quiet_since
@@ -133,7 +160,7 @@ class BuildAhead:
                 self._unlaid.pop()
             self.quiet_since = time.monotonic()
             return
-        if quiet < QUIET_S:
+        if quiet < (PART_QUIET_S if self._slicing else QUIET_S):
             return
         for page_id, held in self.held.items():
             if (
@@ -150,6 +177,7 @@ class BuildAhead:
         if spec is None:
             if self._build_part_ahead():
                 self.quiet_since = time.monotonic()
+                self._slicing = True
             elif not any(held.holding for held in self.held.values()):
                 self.stop()
             return
