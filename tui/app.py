@@ -93,6 +93,7 @@ class TvisApp(Asks, App[None]):
         self.hidden = HiddenPages(self)  # pages off screen catch up only when shown
         self.ahead = BuildAhead(self, self._build_ahead, self._lay_out_ahead)
         self._mounted: set[int] = set()  # id() of the page screens mounted whole
+        self._laid_out: set[int] = set()  # id() of pages built ahead laid out, not rendered
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
@@ -431,15 +432,21 @@ class TvisApp(Asks, App[None]):
         self.run_worker(self._note_mounted(screen, mounted), group="build-ahead")
 
     def _lay_out_ahead(self, page_id: str) -> bool:
-        """Arrange a page built ahead at the terminal's size and render its lines, hidden:
-        its visit then draws what is already laid out and rendered. False while the page
-        is still mounting (to be tried again)."""
+        """Arrange a page built ahead at the terminal's size, then (at the next call) render
+        its lines, hidden: its visit then draws what is already laid out and rendered. False
+        while the page is still mounting or only laid out (to be called again)."""
         screen = self.page_screens.get(page_id)
         if screen is None or screen is self.screen:
+            self._laid_out.discard(id(screen))
             return True  # gone, or shown already: laid out as any page on screen is
         if not screen.is_attached or id(screen) not in self._mounted:
             return False
-        screen._refresh_layout(self.size)
+        if id(screen) not in self._laid_out:
+            # Two slices of quiet, not one: a key that comes between waits for neither.
+            screen._refresh_layout(self.size)
+            self._laid_out.add(id(screen))
+            return False
+        self._laid_out.discard(id(screen))
         screen._compositor.render_update(full=True)
         return True
 
