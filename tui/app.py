@@ -447,6 +447,12 @@ class TvisApp(Asks, App[None]):
             self._laid_out.add(id(screen))
             return False
         self._laid_out.discard(id(screen))
+        if screen._layout_required:
+            # The first layout's resize events changed what some widgets show (and a
+            # hidden screen's update timer never lays it out): laid out again here, not
+            # under its first visit's key, as a screen on show is.
+            screen._refresh_layout(self.size)
+            screen._layout_required = False
         screen._compositor.render_update(full=True)
         return True
 

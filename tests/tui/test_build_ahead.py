@@ -292,3 +292,30 @@ async def test_quiet_spell_work_waits_while_a_key_is_waiting_for_the_app(run_dir
         assert app.ahead.built == built and time.monotonic() - app.ahead.quiet_since < 1
         await pilot.pause()
         assert not build_ahead.input_waiting(app)
+
+
+async def test_a_page_laid_out_ahead_is_laid_out_once_on_its_first_visit(run_dir):
+    """A page built ahead is laid out in one quiet slice and, in the next, laid out again
+    where its widgets' answers to the first layout's resize events asked for it (a hidden
+    screen never lays itself out), then rendered: the key that shows it lays it out once
+    (it was twice: the rest of that cascade, then the tab bar's own layout)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await wait_for(pilot, lambda: "loss" in app.ahead.built, "Loss built ahead", timeout=60)
+        loss = app.page_screens["loss"]
+        await wait_for(
+            pilot,
+            lambda: "loss" not in app.ahead._unlaid and not app.data.busy,
+            "Loss laid out and rendered, hidden",
+            timeout=60,
+        )
+        assert app.screen is not loss and id(loss) not in app._laid_out
+        layouts: list[object] = []
+        lay_out = loss._refresh_layout
+        loss._refresh_layout = lambda *a, **k: layouts.append(a) or lay_out(*a, **k)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.screen is loss, "the Loss page")
+        await pilot.pause(0.3)
+        assert len(layouts) == 1
+        assert app.internal_errors == []

@@ -45,13 +45,14 @@ class PageTabs(Static):
     """``1 Explore  2 Live`` with the current page highlighted; click or press the number."""
 
     DEFAULT_CSS = """
-    PageTabs { dock: top; height: 1; background: $panel; padding: 0 1; }
+    PageTabs { dock: top; width: 1fr; height: 1; background: $panel; padding: 0 1; }
     """
 
     def __init__(self, titles: list[str] | None = None, current: int | None = None) -> None:
         super().__init__()
         self.titles: list[str] = list(titles or [])
         self.current = current
+        self._shown: Text | None = None  # the line drawn last
 
     def on_mount(self) -> None:
         self.watch(self.screen, "focused", self._redraw, init=False)
@@ -77,4 +78,9 @@ class PageTabs(Static):
         hints = key_hints(self.app, self.screen.focused, room)
         if len(hints) <= room:
             text.append(" " * (room + 1 - len(hints)) + hints, style="dim")
-        self.update(text)
+        if text == self._shown:
+            return  # each visit shows the tabs again: a page's first one found them drawn
+        self._shown = text
+        # One line the width of the screen whatever it says: a repaint, never a layout
+        # (which cost a page's first visit a layout of the whole page, 15-20 ms).
+        self.update(text, layout=False)
