@@ -343,13 +343,17 @@ def sweep(
             pass  # it had exited already
 
 
-def first_visits(run: str, pages: list[int] | None, read_s: float) -> dict[str, float | None]:
+def first_visits(
+    run: str, pages: list[int] | None, read_s: float, cpu: dict[str, float] | None = None
+) -> dict[str, float | None]:
     """Per page: its first visit, pressed ``read_s`` after the page before it settled (a
     user reading it; the viewer may build pages ahead meanwhile), seconds to the last byte
     before VISIT_SETTLED_S of silence: a page built on its visit draws its frame, then its
-    content after the agent answers, up to ~0.4 s apart (150 ms cut it at the frame)."""
+    content after the agent answers, up to ~0.4 s apart (150 ms cut it at the frame); and
+    into ``cpu``, the viewer's main thread's CPU seconds over that span."""
     viewer = PtyViewer(run)
     figures: dict[str, float | None] = {}
+    cpu = {} if cpu is None else cpu
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
@@ -361,8 +365,10 @@ def first_visits(run: str, pages: list[int] | None, read_s: float) -> dict[str, 
                 if time.perf_counter() - last >= read_s:
                     break
                 time.sleep(0.01)
+            ran0, _ = main_thread_s(viewer.pid)
             t0 = viewer.press(str(n))
             figures[f"{n} {titles[n - 1]}"] = settle(viewer, t0, VISIT_SETTLED_S)
+            cpu[f"{n} {titles[n - 1]}"] = main_thread_s(viewer.pid)[0] - ran0
         return figures
     finally:
         try:
@@ -901,11 +907,15 @@ def main() -> int:
         return 0
     pages = [int(p) for p in args.pages.split(",")] if args.pages else None
     if args.first_visits is not None:
-        visits = [first_visits(args.run, pages, args.first_visits) for _ in range(args.repeat)]
+        cpus: list[dict[str, float]] = [{} for _ in range(args.repeat)]
+        visits = [first_visits(args.run, pages, args.first_visits, c) for c in cpus]
         for page in visits[0]:
             ms = [round((v[page] or 0) * 1000) for v in visits]
+            cpu_ms = [round(c[page] * 1000) for c in cpus]
             print(
                 f"first visit {page:<12} {statistics.median(ms):>5.0f} ms  ({' · '.join(map(str, ms))})"
+                f"  main-thread CPU {statistics.median(cpu_ms):>4.0f} ms "
+                f"({' · '.join(map(str, cpu_ms))})"
             )
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
