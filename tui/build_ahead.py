@@ -8,7 +8,10 @@ are in it is laid out and rendered at the terminal's size, still hidden. One pag
 spell: its own requests make the viewer busy again, and a key pressed meanwhile is answered
 before the next page starts. The page's modules are imported on a thread first (an import
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
-then, as before.
+then, as before. Once every page is built, the quiet spells do in small slices what a key
+would otherwise do on its first use (Explore's highlighter, the help's drawing), one after
+another while nothing happens. No slice starts while a key the terminal sent waits in the
+app's queue (``input_waiting``): the key is handled first.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
 watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
