@@ -167,6 +167,10 @@ def help_table(
     return section_table(rows, column_widths(sections, wide), wide)
 
 
+WIDTHS_KEPT = 2
+"""Widths (and styles) a help's sections are kept drawn at."""
+
+
 class HelpDrawing:
     """Every section of the help drawn to strips once per width and style, and kept: the
     help of any page is its sections' strips in that page's order, so a page's first `?`
@@ -177,29 +181,32 @@ class HelpDrawing:
         self.sections = all_sections(app, keymap)
         self.widths = column_widths(self.sections, wide)
         self.wide = wide
-        self._drawn: dict[str, list[Strip]] = {}
-        self._at: tuple[int, object] | None = None  # the width and style drawn at
+        # (width, style) -> section title -> its strips; the last WIDTHS_KEPT widths and
+        # styles (a help measured at one width and painted at another draws both once).
+        self._drawn: dict[tuple[int, object], dict[str, list[Strip]]] = {}
         self.draws = 0  # sections drawn, for tests
 
     def strips(
         self, title: str, widget: Widget, width: int, style: Style, options: RenderOptions
     ) -> list[Strip]:
         at = (width, style.rich_style)
-        if at != self._at:
-            self._drawn, self._at = {}, at
-        strips = self._drawn.get(title)
+        if at not in self._drawn:
+            if len(self._drawn) >= WIDTHS_KEPT:
+                del self._drawn[next(iter(self._drawn))]
+            self._drawn[at] = {}
+        drawn = self._drawn[at]
+        strips = drawn.get(title)
         if strips is None:
             table = section_table(self.sections[title], self.widths, self.wide)
             strips = RichVisual(widget, table).render_strips(width, None, style, options)
-            self._drawn[title] = strips
+            drawn[title] = strips
             self.draws += 1
         return strips
 
     def undrawn(self, width: int, style: Style) -> str | None:
         """A section not drawn yet at ``width`` and ``style`` (None: all are)."""
-        if (width, style.rich_style) != self._at:
-            return next(iter(self.sections))
-        return next((t for t in self.sections if t not in self._drawn), None)
+        drawn = self._drawn.get((width, style.rich_style), {})
+        return next((t for t in self.sections if t not in drawn), None)
 
 
 class HelpSections(Visual):
