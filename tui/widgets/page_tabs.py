@@ -45,7 +45,7 @@ class PageTabs(Static):
     """``1 Explore  2 Live`` with the current page highlighted; click or press the number."""
 
     DEFAULT_CSS = """
-    PageTabs { dock: top; width: 1fr; height: 1; background: $panel; padding: 0 1; }
+    PageTabs { dock: top; height: 1; background: $panel; padding: 0 1; }
     """
 
     def __init__(self, titles: list[str] | None = None, current: int | None = None) -> None:
@@ -79,8 +79,8 @@ class PageTabs(Static):
         if len(hints) <= room:
             text.append(" " * (room + 1 - len(hints)) + hints, style="dim")
         if text == self._shown:
-            return  # each visit shows the tabs again: a page's first one found them drawn
+            # Each visit shows the tabs again; a page built ahead has them drawn already,
+            # and an update asked for a layout of the whole page under the key.
+            return
         self._shown = text
-        # One line the width of the screen whatever it says: a repaint, never a layout
-        # (which cost a page's first visit a layout of the whole page, 15-20 ms).
-        self.update(text, layout=False)
+        self.update(text)
