@@ -49,6 +49,13 @@ Embeddings' point (j, k: the sample every page follows), each
 after a 1 s rest, from the key to its picture on screen, wall and CPU; ``--repeat`` rounds;
 ``--latency MS`` adds MS to every request (a slow ssh link's round trip).
 
+``--gaps N`` opens a fresh `tvis tui`, switches to each page of ``--pages`` (default 3,
+Loss) as soon as the first page has settled — its other pages not built ahead yet — and
+presses N keys of its list (`j`, `k`) at gaps of 0.2–1.0 s (``GAPS_S``), ``--repeat``
+viewers: per gap, the wall time to a settled screen and the main thread's CPU time. Keys
+after a gap longer than the quiet spell land on work done ahead (a page's build, its
+layout, the help's drawing).
+
 ``--switch-walk N`` presses Explore's `.` N times (batches not shown before), then `,` N
 times, 1 s apart, each to a settled screen.
 
@@ -336,13 +343,17 @@ def sweep(
             pass  # it had exited already
 
 
-def first_visits(run: str, pages: list[int] | None, read_s: float) -> dict[str, float | None]:
+def first_visits(
+    run: str, pages: list[int] | None, read_s: float, cpu: dict[str, float] | None = None
+) -> dict[str, float | None]:
     """Per page: its first visit, pressed ``read_s`` after the page before it settled (a
     user reading it; the viewer may build pages ahead meanwhile), seconds to the last byte
     before VISIT_SETTLED_S of silence: a page built on its visit draws its frame, then its
-    content after the agent answers, up to ~0.4 s apart (150 ms cut it at the frame)."""
+    content after the agent answers, up to ~0.4 s apart (150 ms cut it at the frame); and
+    into ``cpu``, the viewer's main thread's CPU seconds over that span."""
     viewer = PtyViewer(run)
     figures: dict[str, float | None] = {}
+    cpu = {} if cpu is None else cpu
     try:
         viewer.wait_for("1 Replay", 0.0, timeout=120)
         viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
@@ -354,8 +365,10 @@ def first_visits(run: str, pages: list[int] | None, read_s: float) -> dict[str, 
                 if time.perf_counter() - last >= read_s:
                     break
                 time.sleep(0.01)
+            ran0, _ = main_thread_s(viewer.pid)
             t0 = viewer.press(str(n))
             figures[f"{n} {titles[n - 1]}"] = settle(viewer, t0, VISIT_SETTLED_S)
+            cpu[f"{n} {titles[n - 1]}"] = main_thread_s(viewer.pid)[0] - ran0
         return figures
     finally:
         try:
@@ -676,6 +689,37 @@ def switch_walk(run: str, n: int) -> list[str]:
         viewer.close()
 
 
+GAPS_S = (0.2, 0.6, 1.0, 0.4, 0.8)
+"""``--gaps``: the pauses between keys, in turn: shorter and longer than the quiet spell
+(``build_ahead.QUIET_S``, 0.5 s) after which pages are built ahead and the help drawn."""
+
+GAP_KEYS = ("j", "k")
+"""``--gaps``: keys of the Loss page's list that ask the agent for nothing new."""
+
+
+def gap_keys(run: str, page: int, n: int) -> list[tuple[float, float | None, float]]:
+    """In a fresh `tvis tui`, as soon as its first page has settled (every other page still
+    to be built ahead): page ``page``, then ``n`` keys (``GAP_KEYS`` in turn), each pressed
+    a gap of ``GAPS_S`` (in turn) after the previous one's screen settled, so that some land
+    in quiet-spell work. Per key: its gap, the wall time to a settled screen and the
+    viewer's main thread's CPU time meanwhile."""
+    viewer = PtyViewer(run)
+    taken = []
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        settle(viewer, viewer.press(str(page)), VISIT_SETTLED_S)
+        for i in range(n):
+            gap = GAPS_S[i % len(GAPS_S)]
+            time.sleep(gap)
+            ran0, _ = main_thread_s(viewer.pid)
+            took = settle(viewer, viewer.press(GAP_KEYS[i % len(GAP_KEYS)]))
+            taken.append((gap, took, main_thread_s(viewer.pid)[0] - ran0))
+        return taken
+    finally:
+        viewer.close()
+
+
 def switch_after_visits(run: str, visits: list[int], page: int, n: int) -> list[tuple]:
     """``visits`` (each settled and read 1 s), then ``page``, then `.` and `,` in turn ``n``
     times each: (key, seconds to a settled screen, CPU seconds of the viewer meanwhile)."""
@@ -760,6 +804,13 @@ def main() -> int:
         "--switch-after-visits", metavar="PAGES", help="visit PAGES (or 0), then `.` on --pages"
     )
     parser.add_argument(
+        "--gaps",
+        type=int,
+        metavar="N",
+        default=0,
+        help="N keys on --pages (default 3) at varied gaps after the first page settled",
+    )
+    parser.add_argument(
         "--viewer-keys",
         type=float,
         metavar="READY_S",
@@ -779,6 +830,22 @@ def main() -> int:
                 f"median {_ms(statistics.median(w or 0.0 for w in walls))} / "
                 f"{_ms(statistics.median(cpus))}"
             )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
+    if args.gaps:
+        for page in [int(p) for p in (args.pages or "3").split(",")]:
+            taken = [k for _ in range(args.repeat) for k in gap_keys(args.run, page, args.gaps)]
+            for gap in sorted(set(GAPS_S)):
+                walls = [w or 0.0 for g, w, _ in taken if g == gap]
+                cpus = [c for g, _, c in taken if g == gap]
+                print(
+                    f"page {page} gap {gap:.1f} s: ×{len(walls)} wall median "
+                    f"{statistics.median(walls) * 1000:.0f} max {max(walls) * 1000:.0f} ms, "
+                    f"main-thread CPU median {statistics.median(cpus) * 1000:.0f} "
+                    f"max {max(cpus) * 1000:.0f} ms"
+                )
+            walls = [w or 0.0 for _, w, _ in taken]
+            print(f"page {page} all: over 50 ms {sum(w > 0.05 for w in walls)} of {len(walls)}")
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0
     if args.switch_after_visits:
@@ -840,11 +907,15 @@ def main() -> int:
         return 0
     pages = [int(p) for p in args.pages.split(",")] if args.pages else None
     if args.first_visits is not None:
-        visits = [first_visits(args.run, pages, args.first_visits) for _ in range(args.repeat)]
+        cpus: list[dict[str, float]] = [{} for _ in range(args.repeat)]
+        visits = [first_visits(args.run, pages, args.first_visits, c) for c in cpus]
         for page in visits[0]:
             ms = [round((v[page] or 0) * 1000) for v in visits]
+            cpu_ms = [round(c[page] * 1000) for c in cpus]
             print(
                 f"first visit {page:<12} {statistics.median(ms):>5.0f} ms  ({' · '.join(map(str, ms))})"
+                f"  main-thread CPU {statistics.median(cpu_ms):>4.0f} ms "
+                f"({' · '.join(map(str, cpu_ms))})"
             )
         print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
         return 0

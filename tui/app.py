@@ -98,6 +98,7 @@ class TvisApp(Asks, App[None]):
         self.collector = QuietCollector(self)
         self.collects_quietly = False
         self._mounted: set[int] = set()  # id() of the page screens mounted whole
+        self._laid_out: set[int] = set()  # id() of pages built ahead laid out, not rendered
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
@@ -457,15 +458,27 @@ class TvisApp(Asks, App[None]):
         self.run_worker(self._note_mounted(screen, mounted), group="build-ahead")
 
     def _lay_out_ahead(self, page_id: str) -> bool:
-        """Arrange a page built ahead at the terminal's size and render its lines, hidden:
-        its visit then draws what is already laid out and rendered. False while the page
-        is still mounting (to be tried again)."""
+        """Arrange a page built ahead at the terminal's size, then (at the next call) render
+        its lines, hidden: its visit then draws what is already laid out and rendered. False
+        while the page is still mounting or only laid out (to be called again)."""
         screen = self.page_screens.get(page_id)
         if screen is None or screen is self.screen:
+            self._laid_out.discard(id(screen))
             return True  # gone, or shown already: laid out as any page on screen is
         if not screen.is_attached or id(screen) not in self._mounted:
             return False
-        screen._refresh_layout(self.size)
+        if id(screen) not in self._laid_out:
+            # Two slices of quiet, not one: a key that comes between waits for neither.
+            screen._refresh_layout(self.size)
+            self._laid_out.add(id(screen))
+            return False
+        self._laid_out.discard(id(screen))
+        if screen._layout_required:
+            # The first layout's resize events changed what some widgets show (and a
+            # hidden screen's update timer never lays it out): laid out again here, not
+            # under its first visit's key, as a screen on show is.
+            screen._refresh_layout(self.size)
+            screen._layout_required = False
         screen._compositor.render_update(full=True)
         return True
 
@@ -506,6 +519,28 @@ class TvisApp(Asks, App[None]):
         return page if isinstance(page, ExplorePage) else None
 
     # -- actions -------------------------------------------------------------------------
+
+    def help_ahead(self) -> bool:
+        """One slice of the help made ahead in a quiet spell: mounted hidden, then laid out,
+        then one section drawn at a time (``HelpScreen.draw_ahead``), so that no `?` draws
+        its ~170 lines (55 ms). False once it is all done."""
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(), "help")
+            screen, mounted = self._get_screen("help")
+            self._load_screen_css(screen)
+            screen._screen_resized(self.size)
+            self.run_worker(self._note_mounted(screen, mounted), group="build-ahead")
+            return True
+        help = self.get_screen("help")
+        if not isinstance(help, HelpScreen) or help in self.screen_stack:
+            return False  # shown: drawn as it shows
+        if id(help) not in self._mounted:
+            return help.is_attached  # still mounting (or gone)
+        table = help.query_one("#help-table")
+        if help.size != self.size or not table.content_region.width:
+            help._refresh_layout(self.size)
+            return bool(table.content_region.width)
+        return help.draw_ahead()
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -8,7 +8,10 @@ are in it is laid out and rendered at the terminal's size, still hidden. One pag
 spell: its own requests make the viewer busy again, and a key pressed meanwhile is answered
 before the next page starts. The page's modules are imported on a thread first (an import
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
-then, as before.
+then, as before. Once every page is built, the quiet spells do in small slices what a key
+would otherwise do on its first use (Explore's highlighter, the help's drawing), one after
+another while nothing happens. No slice starts while a key the terminal sent waits in the
+app's queue (``input_waiting``): the key is handled first.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
 watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
@@ -28,8 +31,10 @@ import gc
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+
+from textual import events
 
 from tvis.tui.pages import warm
 
@@ -48,11 +53,25 @@ one between two keys."""
 LAY_OUT_QUIET_S = 0.15
 """A page built ahead is laid out once its answers are in and this long has passed quietly."""
 
+PART_QUIET_S = 0.15
+"""Every page built, the small slices that follow one another (the help's drawing) once this
+long has passed quietly, within one quiet spell: a key starts the wait for ``QUIET_S`` again."""
+
 TICK_S = 0.1
 """How often the app looks whether it is quiet."""
 
 ORDER = ("explore",)
 """Built first, ahead of the tab bar's order: the page most first visits go to."""
+
+
+def input_waiting(app: TvisApp) -> bool:
+    """Whether a key, a mouse event or a paste waits in the app's queue: the driver's thread
+    has read it, the app has not handled it yet. Quiet-spell work then waits for a later
+    tick, so that a key pressed just as a slice would start is answered first."""
+    waiting: Iterable[object] = (
+        app._message_queue.values
+    )  # Textual's own queue (``textual._queue``): a deque
+    return any(isinstance(m, (events.Key, events.MouseEvent, events.Paste)) for m in waiting)
 
 
 class BuildAhead:
@@ -72,6 +91,7 @@ class BuildAhead:
         self.freezes = False  # `tvis tui` sets it: a test's app leaves the collector alone
         self._freeze_due = True  # the first page's objects, once it has settled
         self._imports: dict[str, threading.Thread] = {}  # page module -> its import
+        self._slicing = False  # a part was done ahead in this quiet spell: the next comes soon
 
     def start(self) -> None:
         """Begin watching for quiet spells (once the first page is on screen)."""
@@ -96,6 +116,7 @@ class BuildAhead:
 
     def input_seen(self) -> None:
         self.quiet_since = time.monotonic()
+        self._slicing = False
 
     def next_page(self) -> PageSpec | None:
         """The next page to build: Explore first, then the others in the tab bar's order."""
@@ -109,9 +130,12 @@ class BuildAhead:
 
     def _build_part_ahead(self) -> bool:
         """Every page built: what a page would otherwise do on a key's first use (Explore's
-        source highlighter), one per quiet spell. False when nothing is left."""
+        source highlighter, the help drawn), one slice per quiet spell. False when nothing
+        is left."""
         explore = self.app.explore_page()
-        return explore is not None and explore.warm_ahead()
+        if explore is not None and explore.warm_ahead():
+            return True
+        return self.app.help_ahead()
 
     def tick(self) -> None:
         app = self.app
@@ -122,7 +146,13 @@ class BuildAhead:
             held.wrap()
         now = time.monotonic()
         data = app.data
-        if data is None or data.busy or app.offline is not None or app.run_name is None:
+        if (
+            data is None
+            or data.busy
+            or app.offline is not None
+            or app.run_name is None
+            or input_waiting(app)
+        ):
             self.quiet_since = now
             return
         quiet = now - self.quiet_since
@@ -133,7 +163,7 @@ class BuildAhead:
                 self._unlaid.pop()
             self.quiet_since = time.monotonic()
             return
-        if quiet < QUIET_S:
+        if quiet < (PART_QUIET_S if self._slicing else QUIET_S):
             return
         for page_id, held in self.held.items():
             if (
@@ -150,6 +180,7 @@ class BuildAhead:
         if spec is None:
             if self._build_part_ahead():
                 self.quiet_since = time.monotonic()
+                self._slicing = True
             elif not any(held.holding for held in self.held.values()):
                 self.stop()
             return

@@ -7,11 +7,12 @@ from pathlib import Path
 from fake_client import FakeClient
 from rich.style import Style
 from textual.command import CommandPalette
+from textual.visual import RenderOptions
 from viewer_support import make_app, open_explore, render_text, screen_text, showing, wait_for
 
 from tvis.tui import keys
 from tvis.tui.app import TvisApp
-from tvis.tui.help import HelpScreen, help_table
+from tvis.tui.help import ID_COLUMN_FROM, HelpScreen, help_table
 from tvis.tui.run_picker import RunPicker
 
 
@@ -103,27 +104,28 @@ async def test_help_shows_the_keys_on_screen_first_then_every_other_binding(run_
 async def test_help_is_built_once_and_shown_again_with_the_keys_of_the_page_under_it(
     run_dir: Path,
 ):
-    """A second `?` shows the same screen (nothing composed or mounted again) and, on the
-    same page, the table drawn the first time; over another page it lists that page's keys
-    first, and opens at its top."""
+    """A second `?` shows the same screen (nothing composed or mounted again) and the
+    sections drawn the first time; over another page it lists that page's keys first, from
+    the same drawn sections (not one section drawn again), and opens at its top."""
     from textual.containers import VerticalScroll
     from textual.widgets import Static
 
-    from tvis.tui.help import DrawnOnce
+    from tvis.tui.help import HelpSections
 
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
+        app.ahead.stop()  # no quiet spell draws the help ahead: the `?` draws it here
         await pilot.press("question_mark")
         help = await wait_for(
             pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, "help"
         )
         table = help.query_one("#help-table", Static)
-        drawn = await wait_for(
-            pilot, lambda: isinstance(table.visual, DrawnOnce) and table.visual, "the table"
+        shown = await wait_for(
+            pilot, lambda: isinstance(table.visual, HelpSections) and table.visual, "the help"
         )
-        await wait_for(pilot, lambda: drawn._strips, "the table drawn")
-        strips = drawn._strips
+        drawing = shown.drawing
+        await wait_for(pilot, lambda: drawing.draws == len(drawing.sections), "every section")
         widgets = list(help.walk_children())
         await pilot.press("j", "j", "escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
@@ -131,7 +133,7 @@ async def test_help_is_built_once_and_shown_again_with_the_keys_of_the_page_unde
         await wait_for(pilot, lambda: app.screen is help, "the same help screen")
         await pilot.pause()
         assert list(help.walk_children()) == widgets  # nothing mounted again
-        assert table.visual is drawn and drawn._strips is strips  # not drawn again
+        assert table.visual is shown  # the same sections, in the same order
         assert help.query_one(VerticalScroll).scroll_y == 0  # at its top, not where it was left
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
@@ -141,6 +143,41 @@ async def test_help_is_built_once_and_shown_again_with_the_keys_of_the_page_unde
         await wait_for(pilot, lambda: app.screen is help, "the same help screen")
         text = await wait_for(pilot, lambda: showing(app, "loss."), "the Loss keys")
         assert text.index("loss.") < text.index("Everywhere") and "tree.expand" not in text
+        assert table.visual is not shown and table.visual.drawing is drawing
+        assert drawing.draws == len(drawing.sections)  # the Loss help drew nothing
+
+
+async def test_help_drawn_section_by_section_reads_as_the_one_table(run_dir: Path):
+    """The sections, drawn apart and stacked, are the help as one table: the same lines,
+    the columns lined up, at a wide help and a narrow one (ids under the descriptions)."""
+    for size in ((120, 40), (70, 40)):
+        drawn, whole, wide = await help_drawn_and_whole(make_app(run_dir), size)
+        assert drawn == whole
+        assert any("tree.up" in line and "Up" in line for line in drawn) == wide
+
+
+async def help_drawn_and_whole(app, size: tuple[int, int]) -> tuple[list[str], list[str], bool]:
+    """The help of Explore as drawn on screen, section by section, and as one table; and
+    whether it was wide enough for a column of ids."""
+    from textual.widgets import Static
+
+    async with app.run_test(size=size) as pilot:
+        await open_explore(pilot)
+        await pilot.press("question_mark")
+        help = await wait_for(
+            pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, "help"
+        )
+        table = help.query_one("#help-table", Static)
+        await wait_for(pilot, lambda: table.content_region.height > 100, "the help drawn")
+        width = table.content_region.width
+        options = RenderOptions(table._get_style, table.styles)
+        drawn = table.visual._lines(width, table.visual_style, options)
+        whole = render_text(help_table(app, app.keymap, help.first, width), width=width)
+        return (
+            [strip.text.rstrip() for strip in drawn],
+            [line.rstrip() for line in whole.splitlines()],
+            width >= ID_COLUMN_FROM,
+        )
 
 
 async def test_help_on_the_live_page_lists_the_live_keys_first():
@@ -413,3 +450,23 @@ async def test_the_run_is_asked_for_by_the_connection_itself_once(run_dir):
         await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
         assert asked == [True]
         assert app.run_name is not None and app.internal_errors == []
+
+
+async def test_the_tab_bar_shown_again_unchanged_is_left_as_drawn(run_dir: Path):
+    """Each visit shows the page's tab bar again: unchanged (a page built ahead composed it
+    with its own tab current) it is left as drawn, asking no layout of the page under the
+    key; changed, it is drawn again."""
+    from tvis.tui.widgets.page_tabs import PageTabs
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        tabs = app.screen.query_one(PageTabs)
+        await pilot.pause()
+        drawn = tabs.visual
+        tabs.show(list(tabs.titles), tabs.current)
+        assert tabs.visual is drawn and not tabs._layout_required
+        tabs.show(list(tabs.titles), 0)
+        assert tabs.visual is not drawn
+        await pilot.pause()
+        assert " 1 Replay " in screen_text(app).splitlines()[0]

@@ -7,7 +7,14 @@ import subprocess
 import sys
 import time
 
-from viewer_support import count_requests, make_app, open_explore, screen_text, wait_for
+from viewer_support import (
+    count_requests,
+    make_app,
+    open_explore,
+    screen_text,
+    showing,
+    wait_for,
+)
 
 from tvis.tui import build_ahead
 
@@ -235,4 +242,82 @@ async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_
         await pilot.pause(1.5)  # the quiet spells after it
         assert page.visible_panes() == ["calls", "inspector"]
         assert len(list(page.walk_children())) == widgets
+        assert app.internal_errors == []
+
+
+async def test_the_help_is_drawn_ahead_in_quiet_slices_and_a_first_question_mark_draws_nothing(
+    run_dir,
+):
+    """Once every page is built, quiet spells mount the help hidden and draw its sections a
+    slice at a time, at the width it will show them: its first `?` on any page only stacks
+    them."""
+    from tvis.tui.help import HelpScreen
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+
+        def drawn():
+            if not app.is_screen_installed("help"):
+                return None
+            help = app.get_screen("help")
+            drawings = list(help._drawings.values())
+            if drawings and drawings[0].draws == len(drawings[0].sections):
+                return help, drawings[0]
+            return None
+
+        help, drawing = await wait_for(pilot, drawn, "the help drawn ahead", timeout=60)
+        assert app.screen is not help  # hidden until asked for
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: app.screen is help, "the help shown")
+        await wait_for(pilot, lambda: showing(app, "tree.expand"), "its keys")
+        assert list(help._drawings.values()) == [drawing] and drawing.draws == len(drawing.sections)
+        assert isinstance(help, HelpScreen) and app.internal_errors == []
+
+
+async def test_quiet_spell_work_waits_while_a_key_is_waiting_for_the_app(run_dir):
+    """A key the driver has handed the app, not handled yet, holds the quiet-spell work back
+    (no page is built under it) and starts the wait for quiet again; once handled, the work
+    goes on. (``input_waiting`` reads the app's queue: Textual's insides.)"""
+    from textual import events
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await wait_for(pilot, lambda: not app.data.busy, "Explore's answers in")
+        assert not build_ahead.input_waiting(app)
+        app.post_message(events.Key("x", "x"))  # as the driver posts it; handled at the next turn
+        assert build_ahead.input_waiting(app)
+        app.ahead.quiet_since = time.monotonic() - 60  # long quiet, were it not for the key
+        built = list(app.ahead.built)
+        app.ahead.tick()
+        assert app.ahead.built == built and time.monotonic() - app.ahead.quiet_since < 1
+        await pilot.pause()
+        assert not build_ahead.input_waiting(app)
+
+
+async def test_a_page_laid_out_ahead_is_laid_out_once_on_its_first_visit(run_dir):
+    """A page built ahead is laid out in one quiet slice and, in the next, laid out again
+    where its widgets' answers to the first layout's resize events asked for it (a hidden
+    screen never lays itself out), then rendered: the key that shows it lays it out once
+    (it was twice: the rest of that cascade, then the tab bar's own layout)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await wait_for(pilot, lambda: "loss" in app.ahead.built, "Loss built ahead", timeout=60)
+        loss = app.page_screens["loss"]
+        await wait_for(
+            pilot,
+            lambda: "loss" not in app.ahead._unlaid and not app.data.busy,
+            "Loss laid out and rendered, hidden",
+            timeout=60,
+        )
+        assert app.screen is not loss and id(loss) not in app._laid_out
+        layouts: list[object] = []
+        lay_out = loss._refresh_layout
+        loss._refresh_layout = lambda *a, **k: layouts.append(a) or lay_out(*a, **k)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.screen is loss, "the Loss page")
+        await pilot.pause(0.3)
+        assert len(layouts) == 1
         assert app.internal_errors == []

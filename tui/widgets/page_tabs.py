@@ -52,6 +52,7 @@ class PageTabs(Static):
         super().__init__()
         self.titles: list[str] = list(titles or [])
         self.current = current
+        self._shown: Text | None = None  # the line drawn last
 
     def on_mount(self) -> None:
         self.watch(self.screen, "focused", self._redraw, init=False)
@@ -77,4 +78,9 @@ class PageTabs(Static):
         hints = key_hints(self.app, self.screen.focused, room)
         if len(hints) <= room:
             text.append(" " * (room + 1 - len(hints)) + hints, style="dim")
+        if text == self._shown:
+            # Each visit shows the tabs again; a page built ahead has them drawn already,
+            # and an update asked for a layout of the whole page under the key.
+            return
+        self._shown = text
         self.update(text)
