@@ -65,7 +65,8 @@ def _same_call(app, batch: int, call: int, other: int) -> int:
 
 
 async def _switched(pilot, page, batch: int, call: int) -> None:
-    """The tree, the inspector's cards and its On image view all on ``call`` of ``batch``."""
+    """The tree, the inspector's cards and its On image view all on ``call`` of ``batch``
+    (a hidden inspector's cards ask their pictures only once it is shown)."""
     inspector = page.inspector
     image = inspector.layer_views.query_one(OnImageView)
     await wait_for(
@@ -75,7 +76,7 @@ async def _switched(pilot, page, batch: int, call: int) -> None:
             and inspector.shown is not None
             and (inspector.shown.batch, inspector.shown.call) == (batch, call)
             and inspector.cards
-            and all(c.has_data for c in inspector.cards)
+            and (not inspector.size.width or all(c.has_data for c in inspector.cards))
             and image.drawn is not None
             and (image.drawn.batch, image.drawn.call) == (batch, call)
         ),
@@ -298,6 +299,10 @@ async def test_a_pane_opened_after_the_selection_rested_is_fetched_for_the_switc
         mine = [a for a in asked if not a.get("background")]
         assert [a for a in mine if a["method"] in ("samples", "image", "view")] == []
         assert [a for a in mine if a["method"] == "layers" and a.get("batch") == first] == []
+        asked.clear()
+        await pilot.press("i")  # the inspector back: its cards were fetched while hidden
+        await _switched(pilot, page, following, call)
+        assert [a for a in asked if not a.get("background") and a["method"] == "view"] == []
         assert app.internal_errors == []
 
 
