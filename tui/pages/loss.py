@@ -25,6 +25,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.loss_ctc import ctc_cells, ctc_note, ctc_text
 from tvis.tui.pages.loss_labels import labels_text
 from tvis.tui.pages.loss_soft import soft_targets_text
 from tvis.tui.pages.page import Page
@@ -218,6 +219,16 @@ class LossCurve(AgentPane):
         return text
 
 
+CTC_COLUMNS = (
+    LineColumn(""),
+    LineColumn("sample"),
+    LineColumn("target"),
+    LineColumn("predicted"),
+    LineColumn("loss", right=True),
+)
+"""The per-sample table's columns for a CTC loss."""
+
+
 class WorstTable(LineTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
 
@@ -248,12 +259,15 @@ class WorstTable(LineTable):
         if followed != self.followed:
             was = followed
         self.rows, self.followed = rows, followed
+        # A CTC loss has no p(target): each sample's target and transcription instead.
+        texts = any("target_ids" in row for row in rows)
+        self.columns = CTC_COLUMNS if texts else WorstTable.columns
         self._cells = [
             (
                 Text("●" if row["sample"] == followed else " ", style=colors.PHASE["data"]),
                 str(row["sample"]),
-                fmt.num(row.get("p_target")),
-                fmt.num(row.get("neg_log_p")),
+                *(ctc_cells(row) if texts else (fmt.num(row.get("p_target")),)),
+                *(() if texts else (fmt.num(row.get("neg_log_p")),)),
                 Text(fmt.num(row.get("loss")), style=colors.PHASE["loss"]),
             )
             for row in rows
@@ -546,6 +560,8 @@ class LossView(AgentPane):
                 self.draw_confusion()
         elif detail.get("multilabel"):
             self._draw_labels()
+        elif detail.get("ctc"):
+            self._draw_ctc()
         else:
             self._draw_regression()
 
@@ -746,6 +762,17 @@ class LossView(AgentPane):
         self.query_one("#loss-kind", Static).update(text)
         self._clear_extras()
 
+    def _draw_ctc(self) -> None:
+        """A CTC loss: how its transcriptions match their targets, then the per-sample
+        histogram; the followed sample's pair in full beside them."""
+        detail = self.detail or {}
+        text = ctc_text(self.samples, detail.get("ctc"))
+        text.append("\n")
+        text.append_text(self._histograms())
+        self.query_one("#loss-kind", Static).update(text)
+        self.query_one("#loss-picture", Picture).clear()
+        self.query_one("#loss-note", Static).update(ctc_note(self.samples, self.app.sample))
+
     # -- following the app ---------------------------------------------------------------
 
     def sample_changed(self) -> None:
@@ -758,6 +785,8 @@ class LossView(AgentPane):
             self._load_table()
         elif self.detail.get("multilabel"):
             self._draw_labels()
+        elif self.detail.get("ctc"):
+            self._draw_ctc()
 
 
 class LossPage(Page):
