@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from helpers import record_here
 
+from tvis.record.ctc_decode import collapse, decoded
 from tvis.record.ctc_vocabulary import BLANK, of_sequence, without_blank
 from tvis.store.reader import RunReader
 
@@ -18,7 +19,7 @@ T, B, FEATURES = 12, 3, 8
 def _setup(classes: int = 29):
     torch.manual_seed(0)
     model = torch.nn.Linear(FEATURES, classes)
-    frames = torch.randn(T, B, FEATURES)
+    frames = torch.randn(T // 3, B, FEATURES).repeat_interleave(3, 0)  # repeats to collapse
     targets = torch.tensor([[3, 4, 4, 0], [9, 1, 0, 0], [20, 21, 22, 23]])  # padded (B, S)
     target_lengths = [3, 2, 4]
     input_lengths = [12, 9, 7]
@@ -58,6 +59,7 @@ def test_each_samples_target_and_greedy_transcription_are_recorded(tmp_path, con
     assert found["blank"] == 0 and found["classes"] == 29
     assert found["targets"] == [[3, 4, 4], [9, 1], [20, 21, 22, 23]]
     assert found["preds"] == _greedy(log_probs, input_lengths, 0)
+    assert len(found["preds"][0]) < input_lengths[0]  # each frame's class said once
     data = run.index()["data"]
     assert data["vocab"] == [BLANK, *CHARS]
     assert "itos dict" in data["vocab_source"] and "blank 0 added" in data["vocab_source"]
@@ -82,6 +84,25 @@ def test_without_a_character_map_the_run_says_why(tmp_path):
     data = run.index()["data"]
     assert "vocab" not in data
     assert "no character map fits the CTC model's 29 classes (blank 0)" in data["vocab_why"]
+
+
+def test_the_best_path_keeps_a_label_repeated_across_a_blank():
+    assert collapse([1, 1, 0, 1, 2, 2, 0, 0, 3], 0) == [1, 1, 2, 3]
+    assert collapse([5, 5, 5], 5) == []
+
+
+def test_an_unbatched_call_is_one_sample():
+    model, frames, _, _, _ = _setup()
+    with torch.no_grad():
+        log_probs = F.log_softmax(model(frames[:, 0]), dim=-1)  # (T, C)
+    params = {"log_probs": log_probs, "targets": torch.tensor([3, 4]), "blank": 0}
+    found = decoded({**params, "input_lengths": T, "target_lengths": torch.tensor(2)})
+    assert found == {
+        "blank": 0,
+        "targets": [[3, 4]],
+        "preds": _greedy(log_probs[:, None], [T], 0),
+    }
+    assert decoded({**params, "input_lengths": [T, T], "target_lengths": 2}) is None
 
 
 def test_maps_that_leave_out_the_blank_wherever_it_is():

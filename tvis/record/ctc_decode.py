@@ -71,6 +71,8 @@ def _lengths(value, batch: int) -> list[int] | None:
     not one non-negative length per sample."""
     if isinstance(value, torch.Tensor):
         value = value.detach().reshape(-1).tolist()
+    elif isinstance(value, int) and batch == 1:  # an unbatched call's one length
+        value = [value]
     if not isinstance(value, (list, tuple)) or len(value) != batch:
         return None
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
