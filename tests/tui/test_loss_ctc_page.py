@@ -44,3 +44,14 @@ async def test_loss_page_of_a_ctc_model_shows_targets_and_transcriptions_as_text
         note = str(view.query_one("#loss-note").render())
         assert "sample 1" in note and "“no”" in note and "16 17" in note  # n, o
         assert app.internal_errors == []
+
+
+def test_long_texts_share_a_narrow_table_and_the_loss_stays_in_view():
+    from tvis.tui.pages.loss import fit_texts
+
+    widths = [1, 6, 48, 48, 5]  # two 48-character texts
+    assert fit_texts(widths, 200) == widths  # room for both
+    fitted = fit_texts(widths, 44)
+    assert sum(w + 2 for w in fitted) <= 44 and fitted[2] == fitted[3] == 11
+    fitted = fit_texts([1, 6, 48, 9, 5], 44)  # a short prediction keeps its width
+    assert fitted[3] == 9 and sum(w + 2 for w in fitted) == 44

@@ -229,6 +229,26 @@ CTC_COLUMNS = (
 """The per-sample table's columns for a CTC loss."""
 
 
+def fit_texts(widths: list[int], width: int) -> list[int]:
+    """A CTC table's widths in ``width`` cells (each column padded by one cell a side): the
+    target and predicted texts share what the other columns leave, each at least its
+    title, so the loss stays in view and a long text ends in "…"."""
+    others = sum(w + 2 for i, w in enumerate(widths) if i not in (2, 3))
+    room = width - others - 4
+    target, pred = widths[2], widths[3]
+    if target + pred <= room:
+        return widths
+    half = max(room // 2, len("predicted"))
+    target, pred = min(target, max(half, room - pred)), min(pred, max(half, room - target))
+    return [
+        widths[0],
+        widths[1],
+        max(target, len("target")),
+        max(pred, len("predicted")),
+        widths[4],
+    ]
+
+
 class WorstTable(LineTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
 
@@ -283,7 +303,9 @@ class WorstTable(LineTable):
         self.fill([], self.followed or 0)
 
     def column_widths(self, width: int) -> list[int]:
-        return self._widths
+        if self.columns is not CTC_COLUMNS:
+            return self._widths
+        return fit_texts(self._widths, width)
 
     def cells(self, row: int) -> tuple[Text | str, ...]:
         return self._cells[row]

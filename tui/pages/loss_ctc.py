@@ -13,8 +13,8 @@ from rich.text import Text
 
 from tvis.tui import colors, fmt
 
-# Characters of a text in the per-sample table's cells.
-CELL = 24
+# Characters of a text in the per-sample table's cells (narrower tables cut them further).
+CELL = 48
 
 
 def ctc_text(rows: list[dict[str, Any]], summary: dict[str, Any] | None) -> Text:
