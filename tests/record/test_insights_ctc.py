@@ -66,6 +66,7 @@ def test_each_samples_target_and_greedy_transcription_are_recorded(tmp_path, con
 
 
 def test_a_string_indexed_from_one_is_the_character_map(tmp_path):
+    text = CHARS  # noqa: F841 (not a map by this name, still one by the next)
     alphabet = CHARS  # noqa: F841 (found by the recorder)
     run, _, _ = _record(tmp_path)
     data = run.index()["data"]

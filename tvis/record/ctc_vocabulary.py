@@ -77,6 +77,13 @@ def _maps(frame, rec, classes: int, blank: int):
 
 
 def _look(value, name: str, classes: int, blank: int, seen: set[int], depth: int):
+    if isinstance(value, (str, list, tuple)):  # a map by its name: each name is looked at
+        tokens = of_sequence(value, name, classes, blank)
+        if tokens is not None:
+            kind = "string" if isinstance(value, str) else "list"
+            added = "" if len(value) == classes else f", blank {blank} added"
+            yield f"{name} {kind} ({len(value)} entries{added})", tokens
+        return
     if id(value) in seen or isinstance(value, _NOT_MAPS):
         return
     seen.add(id(value))
@@ -84,13 +91,6 @@ def _look(value, name: str, classes: int, blank: int, seen: set[int], depth: int
         tokens = without_blank(value, classes, blank)
         if tokens is not None:
             yield f"{name} dict ({classes - 1} characters, blank {blank} added)", tokens
-        return
-    if isinstance(value, (str, list, tuple)):
-        tokens = of_sequence(value, name, classes, blank)
-        if tokens is not None:
-            kind = "string" if isinstance(value, str) else "list"
-            added = "" if len(value) == classes else f", blank {blank} added"
-            yield f"{name} {kind} ({len(value)} entries{added})", tokens
         return
     fields = getattr(value, "__dict__", None)
     if depth >= _DEPTH or not isinstance(fields, dict):
@@ -118,6 +118,8 @@ _NOT_MAPS = (
 def of_sequence(value, name: str, classes: int, blank: int) -> list[str] | None:
     """A named string or list of distinct characters (or tokens): all ``classes`` with the
     blank's own entry (``"_"`` at 0), or every class but the blank (indexed from 1)."""
+    if len(value) not in (classes, classes - 1):
+        return None
     if not any(stem in name.lower() for stem in _SEQUENCE_NAMES):
         return None
     tokens = list(value)
