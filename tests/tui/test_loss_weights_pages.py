@@ -342,7 +342,7 @@ def _cells(strip) -> list[tuple]:
 def _thumb_box(grid: ThumbGrid, index: int) -> tuple[int, int, int]:
     """Thumbnail ``index``'s first line in the grid's content, its first and end column."""
     row, column = divmod(index, grid.PER_ROW)
-    edges = grid.column_edges(grid.drawn_width)
+    edges = grid.column_edges(grid.drawn_width, grid.row_size(row))
     return row * grid.ROW_HEIGHT, edges[column], edges[column + 1]
 
 
@@ -400,6 +400,39 @@ async def test_weights_all_layers_in_sixel_keeps_a_widget_per_thumbnail(run_dir)
         assert app.internal_errors == []
 
 
+def _assert_thumbnail(app, grid: ThumbGrid, index: int, text: str) -> None:
+    """Thumbnail ``index`` shows its parameter's name and picture in its column."""
+    depth = depth_of(app.console.color_system)
+    width, height = THUMB_PX
+    param = grid.params[index]
+    top, x0, x1 = _thumb_box(grid, index)
+    # Its name, bold, one cell in: the name a user reads on screen.
+    name = fmt.clip(str(param["name"]), 30)[: x1 - x0 - 2]
+    title = [(c, s.style.bold) for s in _grid_line(grid, top) for c in s.text]
+    assert title[x0 + 1 : x0 + 1 + len(name)] == [(c, True) for c in name]
+    assert name in text
+    # Its picture: the agent's reply in half blocks, cell for cell as ``Picture``
+    # draws values (``value_cells``), below the name, inside its column.
+    reply = app.data.call(
+        "matrix",
+        run=app.run_name,
+        step=grid.step,
+        name=param["name"],
+        which="weight",
+        width=width,
+        height=height,
+    )
+    array = np.asarray(reply["array"], dtype=np.float32)
+    array = array.reshape(1, -1) if array.ndim < 2 else array
+    expected = value_cells(array, Scale.of(array, signed=True), x1 - x0 - 2, PICTURE_ROWS, depth)
+    assert expected and len(expected) <= PICTURE_ROWS
+    for r, strip in enumerate(expected):
+        drawn = _cells(_grid_line(grid, top + 1 + r))
+        cells = _cells(strip.apply_style(grid.rich_style))  # on the grid's colours
+        assert drawn[x0 + 1 : x0 + 1 + len(cells)] == cells, (param["name"], r)
+        assert len(cells) <= x1 - x0 - 2  # never into the next thumbnail
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
 async def test_weights_all_layers_draws_each_thumbnail_as_a_picture_does_within_the_pane(vit, size):
     app = make_app(vit)
@@ -416,43 +449,36 @@ async def test_weights_all_layers_draws_each_thumbnail_as_a_picture_does_within_
         # exactly as wide as the grid, the thumbnails sharing it out.
         screen = app.screen.region
         assert screen.contains_region(grid.region) and grid.size.height >= grid.ROW_HEIGHT
-        edges = grid.column_edges(grid.drawn_width)
-        assert edges[0] == 0 and edges[-1] == grid.drawn_width <= grid.size.width  # a bar's left
+        edges = grid.column_edges(grid.drawn_width, grid.PER_ROW)
+        # (left of the scrollbar: a thumbnail under it lost its right end)
+        left = grid.scrollable_content_region.width
+        assert edges[0] == 0 and edges[-1] == left
+        overflows = grid.row_count * grid.ROW_HEIGHT > grid.size.height
+        assert (left < grid.size.width) == overflows  # a scrollbar where it scrolls
         for y in range(grid.size.height):
             assert grid.render_line(y).cell_length == grid.drawn_width
         text = screen_text(app)
-        depth = depth_of(app.console.color_system)
-        width, height = THUMB_PX
         for index in range(shown):
-            param = grid.params[index]
-            top, x0, x1 = _thumb_box(grid, index)
-            # Its name, bold, one cell in: the name a user reads on screen.
-            name = fmt.clip(str(param["name"]), 30)[: x1 - x0 - 2]
-            title = [(c, s.style.bold) for s in _grid_line(grid, top) for c in s.text]
-            assert title[x0 + 1 : x0 + 1 + len(name)] == [(c, True) for c in name]
-            assert name in text
-            # Its picture: the agent's reply in half blocks, cell for cell as ``Picture``
-            # draws values (``value_cells``), below the name, inside its column.
-            reply = app.data.call(
-                "matrix",
-                run=app.run_name,
-                step=grid.step,
-                name=param["name"],
-                which="weight",
-                width=width,
-                height=height,
-            )
-            array = np.asarray(reply["array"], dtype=np.float32)
-            array = array.reshape(1, -1) if array.ndim < 2 else array
-            expected = value_cells(
-                array, Scale.of(array, signed=True), x1 - x0 - 2, PICTURE_ROWS, depth
-            )
-            assert expected and len(expected) <= PICTURE_ROWS
-            for r, strip in enumerate(expected):
-                drawn = _cells(_grid_line(grid, top + 1 + r))
-                cells = _cells(strip.apply_style(grid.rich_style))  # on the grid's colours
-                assert drawn[x0 + 1 : x0 + 1 + len(cells)] == cells, (param["name"], r)
-                assert len(cells) <= x1 - x0 - 2  # never into the next thumbnail
+            _assert_thumbnail(app, grid, index, text)
+        assert app.internal_errors == []
+
+
+async def test_weights_all_layers_last_row_shares_the_width_among_its_thumbnails(run_dir):
+    """11 parameters: a last row of two, each half the width, as the thumbnail widgets
+    shared it (and as sixel and kitty still do)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(200, 60)) as pilot:
+        grid = await _all_layers(pilot)
+        assert len(grid.params) == 11 and grid.row_size(3) == 2
+        await wait_for(
+            pilot, lambda: all(t.values is not None for t in grid._thumbs), "every thumbnail"
+        )
+        await pilot.pause()
+        top, x0, x1 = _thumb_box(grid, 10)
+        assert (x0, x1) == (grid.drawn_width // 2, grid.drawn_width)
+        text = screen_text(app)
+        for index in range(len(grid.params)):
+            _assert_thumbnail(app, grid, index, text)
         assert app.internal_errors == []
 
 

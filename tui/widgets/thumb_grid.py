@@ -35,7 +35,7 @@ PICTURE_ROWS = 6
 """Cell rows a thumbnail's picture takes at most: its name above, a blank line below."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Thumb:
     """One parameter's thumbnail: nothing asked yet, asked (``…``), its values or why not."""
 
@@ -182,30 +182,35 @@ class ThumbGrid(Asks, ScrollView, can_focus=True):
 
     # -- drawing ---------------------------------------------------------------------------
 
-    def column_edges(self, width: int) -> list[int]:
-        """Where each thumbnail of a row starts, and the last one ends: the width shared out
-        as evenly as whole cells allow."""
-        return [i * width // self.PER_ROW for i in range(self.PER_ROW + 1)]
-
     @property
     def drawn_width(self) -> int:
         """The cells a line takes: the grid's width less its scrollbar."""
         return self.scrollable_content_region.width
 
+    def row_size(self, row: int) -> int:
+        """Thumbnails in row ``row``: ``PER_ROW``, fewer in the last."""
+        return max(0, min(self.PER_ROW, len(self.params) - row * self.PER_ROW))
+
+    def column_edges(self, width: int, count: int) -> list[int]:
+        """Where each of a row's ``count`` thumbnails starts, and the last one ends: the
+        width shared out as evenly as whole cells allow (a last row of fewer shares it
+        among fewer, as the thumbnail widgets did)."""
+        return [i * width // count for i in range(count + 1)]
+
     def render_line(self, y: int) -> Strip:
         width, base = self.drawn_width, self.rich_style
         line = int(self.scroll_y) + y
         row, within = divmod(line, self.ROW_HEIGHT)
-        if row >= self.row_count:
+        count = self.row_size(row)
+        if not count:
             return Strip.blank(width, base)
-        edges = self.column_edges(width)
-        parts: list[Strip] = []
-        for column in range(self.PER_ROW):
-            index, cells = row * self.PER_ROW + column, edges[column + 1] - edges[column]
-            if index < len(self.params):
-                parts.append(self._thumb_lines(index, cells)[within])
-            else:
-                parts.append(Strip.blank(cells, base))
+        edges = self.column_edges(width, count)
+        parts = [
+            self._thumb_lines(row * self.PER_ROW + column, edges[column + 1] - edges[column])[
+                within
+            ]
+            for column in range(count)
+        ]
         return Strip.join(parts).crop_extend(0, width, base)
 
     def _thumb_lines(self, index: int, width: int) -> list[Strip]:
