@@ -369,6 +369,11 @@ class SampleTableRow(TypedDict, total=False):
     pred_label_names: list[str | None]
     exact: bool
     per_label: list[LabelRow]
+    # A CTC loss: the sample's target and greedy transcription (``CtcTexts``).
+    target_ids: list[int]
+    pred_ids: list[int]
+    target_text: str
+    cer: float | None
 
 
 class SampleText(TypedDict):
@@ -465,7 +470,23 @@ class WorstSample(_WorstBase, total=False):
     pred_labels: list[int]
     label_names: list[str | None]
     pred_label_names: list[str | None]
-    exact: bool
+    exact: bool  # also a CTC loss's: the transcription is the target
+    # A CTC loss: the target's ids and the greedy transcription's (repeats collapsed,
+    # blanks dropped), as text with the run's character map, and edits per target character.
+    target_ids: list[int]
+    pred_ids: list[int]
+    target_text: str | None
+    pred_text: str | None
+    cer: float | None
+
+
+class CtcTexts(TypedDict):
+    """How a CTC loss's rows were decoded: its blank, its classes, and the character map
+    used (or why there is none)."""
+
+    blank: int
+    classes: int
+    vocabulary: str | None
 
 
 class LossTerm(TypedDict, total=False):
@@ -501,6 +522,7 @@ class LossDetailReply(TypedDict, total=False):
     # targets are mixes of two classes (mixup) or distributions over them: no confusion
     soft_target: Literal["mix", "distribution"] | None
     multilabel: bool | None  # 0/1 targets per label: sets of labels, no confusion
+    ctc: CtcTexts | None  # a CTC loss: its rows have target and transcription texts
     picked: dict[str, Any] | None
     valid: Array
     valid_mean: float

@@ -19,6 +19,7 @@ from tvis.agent.insights.common import (
     training_batches,
 )
 from tvis.agent.insights.loss_arrays import MAX_ELEMENTS, LossArrays, label
+from tvis.agent.insights.loss_ctc import ctc_columns, ctc_summary
 from tvis.agent.insights.loss_pixels import PixelArrays, iou_table
 from tvis.agent.protocol import BAD_REQUEST, AgentError, require_non_negative
 from tvis.agent.samples import model_input
@@ -70,6 +71,7 @@ class LossAPI(InsightBase):
             rows = pixels.sample_rows()
             return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit)}
         rows = table.sample_rows(class_names(data, loss))
+        ctc_columns(loss, Vocabulary(data), rows)  # a CTC loss's texts
         picked = {"picked_from": table.picked_from} if table.picked_from else {}
         return {"kind": "samples", "total": len(rows), "rows": page(rows, offset, limit), **picked}
 
@@ -147,6 +149,10 @@ class LossAPI(InsightBase):
             for row in result["worst"]:
                 sets = table.label_row(row["sample"], names)
                 row.update({k: v for k, v in sets.items() if k != "per_label"})
+        chars = Vocabulary(self.store.index(run).get("data"))
+        result["ctc"] = ctc_summary(loss, chars)
+        if result["ctc"]:  # each row's target and greedy transcription beside its loss
+            ctc_columns(loss, chars, result["worst"])
         if table.spatial:
             result["iou"] = self._iou(run, chunk, table)
         elif (

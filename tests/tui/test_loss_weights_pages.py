@@ -20,8 +20,11 @@ from viewer_support import goto_page, make_app, open_explore, screen_text, wait_
 
 from tvis.tui import fmt
 from tvis.tui.pages.loss import LossView, WorstTable
-from tvis.tui.pages.weights import AllLayers, LayerView, ParamList, Thumb
-from tvis.tui.picture import Picture
+from tvis.tui.pages.weights import AllLayers, LayerView, ParamList, Thumb, WeightsView
+from tvis.tui.picture import Picture, Scale
+from tvis.tui.picture.sixel import SixelCanvas
+from tvis.tui.picture.widget import depth_of, value_cells
+from tvis.tui.widgets.thumb_grid import PICTURE_ROWS, THUMB_PX, ThumbGrid
 
 
 @pytest.fixture(scope="module")
@@ -321,33 +324,193 @@ async def test_weights_names_take_the_room_the_numbers_leave(vit):
         assert max(map(len, map(table.shown_name, names))) > 18
 
 
+async def _all_layers(pilot) -> ThumbGrid:
+    """The Weights page's list filled, then `a`: its grid of thumbnails."""
+    page, _ = await _param_list(pilot)
+    await pilot.press("a")
+    grid = page.query_one(WeightsView).grid
+    assert isinstance(grid, ThumbGrid)  # half-block cells: one line widget
+    await wait_for(pilot, lambda: grid.display and grid.loaded_count, "all layers")
+    return grid
+
+
+def _cells(strip) -> list[tuple]:
+    """A line cell by cell: its character and colours (segments may be cut anywhere)."""
+    return [(c, s.style.color, s.style.bgcolor) for s in strip for c in s.text]
+
+
+def _thumb_box(grid: ThumbGrid, index: int) -> tuple[int, int, int]:
+    """Thumbnail ``index``'s first line in the grid's content, its first and end column."""
+    row, column = divmod(index, grid.PER_ROW)
+    edges = grid.column_edges(grid.drawn_width, grid.row_size(row))
+    return row * grid.ROW_HEIGHT, edges[column], edges[column + 1]
+
+
+def _grid_line(grid: ThumbGrid, line: int):
+    """Line ``line`` of the grid's content, as the grid draws it where it is scrolled."""
+    return grid.render_line(line - int(grid.scroll_y))
+
+
 async def test_weights_all_layers_loads_thumbnails_as_they_scroll_into_view(vit):
     app = make_app(vit)
     async with app.run_test(size=(120, 30)) as pilot:
         page, _ = await _param_list(pilot)
-        grid = page.query_one(AllLayers)
-        page.action_toggle_all()  # `a`, and End before the grid's layout has landed: it
-        await pilot.pause(0)  # stopped short of the end (or did nothing at all)
+        grid = page.query_one(WeightsView).grid
+        page.action_toggle_all()  # `a`, and End at once, before the grid is laid out
+        await pilot.pause(0)
         grid.focus()
         await pilot.press("end")
-        last = grid.params[-1]["name"]
+        last = len(grid.params) - 1
         await wait_for(
-            pilot,
-            lambda: any(t.loaded and t.param["name"] == last for t in grid.query(Thumb)),
-            "the last parameter's thumbnail, at the end",
+            pilot, lambda: grid._thumbs[last].values is not None, "the last thumbnail, at the end"
         )
         assert grid.scroll_y == grid.max_scroll_y > 0
-        # Only the rows in view and one either side are widgets: a model of 20,000
-        # parameters mounted 20,000 thumbnails here, for minutes.
-        in_view = -(-grid.size.height // AllLayers.ROW_HEIGHT) + 2
-        assert 0 < grid.loaded_count < len(grid.params)
-        assert len(grid.query(Thumb)) <= (in_view + 1) * AllLayers.PER_ROW < len(grid.params)
-        assert len(grid.query(Thumb)) <= (in_view + 1) * AllLayers.PER_ROW
+        # Only the thumbnails in view ask for their pictures: a model of 20,000 parameters
+        # asks for a screenful.
+        in_view = -(-grid.size.height // grid.ROW_HEIGHT) + 1
+        assert 0 < grid.loaded_count <= 2 * in_view * grid.PER_ROW < len(grid.params)
+        assert not grid._thumbs[len(grid.params) // 2].asked  # scrolled past, never shown
+        # One widget, however many parameters: no thumbnail is a widget of its own.
+        assert not grid.children and not page.query(Thumb)
+        await wait_for(
+            pilot,
+            lambda: all(t.values is not None for t in grid._thumbs if t.asked),
+            "the thumbnails' pictures",
+        )
+        assert app.internal_errors == []
+
+
+async def test_weights_all_layers_in_sixel_keeps_a_widget_per_thumbnail(run_dir):
+    """A sixel picture is placed by the widget that holds its cells: there the thumbnails
+    stay widgets, each with its own graphic."""
+    app = make_app(run_dir, "sixel")
+    async with app.run_test(size=(120, 40)) as pilot:
+        page, _ = await _param_list(pilot)
+        await pilot.press("a")
+        grid = page.query_one(WeightsView).grid
+        assert isinstance(grid, AllLayers)
+        await wait_for(pilot, lambda: grid.display and grid.loaded_count, "all layers")
         await wait_for(
             pilot,
             lambda: all(t.query_one(Picture).has_data for t in grid.query(Thumb) if t.loaded),
             "the thumbnails' pictures",
         )
+        canvases = [t.query_one(SixelCanvas) for t in grid.query(Thumb) if t.loaded]
+        assert canvases and all(c.pixels is not None for c in canvases)
+        assert app.internal_errors == []
+
+
+def _assert_thumbnail(app, grid: ThumbGrid, index: int, text: str) -> None:
+    """Thumbnail ``index`` shows its parameter's name and picture in its column."""
+    depth = depth_of(app.console.color_system)
+    width, height = THUMB_PX
+    param = grid.params[index]
+    top, x0, x1 = _thumb_box(grid, index)
+    # Its name, bold, one cell in: the name a user reads on screen.
+    name = fmt.clip(str(param["name"]), 30)[: x1 - x0 - 2]
+    title = [(c, s.style.bold) for s in _grid_line(grid, top) for c in s.text]
+    assert title[x0 + 1 : x0 + 1 + len(name)] == [(c, True) for c in name]
+    assert name in text
+    # Its picture: the agent's reply in half blocks, cell for cell as ``Picture``
+    # draws values (``value_cells``), below the name, inside its column.
+    reply = app.data.call(
+        "matrix",
+        run=app.run_name,
+        step=grid.step,
+        name=param["name"],
+        which="weight",
+        width=width,
+        height=height,
+    )
+    array = np.asarray(reply["array"], dtype=np.float32)
+    array = array.reshape(1, -1) if array.ndim < 2 else array
+    expected = value_cells(array, Scale.of(array, signed=True), x1 - x0 - 2, PICTURE_ROWS, depth)
+    assert expected and len(expected) <= PICTURE_ROWS
+    for r, strip in enumerate(expected):
+        drawn = _cells(_grid_line(grid, top + 1 + r))
+        cells = _cells(strip.apply_style(grid.rich_style))  # on the grid's colours
+        assert drawn[x0 + 1 : x0 + 1 + len(cells)] == cells, (param["name"], r)
+        assert len(cells) <= x1 - x0 - 2  # never into the next thumbnail
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_weights_all_layers_draws_each_thumbnail_as_a_picture_does_within_the_pane(vit, size):
+    app = make_app(vit)
+    async with app.run_test(size=size) as pilot:
+        grid = await _all_layers(pilot)
+        shown = min(len(grid.params), grid.PER_ROW * 2)
+        await wait_for(
+            pilot,
+            lambda: all(grid._thumbs[i].values is not None for i in range(shown)),
+            "the first thumbnails' pictures",
+        )
+        await pilot.pause()
+        # The grid fits its pane: inside the screen, beside or under the list, each line
+        # exactly as wide as the grid, the thumbnails sharing it out.
+        screen = app.screen.region
+        assert screen.contains_region(grid.region) and grid.size.height >= grid.ROW_HEIGHT
+        edges = grid.column_edges(grid.drawn_width, grid.PER_ROW)
+        # (left of the scrollbar: a thumbnail under it lost its right end)
+        left = grid.scrollable_content_region.width
+        assert edges[0] == 0 and edges[-1] == left
+        overflows = grid.row_count * grid.ROW_HEIGHT > grid.size.height
+        assert (left < grid.size.width) == overflows  # a scrollbar where it scrolls
+        for y in range(grid.size.height):
+            assert grid.render_line(y).cell_length == grid.drawn_width
+        text = screen_text(app)
+        for index in range(shown):
+            _assert_thumbnail(app, grid, index, text)
+        assert app.internal_errors == []
+
+
+async def test_weights_all_layers_last_row_shares_the_width_among_its_thumbnails(run_dir):
+    """11 parameters: a last row of two, each half the width, as the thumbnail widgets
+    shared it (and as sixel and kitty still do)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(200, 60)) as pilot:
+        grid = await _all_layers(pilot)
+        assert len(grid.params) == 11 and grid.row_size(3) == 2
+        await wait_for(
+            pilot, lambda: all(t.values is not None for t in grid._thumbs), "every thumbnail"
+        )
+        await pilot.pause()
+        top, x0, x1 = _thumb_box(grid, 10)
+        assert (x0, x1) == (grid.drawn_width // 2, grid.drawn_width)
+        text = screen_text(app)
+        for index in range(len(grid.params)):
+            _assert_thumbnail(app, grid, index, text)
+        assert app.internal_errors == []
+
+
+async def test_weights_all_layers_keys_scroll_and_redraw_the_thumbnails(vit):
+    app = make_app(vit)
+    async with app.run_test(size=(120, 30)) as pilot:
+        grid = await _all_layers(pilot)
+        page = app.screen
+        grid.focus()
+        assert grid.scroll_y == 0
+        await pilot.press("pagedown")
+        await wait_for(pilot, lambda: grid.scroll_y == grid.size.height, "a page down")
+        first = grid.visible_rows().start * grid.PER_ROW
+        await wait_for(pilot, lambda: grid._thumbs[first].values is not None, "its pictures")
+        await pilot.press("down")
+        await wait_for(pilot, lambda: grid.scroll_y == grid.size.height + 1, "a line down")
+        # `w` shows the gradients where the grid is: the thumbnails in view ask again.
+        top = grid.scroll_y
+        shown = grid.visible_rows().start * grid.PER_ROW
+        before = grid._thumbs[shown].values
+        await pilot.press("w")
+        await wait_for(pilot, lambda: grid.which == "grad", "the gradients")
+        await wait_for(pilot, lambda: grid._thumbs[shown].values is not None, "a gradient")
+        assert grid.scroll_y == top and not grid._thumbs[0].asked
+        assert not np.array_equal(grid._thumbs[shown].values, before)
+        await pilot.press("home")
+        await wait_for(pilot, lambda: grid.scroll_y == 0, "the top")
+        await wait_for(pilot, lambda: grid._thumbs[0].values is not None, "the first, again")
+        await pilot.press("a")
+        layer = page.query_one(LayerView)
+        await wait_for(pilot, lambda: layer.display and not grid.display, "one layer again")
+        assert app.internal_errors == []
 
 
 async def test_weights_list_sorts_by_its_headed_columns(run_dir):

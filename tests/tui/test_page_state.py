@@ -10,7 +10,7 @@ from test_loss_weights_pages import _open_page, _param_list
 from viewer_support import make_app, screen_text, wait_for
 
 from tvis.tui.pages.loss import LossView, WorstTable
-from tvis.tui.pages.weights import AllLayers, LayerView, WeightsView
+from tvis.tui.pages.weights import LayerView, WeightsView
 
 
 def record_replies(pane) -> list[str]:
@@ -43,7 +43,7 @@ async def test_weights_keys_redraw_without_handing_the_page_a_made_up_reply(run_
         sizes = [math.prod(p.get("shape") or [0]) for p in table.params]
         assert table.descending and sizes == sorted(sizes, reverse=True)
         await pilot.press("a")
-        grid = page.query_one(AllLayers)
+        grid = view.grid
         await wait_for(pilot, lambda: grid.display and grid.loaded_count, "all layers")
         assert not layer.display
         await pilot.press("a")

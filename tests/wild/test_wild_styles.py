@@ -232,7 +232,7 @@ def test_the_multi_label_view_lists_the_sets_not_a_confusion_matrix():
     assert "−sky ✓tree +car" in text.plain  # missed, right, extra
 
 
-def _ctc_first_batch():
+def _ctc_first_batch(texts: bool = False):
     s = _script("ctc_speech")
     torch.manual_seed(7)
     gen = torch.Generator().manual_seed(1)
@@ -246,7 +246,25 @@ def _ctc_first_batch():
     per_sample = F.ctc_loss(
         output, labels, input_lengths, label_lengths, zero_infinity=True, reduction="none"
     )
+    if texts:
+        return _greedy_texts(text_transform, output, labels, input_lengths, label_lengths)
     return per_sample / torch.tensor(label_lengths)
+
+
+def _greedy_texts(text_transform, output, labels, input_lengths, label_lengths):
+    """Each sample's (target, prediction) as the speech tutorial's ``GreedyDecoder`` gives
+    them: the argmax of each frame, a label repeating the frame before skipped, blanks
+    (0) dropped, turned into text by the script's own ``int_to_text``."""
+    pairs = []
+    for i, frames in enumerate(output.argmax(2).T.tolist()):
+        decoded = [
+            c
+            for j, c in enumerate(frames[: input_lengths[i]])
+            if c != 0 and not (j and c == frames[j - 1])
+        ]
+        target = labels[i][: label_lengths[i]].tolist()
+        pairs.append((text_transform.int_to_text(target), text_transform.int_to_text(decoded)))
+    return pairs
 
 
 def test_ctc_shows_each_samples_loss_and_no_classes(recordings):
@@ -261,6 +279,21 @@ def test_ctc_shows_each_samples_loss_and_no_classes(recordings):
         assert d["hist_of"] == "sample" and not d["per_token"]
         assert d.get("confusion") is None and all("target" not in r for r in rec.rows)
         assert not rec.call("insights")["gradcam"]
+
+
+def test_ctc_rows_show_each_samples_target_and_greedy_transcription_as_text(recordings):
+    expected = _ctc_first_batch(texts=True)
+    assert len({t for t, _ in expected}) == len(expected)  # four different words
+    with _client(recordings, "ctc_speech") as client:
+        rec = FirstBatch(client)
+        source = rec.detail["ctc"]["vocabulary"]
+        assert "text_transform." in source and "blank 0 added" in source
+        for rows in (rec.rows, rec.detail["worst"]):
+            by_sample = {r["sample"]: r for r in rows}
+            texts = [(by_sample[i]["target_text"], by_sample[i]["pred_text"]) for i in range(4)]
+            assert texts == expected
+            for row in rows:
+                assert row["exact"] == (row["target_text"] == row["pred_text"])
 
 
 def test_word_tokens_are_drawn_apart_and_characters_together():

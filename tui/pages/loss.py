@@ -25,6 +25,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.pages.loss_ctc import ctc_cells, ctc_note, ctc_text
 from tvis.tui.pages.loss_labels import labels_text
 from tvis.tui.pages.loss_soft import soft_targets_text
 from tvis.tui.pages.page import Page
@@ -218,6 +219,36 @@ class LossCurve(AgentPane):
         return text
 
 
+CTC_COLUMNS = (
+    LineColumn(""),
+    LineColumn("sample"),
+    LineColumn("target"),
+    LineColumn("predicted"),
+    LineColumn("loss", right=True),
+)
+"""The per-sample table's columns for a CTC loss."""
+
+
+def fit_texts(widths: list[int], width: int) -> list[int]:
+    """A CTC table's widths in ``width`` cells (each column padded by one cell a side): the
+    target and predicted texts share what the other columns leave, each at least its
+    title, so the loss stays in view and a long text ends in "…"."""
+    others = sum(w + 2 for i, w in enumerate(widths) if i not in (2, 3))
+    room = width - others - 4
+    target, pred = widths[2], widths[3]
+    if target + pred <= room:
+        return widths
+    half = max(room // 2, len("predicted"))
+    target, pred = min(target, max(half, room - pred)), min(pred, max(half, room - target))
+    return [
+        widths[0],
+        widths[1],
+        max(target, len("target")),
+        max(pred, len("predicted")),
+        widths[4],
+    ]
+
+
 class WorstTable(LineTable):
     """Each sample's p(target) → −log p → loss; enter follows the sample everywhere."""
 
@@ -248,12 +279,15 @@ class WorstTable(LineTable):
         if followed != self.followed:
             was = followed
         self.rows, self.followed = rows, followed
+        # A CTC loss has no p(target): each sample's target and transcription instead.
+        texts = any("target_ids" in row for row in rows)
+        self.columns = CTC_COLUMNS if texts else WorstTable.columns
         self._cells = [
             (
                 Text("●" if row["sample"] == followed else " ", style=colors.PHASE["data"]),
                 str(row["sample"]),
-                fmt.num(row.get("p_target")),
-                fmt.num(row.get("neg_log_p")),
+                *(ctc_cells(row) if texts else (fmt.num(row.get("p_target")),)),
+                *(() if texts else (fmt.num(row.get("neg_log_p")),)),
                 Text(fmt.num(row.get("loss")), style=colors.PHASE["loss"]),
             )
             for row in rows
@@ -269,7 +303,9 @@ class WorstTable(LineTable):
         self.fill([], self.followed or 0)
 
     def column_widths(self, width: int) -> list[int]:
-        return self._widths
+        if self.columns is not CTC_COLUMNS:
+            return self._widths
+        return fit_texts(self._widths, width)
 
     def cells(self, row: int) -> tuple[Text | str, ...]:
         return self._cells[row]
@@ -546,6 +582,8 @@ class LossView(AgentPane):
                 self.draw_confusion()
         elif detail.get("multilabel"):
             self._draw_labels()
+        elif detail.get("ctc"):
+            self._draw_ctc()
         else:
             self._draw_regression()
 
@@ -746,6 +784,17 @@ class LossView(AgentPane):
         self.query_one("#loss-kind", Static).update(text)
         self._clear_extras()
 
+    def _draw_ctc(self) -> None:
+        """A CTC loss: how its transcriptions match their targets, then the per-sample
+        histogram; the followed sample's pair in full beside them."""
+        detail = self.detail or {}
+        text = ctc_text(self.samples, detail.get("ctc"))
+        text.append("\n")
+        text.append_text(self._histograms())
+        self.query_one("#loss-kind", Static).update(text)
+        self.query_one("#loss-picture", Picture).clear()
+        self.query_one("#loss-note", Static).update(ctc_note(self.samples, self.app.sample))
+
     # -- following the app ---------------------------------------------------------------
 
     def sample_changed(self) -> None:
@@ -758,6 +807,8 @@ class LossView(AgentPane):
             self._load_table()
         elif self.detail.get("multilabel"):
             self._draw_labels()
+        elif self.detail.get("ctc"):
+            self._draw_ctc()
 
 
 class LossPage(Page):

@@ -36,6 +36,7 @@ from tvis.tui.widgets.layers_table import Caption
 from tvis.tui.widgets.lists import LineColumn, LineTable
 from tvis.tui.widgets.loading_cue import LoadingCue
 from tvis.tui.widgets.sparkline import signed_sparkline
+from tvis.tui.widgets.thumb_grid import THUMB_PX, ThumbGrid
 
 WHICH = ("weight", "grad", "update")
 WHICH_LABEL = {"weight": "weight w", "grad": "gradient dL/dw", "update": "update Δw"}
@@ -57,9 +58,6 @@ if TYPE_CHECKING:
 
 MIN_NAME = 12
 """The name column's narrowest: below it the numbers scroll sideways instead."""
-
-THUMB_PX = (24, 12)
-"""Thumbnail values (width × height) asked per parameter: 288 floats, ~1 KiB a reply."""
 
 PICTURE_DELAY = 0.1
 """Seconds a parameter's picture waits after a list move that follows another this soon
@@ -508,7 +506,8 @@ class Thumb(AgentPane):
 
 
 class AllLayers(VerticalScroll):
-    """Thumbnails of every parameter, three a row, fetched as they scroll into view.
+    """Thumbnails of every parameter, three a row, fetched as they scroll into view, as
+    widgets: for sixel and kitty pictures (half-block cells are drawn by ``ThumbGrid``).
 
     Only the rows in view (and one either side) are mounted, between two spacers that hold
     the height of the rest: a model of 20,000 parameters is ~20 thumbnails, not 20,000
@@ -689,6 +688,7 @@ class WeightsView(AgentPane):
         self._moves = 0  # how many times: a later move makes an earlier one's draw stale
         self._neighbours_timer: Timer | None = None
         self._neighbours_due = False  # the cursor rested while the page was hidden
+        self.grid: ThumbGrid | AllLayers  # "all layers": its thumbnails (made in compose)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="weights-left"):
@@ -696,10 +696,12 @@ class WeightsView(AgentPane):
             yield ParamList()
         with Vertical(id="weights-right"):
             yield LayerView()
-            yield AllLayers()
+            # Cells are lines of one widget; a graphic needs a widget of its own to place it.
+            self.grid = ThumbGrid() if self.app.image_mode == "halfcell" else AllLayers()
+            yield self.grid
 
     def on_mount(self) -> None:
-        self.query_one(AllLayers).display = False
+        self.grid.display = False
         self.query_one(ParamList).focus()
 
     def on_resize(self) -> None:
@@ -797,7 +799,7 @@ class WeightsView(AgentPane):
 
     async def watch_all_layers(self, all_layers: bool) -> None:
         self.query_one(LayerView).display = not all_layers
-        self.query_one(AllLayers).display = all_layers
+        self.grid.display = all_layers
         if all_layers:
             await self._draw_all()
         else:
@@ -832,8 +834,7 @@ class WeightsView(AgentPane):
 
     async def _draw_all(self) -> None:
         if self.step is not None:
-            grid = self.query_one(AllLayers)
-            await grid.show(self.query_one(ParamList).params, self.step, self.which)
+            await self.grid.show(self.query_one(ParamList).params, self.step, self.which)
 
     @on(ParamList.Highlighted)
     def _highlighted(self, event: ParamList.Highlighted) -> None:

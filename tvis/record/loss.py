@@ -15,7 +15,15 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from tvis.record import backward_loss, gradcam, label_names, seq_first, vocabulary
+from tvis.record import (
+    backward_loss,
+    ctc_decode,
+    ctc_vocabulary,
+    gradcam,
+    label_names,
+    seq_first,
+    vocabulary,
+)
 from tvis.record.builder import Call
 from tvis.record.compiled import compiling
 from tvis.record.extension import Extension
@@ -166,6 +174,10 @@ class LossCapture(Extension):
             if section is not None:
                 batch.sections["loss"] = section
                 batch.loss_tensor = out
+                texts = section.get("ctc")
+                if texts:
+                    frame = sys._getframe(1)
+                    ctc_vocabulary.settle(rec, texts["classes"], texts["blank"], frame)
             return
         logits, target = params.get("input"), params.get("target")
         if not isinstance(logits, torch.Tensor) or not isinstance(target, torch.Tensor):
@@ -231,7 +243,15 @@ def _ctc(batch, call, original, params: dict, out) -> dict | None:
         "per_sample": per_sample.tolist(),
         "tokens_per_sample": None,
         "merged": False,
+        **_ctc_texts(params, log_probs),
     }
+
+
+def _ctc_texts(params: dict, log_probs: torch.Tensor) -> dict:
+    """``ctc``: each sample's target and greedy-decoded ids, the blank, and the class count
+    a character map's size must match; nothing when the arguments do not decode."""
+    found = ctc_decode.decoded(params)
+    return {} if found is None else {"ctc": {**found, "classes": int(log_probs.shape[-1])}}
 
 
 def _divisor(name: str, params: dict, target: torch.Tensor) -> dict:
