@@ -7,6 +7,7 @@ from pathlib import Path
 from viewer_support import count_requests, make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
+from tvis.tui.widgets.tensor_card import Card
 
 
 async def _select(pilot, page, name: str) -> None:
@@ -325,4 +326,45 @@ async def test_a_hidden_inspector_asks_its_card_pictures_only_at_the_width_it_wi
         )
         widths = {a["width"] for a in asked if a["method"] == "view"}
         assert widths == {inspector.lines.picture_width()}
+        assert app.internal_errors == []
+
+
+async def test_a_move_to_a_call_with_more_lines_builds_each_card_once(run_dir: Path):
+    """The inspector's height follows its lines: a move from a module's two cards to the
+    loss's three makes it taller, and the resize that follows must not build the cards'
+    lines again (the lines depend on the width alone; built twice, they were ≈ 18 ms of
+    Loss `u` into Explore)."""
+    built: list[Card] = []
+    lines = Card.lines
+
+    def counted(self, *args, **kwargs):
+        built.append(self)
+        return lines(self, *args, **kwargs)
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await _select(pilot, page, "head")
+        inspector = page.inspector
+        await wait_for(pilot, lambda: all(c.has_data for c in inspector.cards), "head's cards")
+        await pilot.pause(0.6)  # the cards beside the cursor fetched ahead: the move draws once
+        height = inspector.lines.size.height
+        Card.lines = counted  # type: ignore[method-assign]
+        try:
+            await pilot.press("j")
+            await wait_for(
+                pilot,
+                lambda: (
+                    inspector.settled
+                    and inspector.selection.row.get("kind") == "loss"
+                    and len(inspector.cards) == 3
+                    and "loading" not in screen_text(app)
+                ),
+                "the loss's three cards",
+            )
+            await pilot.pause(0.3)
+        finally:
+            Card.lines = lines  # type: ignore[method-assign]
+        assert inspector.lines.size.height != height  # it was resized
+        assert sorted(map(id, built)) == sorted(map(id, inspector.cards))
         assert app.internal_errors == []

@@ -5,15 +5,19 @@ Textual restyles a whole screen at each ``ScreenResume``, and a page's first vis
 restyles of every widget of Replay, then two of Explore's, each 20–60 ms of the app's
 thread, restyling widgets that were styled as they registered, with the stylesheet of
 that moment (``TvisApp._build_page``). What the restyle catches up on is what changed while
-the page was away: the hover and focus left behind at its suspend. A page never suspended
-has missed none of it, so it skips the restyle until its first suspend; a page that comes
-back restyles as before.
+the page was away. A first visit has missed none of it: its two resumes restyle nothing. A
+page that comes back restyles only when the app-wide state its
+rules can match changed since it was last shown (``_app_state``: the terminal's focus, the
+theme's darkness, ANSI or no colour, inline; a whole-screen restyle there was 20–25 ms of
+every return to a page, Loss `u` into Explore among them, for nothing).
 
 What stays covered without it: a class set on a hidden page's widget restyles that widget
-at once (Textual's ``add_class``), a stylesheet changed meanwhile (a theme) is re-applied
-by ``switch_mode`` itself (``_css_update_count``), and a widget mounted later is styled as
-it registers. Not covered: the app's own ``:focus``/``:blur`` pseudo-classes in a rule of
-a page's widgets, which no page uses (Textual's only one is its ``Header``'s).
+at once (Textual's ``add_class``), as does a widget's own focus, hover (Textual's
+``_set_mouse_over`` at the suspend restyles the widget it leaves) or disabling; a
+stylesheet changed meanwhile (a theme) is re-applied by ``switch_mode`` itself
+(``_css_update_count``), and a widget mounted later is styled as it registers. Not covered
+on a first visit: the app's own ``:focus``/``:blur`` pseudo-classes in a rule of a page's
+widgets, which no page uses (Textual's only one is its ``Header``'s).
 
 A page also draws nothing while the app holds the display. ``switch_mode`` holds it for the
 switch (``delay_update``: until a timer the app's loop runs only once the switch's handler
@@ -32,17 +36,30 @@ from textual.screen import Screen
 class Page(Screen):
     """A page of the viewer (a Textual screen installed as an app mode)."""
 
-    _away = False
-    """Whether the page was suspended since it was last restyled whole."""
+    _shown_in: tuple[object, ...] | None = None
+    """``_app_state`` at the page's last resume (its styles matched it then); None before."""
 
-    def _on_screen_suspend(self) -> None:
-        # Runs before Screen's own handler (Textual calls each class's, subclass first).
-        self._away = True
+    def _app_state(self) -> tuple[object, ...]:
+        """What a rule can match outside the page's own widgets: the app's pseudo-classes
+        (``App:blur``, ``:dark``/``:light``, ``:ansi``, ``:nocolor``, ``:inline``). Textual
+        restyles the screen on show for some of their changes and for some (``:ansi``)
+        none, so a change while the page was shown counts too. A changed stylesheet is
+        ``switch_mode``'s to re-apply."""
+        app = self.app
+        return (
+            app.app_focus,
+            app.current_theme.dark,
+            app.native_ansi_color,
+            app.no_color,
+            app.is_inline,
+        )
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         # Runs before Screen's own handler, which restyles the page when this is True.
-        event.refresh_styles = event.refresh_styles and self._away
-        self._away = False
+        state = self._app_state()
+        changed = self._shown_in is not None and self._shown_in != state
+        event.refresh_styles = event.refresh_styles and changed
+        self._shown_in = state
 
     def _compositor_refresh(self) -> None:
         # Textual's (private): render what changed and hand it to the app to write, which

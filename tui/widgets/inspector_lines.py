@@ -219,7 +219,10 @@ class InspectorLines(Steady, AgentPane):
     def on_resize(self, event: Resize) -> None:
         for card in self.cards:
             card.resized()  # a new width asks for views of that width
-        self._changed()
+        # Its height follows its lines (height: auto): a selection with more or fewer
+        # lines resizes it, and the lines, made for this width already, stay as they are.
+        if self._made_for != event.size.width:
+            self._changed()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines(width))
