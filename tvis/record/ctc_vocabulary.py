@@ -64,16 +64,10 @@ def _maps(frame, rec, classes: int, blank: int):
     """(where, ``classes`` tokens in class order, the blank's among them) for each map in
     the project frames' variables, innermost frame first."""
     seen: set[int] = set()
-    while frame is not None:
-        rel = rec.project.relpath(frame.f_code.co_filename)
-        if rel is not None:
-            code = frame.f_code
-            scope = getattr(code, "co_qualname", code.co_name)
-            where = f"{rel} globals" if scope == "<module>" else f"{rel} {scope}()"
-            for name, value in list(frame.f_locals.items()):
-                for label, tokens in _look(value, name, classes, blank, seen, 0):
-                    yield f"{label} in {where}", tokens
-        frame = frame.f_back
+    for where, variables in vocabulary.project_scopes(frame, rec):
+        for name, value in variables:
+            for label, tokens in _look(value, name, classes, blank, seen, 0):
+                yield f"{label} in {where}", tokens
 
 
 def _look(value, name: str, classes: int, blank: int, seen: set[int], depth: int):

@@ -134,6 +134,19 @@ def _fits(n: int, sizes: set[int]) -> bool:
     return any(n == s or (s % 64 == 0 and 0 < s - n < 128) for s in sizes)
 
 
+def project_scopes(frame, rec) -> Iterator[tuple[str, list[tuple[str, object]]]]:
+    """(where, its variables) for each of the project's frames from ``frame`` outwards:
+    where a reader of the script would look for a vocabulary, innermost first."""
+    while frame is not None:
+        rel = rec.project.relpath(frame.f_code.co_filename)
+        if rel is not None:
+            code = frame.f_code
+            scope = getattr(code, "co_qualname", code.co_name)
+            where = f"{rel} globals" if scope == "<module>" else f"{rel} {scope}()"
+            yield where, list(frame.f_locals.items())
+        frame = frame.f_back
+
+
 def candidates(frame, rec) -> list[tuple[str, list[str], object]]:
     """(where, tokens by id, tokenizer-like holder or None) for each vocabulary in sight,
     the likeliest first: tokenizers and id → token mappings, then token → id mappings,
@@ -141,17 +154,11 @@ def candidates(frame, rec) -> list[tuple[str, list[str], object]]:
     seen: set[int] = set()
     found: list[tuple[int, str, list[str], object]] = []
     folders: list[str] = []
-    while frame is not None:
-        rel = rec.project.relpath(frame.f_code.co_filename)
-        if rel is not None:
-            code = frame.f_code
-            scope = getattr(code, "co_qualname", code.co_name)
-            where = f"{rel} globals" if scope == "<module>" else f"{rel} {scope}()"
-            for name, value in list(frame.f_locals.items()):
-                found += _look(value, name, where, seen, 0)
-                if isinstance(value, str) and len(value) < 4096:
-                    folders.append(value)
-        frame = frame.f_back
+    for where, variables in project_scopes(frame, rec):
+        for name, value in variables:
+            found += _look(value, name, where, seen, 0)
+            if isinstance(value, str) and len(value) < 4096:
+                folders.append(value)
     found += [(_META, where, tokens, None) for where, tokens in _meta_files(folders)]
     found.sort(key=lambda c: c[0])  # stable: innermost first within a rank
     return [(where, tokens, holder) for _, where, tokens, holder in found]
