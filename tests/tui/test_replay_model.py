@@ -3,7 +3,7 @@ on a hand-made outline of two batches."""
 
 from __future__ import annotations
 
-from tvis.agent.replies import ReplayAnswer
+from tvis.agent.replies import ReplayAnswer, ReplayEvent
 from tvis.tui.replay_model import PAGE, Place, Recording
 from tvis.tui.widgets.layer_stack import log_fraction
 
@@ -81,3 +81,20 @@ def test_the_speed_label_says_how_many_frames_a_second_were_drawn_when_fewer_tha
     assert "30/s (+/-)" in paused
     pace.reset()
     assert pace.rate() is None
+
+
+def test_a_data_event_says_its_batch_once():
+    from tvis.tui.widgets.replay_bar import transport_text
+
+    data = ReplayEvent.decode(
+        {"seq": 0, "kind": "batch", "phase": "data", "batch": 1, "step": 1, "name": "batch 1"}
+    )
+    line = transport_text(Recording(total=10), data, 0, False, "layer", 4, 200).plain
+    assert line.count("batch 1") == 1 and "batch 1 (step 1)" in line
+    layer = ReplayEvent.decode(
+        {"seq": 1, "kind": "layer", "phase": "forward", "batch": 1, "name": "features.0"}
+    )
+    assert (
+        "· features.0"
+        in transport_text(Recording(total=10), layer, 1, False, "layer", 4, 200).plain
+    )

@@ -136,7 +136,7 @@ def transport_text(
         text.append(colors.phase_label(phase), style=f"bold {colors.phase_color(phase)}")
         step = event.step
         text.append(f" · batch {event.batch}" + (f" (step {step})" if step is not None else ""))
-        if event.name:
+        if event.name and event.kind != "batch":  # a data event's name is its batch, said above
             text.append(f" · {fmt.clip(event.name, 40)}", style="bold")
         if event.cls:
             text.append(f" {event.cls}", style=colors.MUTED)
