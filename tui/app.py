@@ -36,6 +36,7 @@ from tvis.tui.hidden_pages import HiddenPages
 from tvis.tui.link import Link, grey
 from tvis.tui.messages import GotoCall, Selection
 from tvis.tui.notice import Notice
+from tvis.tui.opening import run_to_open
 from tvis.tui.pages import PageSpec, build, pages_for, warm
 from tvis.tui.pane import Asks
 from tvis.tui.quiet_collect import QuietCollector
@@ -204,12 +205,7 @@ class TvisApp(Asks, App[None]):
 
     def run_to_open(self, runs: list[dict[str, Any]]) -> str | None:
         """The run the viewer opens on connecting: the one asked for, or the only one."""
-        if self.wanted_run:
-            match = next(
-                (r for r in runs if self.wanted_run in (r.get("run"), r.get("run_id"))), None
-            )
-            return match["run"] if match else None
-        return runs[0]["run"] if len(runs) == 1 else None
+        return run_to_open(runs, self.wanted_run)
 
     def connected(self, runs: list[dict[str, Any]], info: dict[str, Any] | None = None) -> None:
         """The link is up (``data``): open the run asked for, the only one, or a picker.

@@ -25,6 +25,7 @@ from tvis.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
     from tvis.tui.app import TvisApp
+    from tvis.tui.opening import FirstAnswers
 
 WAITING_CUE_S = 1.0
 """Seconds of silence on a pending request before the status line says it waits: a healthy
@@ -81,7 +82,10 @@ class Link:
     def _connect(self, connector: Callable[[], Client]) -> None:
         try:
             data = Data(connector())
-            runs = data.call("runs")
+            # What the connector asked as soon as the agent's pipe was open (tui/opening.py),
+            # or else asked now.
+            early: FirstAnswers | None = getattr(connector, "first_answers", lambda: None)()
+            runs = early.runs if early is not None else data.call("runs")
         except Exception as e:
             self.app.call_from_thread(self.app.not_connected, sentence(e))
             return
@@ -89,7 +93,9 @@ class Link:
         # UI thread (busy drawing "connecting …") and back first. A failure is left to the
         # app's own request, which says it.
         run, info = self.app.run_to_open(runs), None
-        if run is not None:
+        if early is not None and early.run == run:
+            info = early.info
+        elif run is not None:
             try:
                 info = data.call("run", run=run)
             except Exception:
