@@ -216,8 +216,8 @@ def main(args: argparse.Namespace) -> int:
         return e.code
 
     # No cyclic collection during the start: what Textual's import, the shell and the first
-    # pages make lives as long as the viewer, and ≈ 90 young passes over it on the way to the
-    # first page freed nothing. The app's collector turns it back on (``start_held``).
+    # pages make lives as long as the viewer, and the ≈ 190 young passes over it on the way
+    # to the first screen freed nothing. The app's collector turns it back on (``start_held``).
     gc.disable()
     try:
         return _view(args, connector, label, mode, live)
@@ -248,7 +248,7 @@ def _view(
 
     keymap, keymap_error = keys.load_keymap()
     # What the imports made lives as long as the viewer: out of the cyclic collector's
-    # reach, a full collection on the way to the first page costs ~20 ms instead of ~100.
+    # reach, a full collection once it is back on costs ~20 ms instead of ~100.
     gc.freeze()
     app = TvisApp(
         connector,

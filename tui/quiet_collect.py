@@ -15,7 +15,7 @@ have long before.
 
 `tvis tui` also runs its start with the collector off (``start_held``): Textual's import,
 the shell and the first pages make objects that live as long as the viewer, and the young
-passes over them (≈ 90 of them before the first page) found nothing to free. The first quiet
+passes over them (≈ 190 of them before the first screen) found nothing to free. The first quiet
 spell — after the pages built ahead were frozen (``gc.freeze``) — turns it back on, or
 ``START_MOST_OBJECTS`` made objects do in a viewer never quiet.
 """
