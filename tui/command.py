@@ -159,6 +159,12 @@ class Dialer:
             client, self.target, self.allow_empty, self.wanted_run
         )
 
+    def answered(self) -> bool:
+        """Whether what ``start`` asked is all in and the handshake went well: the first
+        call and ``first_answers`` then return at once."""
+        opening = self._answers
+        return opening is not None and opening.answered()
+
     def first_answers(self) -> FirstAnswers | None:
         """What ``start`` asked for — the runs and the run to open with its index — once
         (None: nothing was asked, or it was handed over already: ask the agent)."""

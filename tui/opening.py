@@ -81,6 +81,10 @@ class Opening:
         self._answers = FirstAnswers(runs, run, info)
         self._answered.set()
 
+    def answered(self) -> bool:
+        """Whether the answers are all in, the handshake having gone well (never waits)."""
+        return self._answered.is_set() and self._client is not None
+
     def client(self) -> Client:
         """The client once its agent has shaken hands; raises why it could not."""
         self._greeted.wait()

@@ -35,6 +35,9 @@ async def test_the_run_opens_on_the_answers_asked_before_the_app_existed(run_dir
     assert [r["run"] for r in first.runs] == [first.run]
     app = TvisApp(dialer, "local", "halfcell")
     async with app.run_test(size=(120, 40)) as pilot:
+        # All in before the app started: connected as it mounted, with no thread between.
+        assert app.data is not None and app.run_name == first.run
+        assert not [w for w in app.workers if w.group == "connect"]
         await wait_for(pilot, lambda: app.current_mode == "replay", "the first page")
         assert app.run_name == first.run and app.run_info is first.info
         opening = [a for a in dialer.asked if a["method"] in ("hello", "runs", "run")]
