@@ -174,9 +174,31 @@ class Client(ABC):
         if error is not None:
             raise _older_agent(error) from None
 
+    def send_ahead(self, method: str, **params: Any) -> Future[Any]:
+        """Put a request on the wire and return before it is answered: the future holds its
+        reply map (``result_of`` reads it), so the next request can follow at once. In
+        process it is answered before this returns."""
+        future: Future[Any] = Future()
+        try:
+            future.set_result({"result": self.call(method, **params)})
+        except AgentError as e:
+            future.set_result({"error": e.message, "status": e.status})
+        return future
+
     def handshake(self) -> dict[str, Any]:
         """Exchange versions; a mismatch raises one sentence naming both."""
-        info = self.call("hello", protocol=PROTOCOL_VERSION, version=__version__, heartbeat=True)
+        return self.greeted(self.say_hello())
+
+    def say_hello(self) -> Future[Any]:
+        """The handshake's request, sent (``send_ahead``); ``greeted`` reads its answer."""
+        return self.send_ahead(
+            "hello", protocol=PROTOCOL_VERSION, version=__version__, heartbeat=True
+        )
+
+    def greeted(self, hello: Future[Any]) -> dict[str, Any]:
+        """The agent's answer to ``say_hello``, its versions checked: a mismatch raises one
+        sentence naming both."""
+        info = result_of(hello.result())
         if not isinstance(info, dict) or info.get("protocol") != PROTOCOL_VERSION:
             theirs = info if isinstance(info, dict) else {}
             raise AgentError(
@@ -294,8 +316,8 @@ class PipeClient(Client):
     def describe(self) -> str:
         return self.name
 
-    def handshake(self) -> dict[str, Any]:
-        info = super().handshake()
+    def greeted(self, hello: Future[Any]) -> dict[str, Any]:
+        info = super().greeted(hello)
         self._beating = isinstance(info.get("heartbeat"), (int, float))
         return info
 
@@ -311,6 +333,9 @@ class PipeClient(Client):
 
     def read_chunk(self, into: memoryview, **params: Any) -> Future[Any]:
         return self._send("read", params, into)
+
+    def send_ahead(self, method: str, **params: Any) -> Future[Any]:
+        return self._send(method, params, None)
 
     def _send(
         self,
@@ -757,15 +782,33 @@ def open_client(
 
 def greet(client: Client, target: Target, allow_empty: bool = False) -> Client:
     """``client`` once it has shaken hands with its agent (closed if that fails)."""
+    return _greet(client, target, allow_empty, list_runs=False)[0]
+
+
+def greet_and_list(
+    client: Client, target: Target, allow_empty: bool = False
+) -> tuple[Client, list[dict[str, Any]]]:
+    """``greet``, and the runs under the agent's root, both asked before either is answered:
+    one round trip, not two. When the handshake fails (another protocol, no runs) its error
+    is the one raised, whatever the list's answer was."""
+    return _greet(client, target, allow_empty, list_runs=True)
+
+
+def _greet(
+    client: Client, target: Target, allow_empty: bool, list_runs: bool
+) -> tuple[Client, Any]:
     try:
-        info = client.handshake()
+        hello = client.say_hello()
+        listing = client.send_ahead("runs") if list_runs else None
+        info = client.greeted(hello)
         if not allow_empty and not info.get("runs"):
             where = target.path if target.is_local else f"{target.host}:{target.path}"
             raise AgentError(
                 f"no tvis runs under {where}; point at a folder that holds tvis_runs or a run.",
                 NOT_FOUND,
             )
+        runs = None if listing is None else result_of(listing.result())
     except BaseException:
         client.close()
         raise
-    return client
+    return client, runs

@@ -218,9 +218,9 @@ def test_tvis_tui_starts_its_local_agent_before_the_heavy_imports(tmp_path: Path
     code = (
         "import argparse\n"
         "from tvis.tui import command\n"
-        "args = argparse.Namespace(via=[], remote_tvis=None)\n"
+        "args = argparse.Namespace(via=[], remote_tvis=None, run=None)\n"
         f"dialer, label = command._connector({str(tmp_path)!r}, args, allow_empty=True)\n"
-        "started = dialer._started\n"
+        "started = dialer._opening.client()\n"
         "assert type(started).__name__ == 'LocalProcessClient', started\n"
         "started.close()\n"
     )

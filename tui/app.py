@@ -36,6 +36,7 @@ from tvis.tui.hidden_pages import HiddenPages
 from tvis.tui.link import Link, grey
 from tvis.tui.messages import GotoCall, Selection
 from tvis.tui.notice import Notice
+from tvis.tui.opening import run_to_open
 from tvis.tui.pages import PageSpec, build, pages_for, warm
 from tvis.tui.pane import Asks
 from tvis.tui.quiet_collect import QuietCollector
@@ -98,6 +99,7 @@ class TvisApp(Asks, App[None]):
         self.collector = QuietCollector(self)
         self.collects_quietly = False
         self._mounted: set[int] = set()  # id() of the page screens mounted whole
+        self._page_chosen = False  # whether a page was shown or is on its way
         self._laid_out: set[int] = set()  # id() of pages built ahead laid out, not rendered
 
     async def on_event(self, event: events.Event) -> None:
@@ -204,12 +206,7 @@ class TvisApp(Asks, App[None]):
 
     def run_to_open(self, runs: list[dict[str, Any]]) -> str | None:
         """The run the viewer opens on connecting: the one asked for, or the only one."""
-        if self.wanted_run:
-            match = next(
-                (r for r in runs if self.wanted_run in (r.get("run"), r.get("run_id"))), None
-            )
-            return match["run"] if match else None
-        return runs[0]["run"] if len(runs) == 1 else None
+        return run_to_open(runs, self.wanted_run)
 
     def connected(self, runs: list[dict[str, Any]], info: dict[str, Any] | None = None) -> None:
         """The link is up (``data``): open the run asked for, the only one, or a picker.
@@ -375,7 +372,13 @@ class TvisApp(Asks, App[None]):
         if first:
             # After the tab bar is written: the first page's build holds the display, and
             # the pages' tabs are what a user presses a page's number at, meanwhile.
-            self.call_after_refresh(self.action_page, 1)
+            self.call_after_refresh(self._open_first_page)
+
+    async def _open_first_page(self) -> None:
+        """The run's first page, unless a page's key pressed at its tabs came first: that
+        page is the one shown (it is already on its way)."""
+        if not self._page_chosen:
+            await self.action_page(1)
 
     def stop_polling(self) -> None:
         if self._poll_timer is not None:
@@ -417,6 +420,7 @@ class TvisApp(Asks, App[None]):
         if not 1 <= n <= len(pages):
             return
         spec = pages[n - 1]
+        self._page_chosen = True
         self._add_page(spec)
         left_id = self.current_mode
         left = self.page_screens.get(left_id)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tvis.agent.client import Client
     from tvis.agent.protocol import AgentError
     from tvis.agent.target import Target
+    from tvis.tui.opening import FirstAnswers, Opening
 
 DEFAULT_TARGET = "tvis_runs"
 
@@ -108,7 +109,7 @@ def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[
     except TargetError as e:
         raise _Refused(str(e), 2) from None
     label = target.describe()
-    dialer = Dialer(target, allow_empty=allow_empty)
+    dialer = Dialer(target, allow_empty=allow_empty, wanted_run=args.run)
     if not target.is_local:
         sys.stderr.write(f"tvis: connecting to {label} …\n")
     dialer.start()
@@ -120,8 +121,9 @@ class Dialer:
     target's agent; a later call (a reconnect) dials the same target again — same jump
     hosts, same ControlMaster socket folder — or starts a new local agent.
 
-    The first call hands over what was begun before the app took the terminal: an ssh
-    client already connected, or a local agent already starting (``start``)."""
+    The first call hands over what was begun before the app took the terminal (``start``):
+    an agent started, greeted and asked for the runs and the run to open (``wanted_run``, or
+    the only one) as soon as its pipe was open; ``first_answers`` gives those answers."""
 
     def __init__(
         self,
@@ -129,23 +131,45 @@ class Dialer:
         allow_empty: bool = False,
         ssh_command: list[str] | None = None,
         control_dir: Path | None = None,
+        wanted_run: str | None = None,
     ) -> None:
         self.target, self.allow_empty = target, allow_empty
         self.ssh_command, self.control_dir = ssh_command, control_dir
+        self.wanted_run = wanted_run
         self.first: Client | None = None  # connected and greeted
-        self._started: Client | AgentError | None = None  # started, not yet greeted
+        self._failed: AgentError | None = None  # the start's failure, for the first call
+        self._opening: Opening | None = None  # started, for the first call to hand over
+        self._answers: Opening | None = None  # and its first answers, for first_answers
         self.may_prompt = not target.is_local
         """ssh may ask for a password or a second factor: the app lends it the terminal."""
 
     def start(self) -> None:
-        """Start the agent (or ssh) now, so that it gets ready while the viewer does; a
-        failure is the first call's to report (``connect_now``'s, or the app's)."""
+        """Start the agent (or ssh) now and ask it for the first answers, so that it gets
+        ready while the viewer does; a failure is the first call's to report
+        (``connect_now``'s, or the app's)."""
         from tvis.agent.protocol import AgentError
+        from tvis.tui.opening import Opening
 
         try:
-            self._started = self._open()
+            client = self._open()
         except AgentError as e:
-            self._started = e
+            self._failed = e
+            return
+        self._opening = self._answers = Opening(
+            client, self.target, self.allow_empty, self.wanted_run
+        )
+
+    def answered(self) -> bool:
+        """Whether what ``start`` asked is all in and the handshake went well: the first
+        call and ``first_answers`` then return at once."""
+        opening = self._answers
+        return opening is not None and opening.answered()
+
+    def first_answers(self) -> FirstAnswers | None:
+        """What ``start`` asked for — the runs and the run to open with its index — once
+        (None: nothing was asked, or it was handed over already: ask the agent)."""
+        opening, self._answers = self._answers, None
+        return None if opening is None else opening.answers()
 
     def _open(self) -> Client:
         from tvis.agent.client import open_client
@@ -169,10 +193,13 @@ class Dialer:
         client, self.first = self.first, None
         if client is not None:
             return client
-        started, self._started = self._started, None
-        if isinstance(started, Exception):
-            raise started
-        return greet(started or self._open(), self.target, self.allow_empty)
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            return opening.client()
+        return greet(self._open(), self.target, self.allow_empty)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -194,6 +221,24 @@ def main(args: argparse.Namespace) -> int:
         sys.stderr.write(f"tvis: {e}\n")
         return e.code
 
+    # No cyclic collection during the start: what Textual's import, the shell and the first
+    # pages make lives as long as the viewer, and the ≈ 190 young passes over it on the way
+    # to the first screen freed nothing. The app's collector turns it back on (``start_held``).
+    gc.disable()
+    try:
+        return _view(args, connector, label, mode, live)
+    finally:
+        gc.enable()
+
+
+def _view(
+    args: argparse.Namespace,
+    connector: Callable | None,
+    label: str,
+    mode: str,
+    live: str | None,
+) -> int:
+    """Import the app, connect where ssh may prompt, and run the viewer to its end."""
     from tvis.tui import keys
     from tvis.tui.app import TvisApp
 
@@ -209,7 +254,7 @@ def main(args: argparse.Namespace) -> int:
 
     keymap, keymap_error = keys.load_keymap()
     # What the imports made lives as long as the viewer: out of the cyclic collector's
-    # reach, a full collection on the way to the first page costs ~20 ms instead of ~100.
+    # reach, a full collection once it is back on costs ~20 ms instead of ~100.
     gc.freeze()
     app = TvisApp(
         connector,
@@ -222,6 +267,7 @@ def main(args: argparse.Namespace) -> int:
     )
     app.ahead.freezes = True
     app.collects_quietly = True
+    app.collector.start_held = True
     if sys.platform != "win32":
         from tvis.tui.prompt_escape import PromptEscapeDriver
 

@@ -25,6 +25,7 @@ from tvis.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
     from tvis.tui.app import TvisApp
+    from tvis.tui.opening import FirstAnswers
 
 WAITING_CUE_S = 1.0
 """Seconds of silence on a pending request before the status line says it waits: a healthy
@@ -70,31 +71,53 @@ class Link:
         connector = self.connector
         if connector is None:
             return
+        if self._answered_ahead(connector):
+            # Nothing left to wait for: connected here, not on a worker thread whose start
+            # and hop back each wait for the app's busy thread (≈ 30 ms of a start).
+            self._connect(connector, lambda deliver, *args: deliver(*args))
+            return
         self.app.run_worker(
-            lambda: self._connect(connector),
+            lambda: self._connect(connector, self.app.call_from_thread),
             thread=True,
             exclusive=True,
             group="connect",
             exit_on_error=False,
         )
 
-    def _connect(self, connector: Callable[[], Client]) -> None:
+    def _answered_ahead(self, connector: Callable[[], Client]) -> bool:
+        """Whether ``connector`` has greeted its agent and has the answers for the run this
+        app opens already in (tui/opening.py), so that connecting waits for nothing."""
+        answered = getattr(connector, "answered", None)
+        return (
+            callable(answered)
+            and answered()
+            and getattr(connector, "wanted_run", None) == self.app.wanted_run
+        )
+
+    def _connect(self, connector: Callable[[], Client], on_app: Callable[..., Any]) -> None:
+        """Connect through ``connector`` and hand the app the runs and the run's index
+        through ``on_app`` (``call_from_thread`` from a worker)."""
         try:
             data = Data(connector())
-            runs = data.call("runs")
+            # What the connector asked as soon as the agent's pipe was open (tui/opening.py),
+            # or else asked now.
+            early: FirstAnswers | None = getattr(connector, "first_answers", lambda: None)()
+            runs = early.runs if early is not None else data.call("runs")
         except Exception as e:
-            self.app.call_from_thread(self.app.not_connected, sentence(e))
+            on_app(self.app.not_connected, sentence(e))
             return
         # The run it will open is asked for here, in the same breath: not one hop to the
         # UI thread (busy drawing "connecting …") and back first. A failure is left to the
         # app's own request, which says it.
         run, info = self.app.run_to_open(runs), None
-        if run is not None:
+        if early is not None and early.run == run:
+            info = early.info
+        elif run is not None:
             try:
                 info = data.call("run", run=run)
             except Exception:
                 info = None
-        self.app.call_from_thread(self._connected, data, runs, info)
+        on_app(self._connected, data, runs, info)
 
     def _connected(self, data: Data, runs: list[dict[str, Any]], info: dict | None) -> None:
         self.data = data

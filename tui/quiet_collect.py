@@ -12,6 +12,12 @@ it itself once nothing has happened for ``QUIET_S``: no key, no request on the w
 clock that builds pages ahead, ``BuildAhead.quiet_since``). A viewer that is never
 quiet still collects, after ``MOST_YOUNG_PASSES`` generation-1 passes, as CPython would
 have long before.
+
+`tvis tui` also runs its start with the collector off (``start_held``): Textual's import,
+the shell and the first pages make objects that live as long as the viewer, and the young
+passes over them (≈ 190 of them before the first screen) found nothing to free. The first quiet
+spell — after the pages built ahead were frozen (``gc.freeze``) — turns it back on, or
+``START_MOST_OBJECTS`` made objects do in a viewer never quiet.
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ MOST_YOUNG_PASSES = 100
 """Never quiet this long (a run followed live, keys held down): collect anyway. Ten times
 CPython's count: about 700,000 objects made, a few seconds of steady work."""
 
+START_MOST_OBJECTS = 700_000
+"""A start never quiet turns the collector back on after this many objects made (net): as
+many as ``MOST_YOUNG_PASSES`` young passes would have looked at."""
+
 OUT_OF_REACH = 1 << 30
 """The third threshold while the app collects: CPython never reaches it."""
 
@@ -53,6 +63,9 @@ class QuietCollector:
         self.full_passes = 0  # run here (for tests and benches)
         self._timer: Timer | None = None
         self._thresholds: tuple[int, int, int] | None = None
+        self.start_held = False
+        """The collector was turned off for the start (`tvis tui`): the first quiet spell,
+        or the app's end, turns it back on."""
 
     @property
     def running(self) -> bool:
@@ -73,6 +86,13 @@ class QuietCollector:
         if self._thresholds is not None:
             gc.set_threshold(*self._thresholds)
             self._thresholds = None
+        self.release_start()
+
+    def release_start(self) -> None:
+        """The collector on again, as CPython runs it (if the start had it off)."""
+        if self.start_held:
+            self.start_held = False
+            gc.enable()
 
     def due(self) -> bool:
         """Whether CPython would have run a full pass by now (its count, not its 25 % rule:
@@ -89,6 +109,8 @@ class QuietCollector:
         if not self.app.is_running:
             self.stop()
             return
+        if self.start_held and (gc.get_count()[0] >= START_MOST_OBJECTS or self.quiet()):
+            self.release_start()
         passes = gc.get_count()[2]
         if passes >= MOST_YOUNG_PASSES or (passes >= DUE_YOUNG_PASSES and self.quiet()):
             gc.collect()

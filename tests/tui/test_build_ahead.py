@@ -138,7 +138,9 @@ def test_tvis_tui_moves_the_imports_out_of_the_collectors_reach_before_the_app_s
     """What `tvis tui` imported lives as long as it does: frozen before the app runs, a
     full collection on the way to the first page scans the app's objects, not textual's
     (60–120 ms each before); the app freezes its pages once they settle, and runs the full
-    collections itself, in quiet spells (``quiet_collect``)."""
+    collections itself, in quiet spells (``quiet_collect``). The start runs with the
+    collector off (the app's first quiet spell turns it on), and it is on again once the
+    app has ended."""
     code = (
         "import gc, sys\n"
         "from tvis.tui.app import TvisApp\n"
@@ -147,11 +149,13 @@ def test_tvis_tui_moves_the_imports_out_of_the_collectors_reach_before_the_app_s
         "    seen['frozen'] = gc.get_freeze_count()\n"
         "    seen['freezes'] = self.ahead.freezes\n"
         "    seen['collects'] = self.collects_quietly\n"
+        "    seen['held'] = self.collector.start_held and not gc.isenabled()\n"
         "    self.link.close()\n"
         "TvisApp.run = run\n"
         "from tvis import cli\n"
         f"cli.main(['tui', {str(run_dir)!r}])\n"
         "assert seen['frozen'] > 10_000 and seen['freezes'] and seen['collects'], seen\n"
+        "assert seen['held'] and gc.isenabled(), seen\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

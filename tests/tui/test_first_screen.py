@@ -182,3 +182,23 @@ async def test_the_run_pages_tabs_are_written_before_the_first_page_is_built(run
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
         assert events[:2] == ["written Screen", "built replay"]
+
+
+async def test_a_page_key_waiting_when_the_run_s_tabs_are_written_is_the_page_shown(
+    run_dir: Path,
+):
+    """A `2` already waiting for the app when the run's tabs are written (answers asked
+    ahead, the tabs come early) shows Explore: the first page, whose build was put after
+    that write, does not open over it."""
+    app = make_app(run_dir)
+    loaded = app._run_loaded
+
+    def loaded_then_key(run, info) -> None:
+        loaded(run, info)
+        app.simulate_key("2")  # in the queue before the refresh that builds the first page
+
+    app._run_loaded = loaded_then_key
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "explore", "Explore")
+        await pilot.pause(0.5)  # where the first page, opened after the tabs, would come
+        assert app.current_mode == "explore"

@@ -87,3 +87,56 @@ async def test_a_viewer_never_quiet_still_collects_in_full(run_dir):
         with FullPasses() as full:
             app.collector.check()
         assert full.count == 1 and app.collector.full_passes == 1
+
+
+async def test_the_start_runs_without_the_collector_until_the_first_quiet_spell(run_dir):
+    """`tvis tui` starts with the cyclic collector off (what it makes on the way to the
+    first page lives as long as the viewer): still off when the first page is up, on again
+    in the first quiet spell, as CPython runs it."""
+    gc.disable()
+    try:
+        app = make_app(run_dir)
+        app.collects_quietly = True
+        app.collector.start_held = True
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.collector.running, "the first page")
+            assert not gc.isenabled()
+            await wait_for(pilot, gc.isenabled, "the collector on in a quiet spell")
+            assert not app.collector.start_held
+            assert gc.get_threshold()[2] == quiet_collect.OUT_OF_REACH  # full passes: quiet
+    finally:
+        gc.enable()
+
+
+async def test_a_start_never_quiet_turns_the_collector_on_after_enough_objects(
+    run_dir, monkeypatch
+):
+    """Keys from the first instant never give a quiet spell: once the start has made
+    ``START_MOST_OBJECTS`` objects the collector is on anyway; an app that ends first
+    turns it on as it ends."""
+    monkeypatch.setattr(quiet_collect, "START_MOST_OBJECTS", 50_000)
+    gc.disable()
+    try:
+        app = make_app(run_dir)
+        app.collects_quietly = True
+        app.collector.start_held = True
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.collector.running, "the first page")
+            gc.collect(0)  # the young generation's count starts from nothing
+            app.ahead.input_seen()  # a key this instant: not quiet
+            app.collector.check()
+            assert not gc.isenabled()
+            kept = [[i] for i in range(60_000)]
+            app.ahead.input_seen()
+            app.collector.check()
+            assert gc.isenabled() and len(kept) == 60_000
+        gc.disable()
+        ended = make_app(run_dir)
+        ended.collects_quietly = True
+        ended.collector.start_held = True
+        async with ended.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: ended.collector.running, "the first page")
+            ended.ahead.input_seen()
+        assert gc.isenabled()
+    finally:
+        gc.enable()
