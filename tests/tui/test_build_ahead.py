@@ -321,3 +321,25 @@ async def test_a_page_laid_out_ahead_is_laid_out_once_on_its_first_visit(run_dir
         await pilot.pause(0.3)
         assert len(layouts) == 1
         assert app.internal_errors == []
+
+
+async def test_a_page_mounted_whole_is_shown_without_textuals_repaint_hold(run_dir):
+    """Textual's ``switch_mode`` holds every repaint for 50 ms (``App.delay_update``) to mask
+    a screen composing. A page built ahead, or visited before, has nothing to mask: its
+    switch holds nothing, so its frame is drawn at the key, not 50 ms after it."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await wait_for(pilot, lambda: "loss" in app.ahead.built, "Loss built ahead", timeout=60)
+        await wait_for(
+            pilot, lambda: "loss" not in app.ahead._unlaid, "Loss laid out ahead", timeout=60
+        )
+        ids = [p.id for p in app.pages()]
+        loss = app.page_screens["loss"]
+        await app.action_page(ids.index("loss") + 1)  # its first visit
+        assert app.screen is loss and app._batch_count == 0
+        await pilot.pause()
+        await app.action_page(ids.index("explore") + 1)  # a page visited before
+        assert app.current_mode == "explore" and app._batch_count == 0
+        await pilot.pause(0.2)
+        assert "Explore" in screen_text(app) and app.internal_errors == []
