@@ -232,7 +232,7 @@ async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_und
 
 
 async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_built(run_dir):
-    """Once every page is built, a quiet spell builds the source highlighter's lexer (not
+    """Once Explore is built, a quiet spell builds the source highlighter's lexer (not
     under the first `s`), mounting nothing: the panes are still built on their first key."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -248,7 +248,7 @@ async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_
 async def test_the_help_is_drawn_ahead_in_quiet_slices_and_a_first_question_mark_draws_nothing(
     run_dir,
 ):
-    """Once every page is built, quiet spells mount the help hidden and draw its sections a
+    """Once Explore is built, quiet spells mount the help hidden and draw its sections a
     slice at a time, at the width it will show them: its first `?` on any page only stacks
     them."""
     from tvis.tui.help import HelpScreen
@@ -343,3 +343,31 @@ async def test_a_page_mounted_whole_is_shown_without_textuals_repaint_hold(run_d
         assert app.current_mode == "explore" and app._batch_count == 0
         await pilot.pause(0.2)
         assert "Explore" in screen_text(app) and app.internal_errors == []
+
+
+async def test_the_help_is_drawn_ahead_after_explore_and_before_the_other_pages(run_dir):
+    """`?` is among the first keys on the first page: its drawing comes right after
+    Explore's build, then the other pages are built, each after a whole quiet spell."""
+    app = make_app(run_dir)
+    built_with_help: list[tuple[str, bool]] = []  # each page built ahead, the help drawn then
+    build = app.ahead.build
+
+    def help_drawn() -> bool:
+        if not app.is_screen_installed("help"):
+            return False
+        drawings = list(app.get_screen("help")._drawings.values())
+        return bool(drawings) and drawings[0].draws == len(drawings[0].sections)
+
+    def spy(spec) -> None:
+        built_with_help.append((spec.id, help_drawn()))
+        build(spec)
+
+    app.ahead.build = spy
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        others = [p.id for p in app.pages() if p.id not in ("replay", "explore")]
+        await wait_for(
+            pilot, lambda: len(built_with_help) == 1 + len(others), "every page built", timeout=60
+        )
+        assert built_with_help == [("explore", False), *((p, True) for p in others)]
+        assert app.internal_errors == []
