@@ -553,7 +553,7 @@ class TvisApp(Asks, App[None]):
         if help.size != self.size or not table.content_region.width:
             help._refresh_layout(self.size)
             return bool(table.content_region.width)
-        return help.draw_ahead()
+        return help.draw_ahead() or help.arrange_ahead(ids_on_screen(self.screen))
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -371,3 +371,37 @@ async def test_the_help_is_drawn_ahead_after_explore_and_before_the_other_pages(
         )
         assert built_with_help == [("explore", False), *((p, True) for p in others)]
         assert app.internal_errors == []
+
+
+async def test_the_help_is_arranged_ahead_for_the_page_on_screen_and_its_question_mark_lays_out_once(
+    run_dir,
+):
+    """Drawn ahead, the help is also stacked in the order of the page on screen and laid out
+    hidden until its layout settles: `?` there lays it out once, one frame (its first
+    layout had cascaded under the key, the table's height then the scroll bars': three)."""
+    from tvis.tui.help import ids_on_screen, section_order
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+
+        def arranged():
+            if not app.is_screen_installed("help"):
+                return None
+            help = app.get_screen("help")
+            visual = help.query_one("#help-table").visual
+            order = section_order(ids_on_screen(page))
+            if getattr(visual, "order", None) == order and not help._layout_required:
+                return help
+            return None
+
+        help = await wait_for(pilot, arranged, "the help arranged for Explore", timeout=60)
+        layouts: list[object] = []
+        lay_out = help._refresh_layout
+        help._refresh_layout = lambda *a, **k: layouts.append(a) or lay_out(*a, **k)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: app.screen is help, "the help shown")
+        await wait_for(pilot, lambda: showing(app, "tree.expand"), "its keys")
+        await pilot.pause(0.3)
+        assert len(layouts) == 1
+        assert app.internal_errors == []
