@@ -101,6 +101,7 @@ class TvisApp(Asks, App[None]):
         self._mounted: set[int] = set()  # id() of the page screens mounted whole
         self._page_chosen = False  # whether a page was shown or is on its way
         self._laid_out: set[int] = set()  # id() of pages built ahead laid out, not rendered
+        self._switching_to_mounted = False  # within switch_mode, to a page mounted whole
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
@@ -427,7 +428,12 @@ class TvisApp(Asks, App[None]):
         if spec.id != left_id:
             # Before the switch: the page's first frame is of the batch and sample of now.
             self.hidden.show(spec.id)
-        await self.switch_mode(spec.id)
+        self._switching_to_mounted = id(self.page_screens.get(spec.id)) in self._mounted
+        try:
+            shown = self.switch_mode(spec.id)
+        finally:
+            self._switching_to_mounted = False
+        await shown
         if self.current_mode == spec.id:  # not left meanwhile (a key during a first build)
             self.ahead.visited(spec.id)
         if left is not None and left is not self.screen:
@@ -441,6 +447,13 @@ class TvisApp(Asks, App[None]):
             self.ahead.start()
         if self.collects_quietly:
             self.collector.start()  # full collections in quiet spells, not under keys
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        # Textual's switch_mode holds every repaint for 50 ms to mask a screen composing.
+        # A page mounted whole (built ahead, or visited) has nothing to mask: the hold only
+        # put its first frame 50 ms after the key.
+        if not self._switching_to_mounted:
+            super().delay_update(delay)
 
     def page_built(self, page_id: str) -> bool:
         """Whether the page's screen exists (visited, or built ahead)."""
@@ -544,7 +557,7 @@ class TvisApp(Asks, App[None]):
         if help.size != self.size or not table.content_region.width:
             help._refresh_layout(self.size)
             return bool(table.content_region.width)
-        return help.draw_ahead()
+        return help.draw_ahead() or help.arrange_ahead(ids_on_screen(self.screen))
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

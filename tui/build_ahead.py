@@ -8,10 +8,10 @@ are in it is laid out and rendered at the terminal's size, still hidden. One pag
 spell: its own requests make the viewer busy again, and a key pressed meanwhile is answered
 before the next page starts. The page's modules are imported on a thread first (an import
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
-then, as before. Once every page is built, the quiet spells do in small slices what a key
-would otherwise do on its first use (Explore's highlighter, the help's drawing), one after
-another while nothing happens. No slice starts while a key the terminal sent waits in the
-app's queue (``input_waiting``): the key is handled first.
+then, as before. Once Explore is built, before the other pages, the quiet spells do in small
+slices what a key would otherwise do on its first use (the help's drawing, Explore's
+highlighter), one after another while nothing happens. No slice starts while a key the
+terminal sent waits in the app's queue (``input_waiting``): the key is handled first.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
 watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
@@ -54,7 +54,7 @@ LAY_OUT_QUIET_S = 0.15
 """A page built ahead is laid out once its answers are in and this long has passed quietly."""
 
 PART_QUIET_S = 0.15
-"""Every page built, the small slices that follow one another (the help's drawing) once this
+"""Explore built, the small slices that follow one another (the help's drawing) once this
 long has passed quietly, within one quiet spell: a key starts the wait for ``QUIET_S`` again."""
 
 TICK_S = 0.1
@@ -129,7 +129,7 @@ class BuildAhead:
         return unbuilt[0] if unbuilt else None
 
     def _build_part_ahead(self) -> bool:
-        """Every page built: what a page would otherwise do on a key's first use (Explore's
+        """Explore built: what a page would otherwise do on a key's first use (Explore's
         source highlighter, the help drawn), one slice per quiet spell. False when nothing
         is left."""
         explore = self.app.explore_page()
@@ -177,13 +177,20 @@ class BuildAhead:
             if self.freezes:
                 gc.freeze()
         spec = self.next_page()
-        if spec is None:
+        if spec is None or spec.id not in ORDER:
+            # Explore built, the parts before the other pages: `?` is among a user's first
+            # keys on the first page, where the other pages' first visits come later.
             if self._build_part_ahead():
                 self.quiet_since = time.monotonic()
                 self._slicing = True
-            elif not any(held.holding for held in self.held.values()):
-                self.stop()
-            return
+                return
+            self._slicing = False
+            if spec is None:
+                if not any(held.holding for held in self.held.values()):
+                    self.stop()
+                return
+            if quiet < QUIET_S:
+                return  # a page next: built after a whole quiet spell, not a slice's
         if spec.module not in sys.modules and spec.module not in self._imports:
             self._imports[spec.module] = warm(spec)
         importing = self._imports.get(spec.module)

@@ -239,6 +239,10 @@ AHEAD_SLICE_S = 0.008
 """How long one quiet-spell slice of the help's drawing may run (a section is 2–5 ms): a key
 pressed meanwhile waits no longer than that."""
 
+ARRANGE_LAYOUTS = 3
+"""Layouts at most of the help arranged ahead for a page (``HelpScreen.arrange_ahead``): its
+cascade settles in two; a widget that kept asking would otherwise hold the quiet spells."""
+
 
 class HelpScreen(ModalScreen[None]):
     """Every key, the ones of what is on screen first. The app builds it once — in a quiet
@@ -261,6 +265,7 @@ class HelpScreen(ModalScreen[None]):
         self._drawings: dict[bool, HelpDrawing] = {}  # wide or not -> its sections drawn
         self._keymap: tuple = ()  # the keymap they were drawn with
         self._showing = False  # shown (or about to be), not only mounted ahead
+        self._layouts_ahead = 0  # layouts of the order arranged ahead (``arrange_ahead``)
 
     def show(self, first: list[str]) -> HelpScreen:
         """Itself, about to be shown again over a screen whose keys are ``first``."""
@@ -315,6 +320,26 @@ class HelpScreen(ModalScreen[None]):
         while title is not None and time.thread_time() - start < AHEAD_SLICE_S:
             drawing.strips(title, table, width, style, options)
             title = drawing.undrawn(width, style)
+        return True
+
+    def arrange_ahead(self, first: list[str]) -> bool:
+        """Stack the sections in the order of the page on screen (``first``: its keys) and
+        lay them out, hidden, a slice at a time until the layout asks for nothing more:
+        a `?` there then shows what is laid out, in one frame (its layout had cascaded
+        under the key: the table's height, then the scroll bars', three frames). False
+        once it is."""
+        table = self.query_one("#help-table", Static)
+        visual = table.visual
+        arranged = isinstance(visual, HelpSections) and visual.order == section_order(first)
+        if arranged and (not self._layout_required or self._layouts_ahead >= ARRANGE_LAYOUTS):
+            return False
+        if not arranged:
+            self.first = first
+            self._fill()
+            self._layouts_ahead = 0
+        self._layouts_ahead += 1
+        self._refresh_layout(self.app.size)
+        self._layout_required = False  # a hidden screen's update timer never lays it out
         return True
 
     def _fill(self) -> None:

@@ -236,7 +236,7 @@ async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_und
 
 
 async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_built(run_dir):
-    """Once every page is built, a quiet spell builds the source highlighter's lexer (not
+    """Once Explore is built, a quiet spell builds the source highlighter's lexer (not
     under the first `s`), mounting nothing: the panes are still built on their first key."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -252,7 +252,7 @@ async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_
 async def test_the_help_is_drawn_ahead_in_quiet_slices_and_a_first_question_mark_draws_nothing(
     run_dir,
 ):
-    """Once every page is built, quiet spells mount the help hidden and draw its sections a
+    """Once Explore is built, quiet spells mount the help hidden and draw its sections a
     slice at a time, at the width it will show them: its first `?` on any page only stacks
     them."""
     from tvis.tui.help import HelpScreen
@@ -322,6 +322,90 @@ async def test_a_page_laid_out_ahead_is_laid_out_once_on_its_first_visit(run_dir
         loss._refresh_layout = lambda *a, **k: layouts.append(a) or lay_out(*a, **k)
         await pilot.press("3")
         await wait_for(pilot, lambda: app.screen is loss, "the Loss page")
+        await pilot.pause(0.3)
+        assert len(layouts) == 1
+        assert app.internal_errors == []
+
+
+async def test_a_page_mounted_whole_is_shown_without_textuals_repaint_hold(run_dir):
+    """Textual's ``switch_mode`` holds every repaint for 50 ms (``App.delay_update``) to mask
+    a screen composing. A page built ahead, or visited before, has nothing to mask: its
+    switch holds nothing, so its frame is drawn at the key, not 50 ms after it."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        await wait_for(pilot, lambda: "loss" in app.ahead.built, "Loss built ahead", timeout=60)
+        await wait_for(
+            pilot, lambda: "loss" not in app.ahead._unlaid, "Loss laid out ahead", timeout=60
+        )
+        ids = [p.id for p in app.pages()]
+        loss = app.page_screens["loss"]
+        await app.action_page(ids.index("loss") + 1)  # its first visit
+        assert app.screen is loss and app._batch_count == 0
+        await pilot.pause()
+        await app.action_page(ids.index("explore") + 1)  # a page visited before
+        assert app.current_mode == "explore" and app._batch_count == 0
+        await pilot.pause(0.2)
+        assert "Explore" in screen_text(app) and app.internal_errors == []
+
+
+async def test_the_help_is_drawn_ahead_after_explore_and_before_the_other_pages(run_dir):
+    """`?` is among the first keys on the first page: its drawing comes right after
+    Explore's build, then the other pages are built, each after a whole quiet spell."""
+    app = make_app(run_dir)
+    built_with_help: list[tuple[str, bool]] = []  # each page built ahead, the help drawn then
+    build = app.ahead.build
+
+    def help_drawn() -> bool:
+        if not app.is_screen_installed("help"):
+            return False
+        drawings = list(app.get_screen("help")._drawings.values())
+        return bool(drawings) and drawings[0].draws == len(drawings[0].sections)
+
+    def spy(spec) -> None:
+        built_with_help.append((spec.id, help_drawn()))
+        build(spec)
+
+    app.ahead.build = spy
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        others = [p.id for p in app.pages() if p.id not in ("replay", "explore")]
+        await wait_for(
+            pilot, lambda: len(built_with_help) == 1 + len(others), "every page built", timeout=60
+        )
+        assert built_with_help == [("explore", False), *((p, True) for p in others)]
+        assert app.internal_errors == []
+
+
+async def test_the_help_is_arranged_ahead_for_the_page_on_screen_and_its_question_mark_lays_out_once(
+    run_dir,
+):
+    """Drawn ahead, the help is also stacked in the order of the page on screen and laid out
+    hidden until its layout settles: `?` there lays it out once, one frame (its first
+    layout had cascaded under the key, the table's height then the scroll bars': three)."""
+    from tvis.tui.help import ids_on_screen, section_order
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+
+        def arranged():
+            if not app.is_screen_installed("help"):
+                return None
+            help = app.get_screen("help")
+            visual = help.query_one("#help-table").visual
+            order = section_order(ids_on_screen(page))
+            if getattr(visual, "order", None) == order and not help._layout_required:
+                return help
+            return None
+
+        help = await wait_for(pilot, arranged, "the help arranged for Explore", timeout=60)
+        layouts: list[object] = []
+        lay_out = help._refresh_layout
+        help._refresh_layout = lambda *a, **k: layouts.append(a) or lay_out(*a, **k)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: app.screen is help, "the help shown")
+        await wait_for(pilot, lambda: showing(app, "tree.expand"), "its keys")
         await pilot.pause(0.3)
         assert len(layouts) == 1
         assert app.internal_errors == []

@@ -12,6 +12,7 @@ from test_replay import open_replay, seek_to
 from viewer_support import count_requests, make_app, screen_text, wait_for
 
 from tvis.tui.pages import replay
+from tvis.tui.widgets.layer_stack import LayerStack
 from tvis.tui.widgets.layer_views import NeuronsView, StatsView
 from tvis.tui.widgets.replay_cards import InputCard
 
@@ -144,3 +145,60 @@ async def test_a_playing_replay_asks_ahead_in_the_background_only_the_frames_it_
         assert ahead, "pictures fetched ahead while playing"
         assert {(a["batch"], a["call"]) for a in ahead} <= landed
         assert app.internal_errors == []
+
+
+async def test_the_next_and_previous_sample_after_a_rest_ask_the_agent_nothing_they_show(
+    run_dir: Path,
+):
+    """`]` and `[` reload the event list for the new sample, then its cards and the layers'
+    thumbnails: fetched while the cursor rested, the key draws them from the cache in one
+    frame (it was a frame per answer)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        await seek_to(pilot, page, "features.1.0")
+        size = app.batch_info["batch_size"]
+        for key, sample in (("right_square_bracket", 2), ("left_square_bracket", 0)):
+            for _ in range(2):  # `]` twice then `[` twice: samples 1, 2, then 1, 0
+                await _rested(pilot, app)
+                asked = count_requests(app)
+                await pilot.press(key)
+                shown = app.sample
+                await wait_for(
+                    pilot,
+                    lambda shown=shown: (
+                        page.query_one(LayerStack)._key[2] == shown
+                        and page.query_one(InputCard).pipeline is not None
+                    ),
+                    f"sample {shown} drawn",
+                )
+                await _rested(pilot, app)
+                assert _asked_for(asked, ("replay", *SHOWN_BY_END), sample=shown) == []
+            assert app.sample == sample % size
+        assert app.internal_errors == []
+
+
+async def test_the_next_sample_drawn_from_the_cache_is_the_screen_of_a_cold_one(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    screens = []
+    for rest in (replay.BESIDE_AFTER_S, 3600.0):  # prefetched, then never prefetched
+        monkeypatch.setattr(replay, "BESIDE_AFTER_S", rest)
+        app = make_app(run_dir)
+        async with app.run_test(size=(120, 40)) as pilot:
+            page = await open_replay(pilot)
+            await seek_to(pilot, page, "features.1.0")
+            await _rested(pilot, app)
+            await pilot.press("right_square_bracket")
+            await wait_for(
+                pilot,
+                lambda page=page: (
+                    page.query_one(LayerStack)._key[2] == 1
+                    and bool(page.query_one(InputCard).target)
+                ),
+                "sample 1 drawn",
+            )
+            await _rested(pilot, app)
+            screens.append(screen_text(app))
+            assert app.internal_errors == []
+    assert screens[0] == screens[1]

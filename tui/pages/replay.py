@@ -598,6 +598,8 @@ class ReplayPage(PlaceKeys, Page):
                 request = views.request(self._layer(far))
                 if request is not None:
                     asked.append(request)
+        if event is not None and event.group is None:
+            asked += self._samples_beside(rec, run, event.batch)
         if asked:
             jobs.append(lambda data: prefetch_all(data, asked))
         if jobs:
@@ -608,6 +610,24 @@ class ReplayPage(PlaceKeys, Page):
                 thread=True,
                 exit_on_error=False,
             )
+
+    def _samples_beside(
+        self, rec: Recording, run: str, batch: int
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """What `]` and `[` ask for (the next sample's first): its event list, and the
+        cards' pictures and the layers' thumbnails of this batch for it. Drawn from the
+        cache, the key is one frame, not one per answer (three, 60–120 ms)."""
+        size = (self.app.batch_info or {}).get("batch_size") or 1
+        sample, events = self.app.sample, rec.batch_events(batch)
+        asked: list[tuple[str, dict[str, Any]]] = []
+        for other in dict.fromkeys(((sample + 1) % size, (sample - 1) % size)):
+            if other == sample:
+                continue
+            query = replay_query(run, other, self._detail(), sorted(self.expanded))
+            asked.append(("replay", dict(query)))
+            asked += card_requests(run, batch, other)
+            asked += [("thumbs", p) for _, p in thumb_requests(run, batch, other, events)]
+        return asked
 
     @work(thread=True, exclusive=True, group="replay-prefetch", exit_on_error=False)
     def _warm(self, requests: list[tuple[str, dict[str, Any]]]) -> None:
