@@ -553,8 +553,10 @@ class ExplorePage(Asks, Page):
         (Loss' `u`), when the client holds everything on the way (``_reveal_held``):
         the switch then draws the call in its first frame, not the old selection and then
         the call. False when it must be asked for (a ``GotoCall`` then)."""
-        if self.mode != "batch" or batch != self.app.batch or self.layout_name == "compact":
-            return False  # (compact: ``_goto_call`` brings the inspector forward too)
+        if not self.is_mounted or self.mode != "batch" or batch != self.app.batch:
+            return False
+        if self.layout_name == "compact":
+            return False  # ``_goto_call`` brings the inspector forward too
         if not self._reveal_held(batch, call):
             return False
         self.workers.cancel_group(self, "reveal")  # an older reveal would move it again

@@ -884,8 +884,8 @@ class LossPage(Page):
         client's cache instead of waiting on the agent after the switch."""
         call = ((self.view.detail or {}).get("call") or {}).get("id")
         explore = self.app.explore_page()
-        if call is None or explore is None:
-            return lambda data: None
+        if call is None or explore is None or not explore.is_mounted:
+            return lambda data: None  # (Explore not built yet: its inspector asks itself)
         inspect = explore.inspector.prefetcher()
         wanted = [Selection("call", batch=self.app.batch, call=call)]
         return lambda data: inspect(data, wanted)
