@@ -624,7 +624,8 @@ class TvisApp(Asks, App[None]):
         pages = [p.id for p in self.pages()]
         if self.current_mode != "explore" and "explore" in pages:
             self.call_later(self.action_page, pages.index("explore") + 1)
-        page.post_message(GotoCall(call, batch=batch, path=path))
+        if not page.reveal_now(batch, call):  # held: the switch's first frame shows it
+            page.post_message(GotoCall(call, batch=batch, path=path))
 
     def toggle_explore_mode(self) -> None:
         page = self.explore_page()

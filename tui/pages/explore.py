@@ -461,8 +461,9 @@ class ExplorePage(Asks, Page):
         self._neighbours_timer = self.set_timer(NEIGHBOURS_AFTER_S, self._prefetch_beside)
 
     def _prefetch_beside(self) -> None:
-        """Once the selection rests, fetch the batches beside this one as ``.``/``,`` will
-        show them, so that a batch switch draws from the client's cache in one frame."""
+        """Once the selection rests, fetch what the tree's first and last rows show (`home`,
+        `end`) and the batches beside this one as ``.``/``,`` will show them, so that those
+        keys draw from the client's cache in one frame."""
         self._neighbours_timer = None
         if not self.is_current:  # built ahead, or left: asked for when next shown
             self._beside_due = True
@@ -477,11 +478,17 @@ class ExplorePage(Asks, Page):
         call = selection.call if selection is not None and selection.kind == "call" else None
         of_batch = selection.batch if selection is not None else None
         inspect = self.inspector.prefetcher()
+        ends = self.calls.call_tree.at_ends()  # what `home` and `end` show, this batch's
         also = None
         if "samples" in self.visible_panes():
             also = partial(fetch_samples, run=run, sample=app.sample)
+
+        def fetch() -> None:
+            inspect(data, ends)
+            fetch_beside(data, run, beside, call, of_batch, inspect, also)
+
         self.run_worker(
-            lambda: fetch_beside(data, run, beside, call, of_batch, inspect, also),
+            fetch,
             group="batch-neighbours",
             exclusive=True,
             thread=True,
@@ -540,6 +547,20 @@ class ExplorePage(Asks, Page):
         if not found or not isinstance(reply, dict) or not reply.get("exact"):
             return None  # a near match is shown by ``_reveal``, which says so
         return int(reply["call"])
+
+    def reveal_now(self, batch: int, call: int) -> bool:
+        """Select ``call`` of the batch shown now, before a page switch to Explore draws
+        (Loss' `u`), when the client holds everything on the way (``_reveal_held``):
+        the switch then draws the call in its first frame, not the old selection and then
+        the call. False when it must be asked for (a ``GotoCall`` then)."""
+        if not self.is_mounted or self.mode != "batch" or batch != self.app.batch:
+            return False
+        if self.layout_name == "compact":
+            return False  # ``_goto_call`` brings the inspector forward too
+        if not self._reveal_held(batch, call):
+            return False
+        self.workers.cancel_group(self, "reveal")  # an older reveal would move it again
+        return True
 
     def _reveal_held(self, batch: int, call: int) -> bool:
         """Put the cursor on ``call`` of ``batch`` and inspect it now, in the key's frame,

@@ -102,25 +102,33 @@ class InsightsPage(Page):
         self._ahead_timer: Timer | None = None
 
     def key_handled(self) -> None:
-        """Any key: once keys rest (``AHEAD_AFTER_S``), what `e` shows is fetched."""
+        """Any key: once keys rest (``AHEAD_AFTER_S``), what the next keys show is fetched."""
         if self._ahead_timer is not None:
             self._ahead_timer.stop()
         self._ahead_timer = self.set_timer(AHEAD_AFTER_S, self._fetch_ahead)
 
+    def on_screen_resume(self) -> None:
+        self.key_handled()  # built ahead it fetched nothing: the visit is a rest of its own
+
     def _fetch_ahead(self) -> None:
-        """The Embeddings view's projection, in the background, while another view is
-        shown: the run's, asked once (the client keeps the answer), so `e` draws it
-        without a round trip or the agent's projection under the key."""
+        """In the background, what the next keys show: Grad-CAM's next mode and other
+        class while it is shown (``GradcamView.ahead``), and the Embeddings view's
+        projection while another view is (the run's, asked once: the client keeps the
+        answer), so that the key draws without a round trip or the agent's work under it."""
         self._ahead_timer = None
         data = self.app.data
-        if data is None or not self.is_current or self.shown_view == "embeddings":
+        if data is None or not self.is_current or self.found is None:
             return
-        if self.found is None or not self.found.get("embeddings"):
-            return
-        asked = self.query_one(EmbeddingsView).request()
-        if asked is not None:
+        asked = []
+        view = self.current_view()
+        if isinstance(view, GradcamView):
+            asked += view.ahead()
+        if self.shown_view != "embeddings" and self.found.get("embeddings"):
+            projection = self.query_one(EmbeddingsView).request()
+            asked += [projection] if projection is not None else []
+        if asked:
             self.run_worker(
-                lambda: prefetch_all(data, [asked]),
+                lambda: prefetch_all(data, asked),
                 group="insights-ahead",
                 exclusive=True,
                 thread=True,

@@ -11,6 +11,7 @@ sized to what one screen shows.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -25,6 +26,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.messages import Selection
 from tvis.tui.pages.loss_ctc import ctc_cells, ctc_note, ctc_text
 from tvis.tui.pages.loss_labels import labels_text
 from tvis.tui.pages.loss_soft import soft_targets_text
@@ -512,6 +514,9 @@ class LossView(AgentPane):
     def answered(self, tag: str, result: Any) -> None:
         if tag == "detail":
             self.detail = result
+            page = self.screen
+            if isinstance(page, LossPage):
+                page.rest_then_prefetch()  # now it names the loss call that `u` shows
         elif result.get("kind") == "tokens":
             last = max(len(result["rows"]) - 1, 0)
             self.set_reactive(LossView.token_cursor, min(self.token_cursor, last))
@@ -839,14 +844,18 @@ class LossPage(Page):
         self.watch(self.app, "sample", self._sample_changed, init=False)
         self.call_after_refresh(self._start)
 
-    def _rest_then_prefetch(self) -> None:
+    def on_screen_resume(self) -> None:
+        self.rest_then_prefetch()  # built ahead, it fetched nothing beside while hidden
+
+    def rest_then_prefetch(self) -> None:
+        """Once the page rests (``BESIDE_AFTER_S``), fetch what its keys will show."""
         if self._beside_timer is not None:
             self._beside_timer.stop()
         self._beside_timer = self.set_timer(BESIDE_AFTER_S, self._prefetch_beside)
 
     def _prefetch_beside(self) -> None:
-        """Once the page rests, fetch what `.`/`,` will show: the switch then draws from the
-        client's cache in the key's frame, with no round trip."""
+        """Once the page rests, fetch what `u`, `.` and `,` will show: the key then draws
+        from the client's cache in its own frame, with no round trip."""
         self._beside_timer = None
         app = self.app
         data, run, position = app.data, app.run_name, app.batch_position
@@ -855,13 +864,31 @@ class LossPage(Page):
         indices = app.batch_indices
         beside = [indices[p] for p in (position + 1, position - 1) if 0 <= p < len(indices)]
         sample = app.sample
+        goto = self._goto_fetcher()
+
+        def fetch() -> None:
+            goto(data)
+            fetch_batches(data, run, beside, sample)
+
         self.run_worker(
-            lambda: fetch_batches(data, run, beside, sample),
+            fetch,
             group="loss-beside",
             exclusive=True,
             thread=True,
             exit_on_error=False,
         )
+
+    def _goto_fetcher(self) -> Callable[[Any], None]:
+        """``fetch(data)``, for a worker thread: what `u` shows, the loss call in Explore's
+        inspector (its record and its cards' pictures), so that the key draws it from the
+        client's cache instead of waiting on the agent after the switch."""
+        call = ((self.view.detail or {}).get("call") or {}).get("id")
+        explore = self.app.explore_page()
+        if call is None or explore is None or not explore.is_mounted:
+            return lambda data: None  # (Explore not built yet: its inspector asks itself)
+        inspect = explore.inspector.prefetcher()
+        wanted = [Selection("call", batch=self.app.batch, call=call)]
+        return lambda data: inspect(data, wanted)
 
     def _start(self) -> None:
         self.query_one(WatchCurve).load()
@@ -887,11 +914,11 @@ class LossPage(Page):
         self.query_one(WatchCurve).refresh()
         if info:
             self.view.load()
-            self._rest_then_prefetch()
+            self.rest_then_prefetch()
 
     def _sample_changed(self, *_: Any) -> None:
         self.view.sample_changed()
-        self._rest_then_prefetch()  # the followed sequence's tokens beside are others
+        self.rest_then_prefetch()  # the followed sequence's tokens beside are others
 
     def action_sort_worst(self) -> None:
         self.view.worst_first = not self.view.worst_first

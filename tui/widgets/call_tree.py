@@ -443,6 +443,17 @@ class CallTree(Tree[Node], inherit_bindings=False):
                     found.append(selection)
         return found
 
+    def at_ends(self) -> list[Selection]:
+        """What the first and last rows select: what `home` and `end` will show, for the
+        inspector to prefetch (the last row is often the loss, which Loss' `u` shows too)."""
+        found = []
+        for line in dict.fromkeys((self.last_line, 0)):
+            node = self.get_node_at_line(line) if line >= 0 else None
+            selection = self.selection_of(node) if node is not None else None
+            if selection is not None:
+                found.append(selection)
+        return found
+
     @staticmethod
     def selection_of(node: TreeNode[Node]) -> Selection | None:
         data = node.data

@@ -57,6 +57,7 @@ class GradcamView(AgentPane):
         self.which = "pred"
         self.mode = "one"
         self.reply: dict[str, Any] | None = None
+        self._grid_thumbs: list[tuple[Vertical, Picture, Static]] = []  # the grid's, in order
         # A grid of maps can take seconds (and longer to draw as pictures): say so.
         self.cue = LoadingCue(self, self._loading, self._title)
 
@@ -73,37 +74,49 @@ class GradcamView(AgentPane):
     # -- asking ----------------------------------------------------------------------------
 
     def reload(self) -> None:
-        place = where(self.app)
-        if place is None or not self.layer_names:
+        asked = self.request(self.mode, self.which)
+        if asked is None:
             return
         self.query_one("#gradcam-one").display = self.mode == "one"
         self.query_one("#gradcam-grid").display = self.mode != "one"
         self._title()
-        layer = self.layer_names[self.at_layer] if self.at_layer is not None else None
+        method, params = asked
         if self.mode == "one":
             self.cue.stop()  # the picture's own placeholder says it is loading
-            self.query_one("#gradcam-overlay", Picture).placeholder("loading Grad-CAM …")
-            self.ask(
-                "gradcam",
-                tag="one",
-                **place,
-                sample=self.app.sample,
-                layer=layer,
-                which=self.which,
-                width=SIDE,
-                height=SIDE,
-            )
+            if not self.ask(method, tag="one", **params):
+                self.reply = None
+                self.query_one("#gradcam-overlay", Picture).placeholder("loading Grad-CAM …")
             return
+        self.cue.start()
+        self.ask(method, tag="grid", **params)
+
+    def request(self, mode: str, which: str) -> tuple[str, dict[str, Any]] | None:
+        """What ``mode`` shows for class ``which`` at the followed sample and this layer, as
+        (method, params); None while there is nothing to ask."""
+        place = where(self.app)
+        if place is None or not self.layer_names:
+            return None
+        layer = self.layer_names[self.at_layer] if self.at_layer is not None else None
+        if mode == "one":
+            one = {"sample": self.app.sample, "layer": layer, "width": SIDE, "height": SIDE}
+            return "gradcam", {**place, **one, "which": which}
         side = thumb_side(self.size.width or self.app.size.width)
         per_row, rows = self._grid_shape(side)
         limit = max(1, min(per_row * rows, 16384 // (side * side), 64))
-        params = {"which": self.which, "width": side, "height": side, "limit": limit}
-        self.cue.start()
-        if self.mode == "samples":
+        params = {"which": which, "width": side, "height": side, "limit": limit}
+        if mode == "samples":
             first = (self.app.sample // limit) * limit  # the page holding the followed sample
-            self.ask("gradcam_grid", tag="grid", **place, layer=layer, first=first, **params)
-        else:
-            self.ask("gradcam_grid", tag="grid", **place, sample=self.app.sample, **params)
+            return "gradcam_grid", {**place, "layer": layer, "first": first, **params}
+        return "gradcam_grid", {**place, "sample": self.app.sample, **params}
+
+    def ahead(self) -> list[tuple[str, dict[str, Any]]]:
+        """What `m` and `t` will show from here (the next mode, the other class), for the
+        page to fetch while keys rest: a grid of maps is the agent's work of a round trip
+        or more, which the key then does not wait for."""
+        other = "true" if self.which == "pred" else "pred"
+        following = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        asked = [self.request(following, self.which), self.request(self.mode, other)]
+        return [a for a in asked if a is not None]
 
     def _grid_shape(self, side: int) -> tuple[int, int]:
         width = self.size.width or self.app.size.width
@@ -115,21 +128,21 @@ class GradcamView(AgentPane):
             self.at_layer = self.layer_names.index(result["layer"])
             self._title()
         if tag == "one":
-            self.reply = result
-            self._draw_one(result)
+            if not _same_answer(result, self.reply):  # `m` back to the map drawn: kept
+                self.reply = result
+                self._draw_one(result)
         elif tag == "grid":
             self._draw_grid(result)
 
     def failed(self, tag: str, message: str) -> None:
         self.cue.stop()
         if tag == "one":
+            self.reply = None
             self.query_one("#gradcam-overlay", Picture).placeholder(message)
             self.query_one("#gradcam-caption", Static).update("")
             self.query_one("#gradcam-map", Picture).clear()
         else:
-            grid = self.query_one("#gradcam-grid", Grid)
-            grid.remove_children()
-            grid.mount(Static(Text(message)))
+            self._grid_message(message)
 
     # -- what the keys do -------------------------------------------------------------------
 
@@ -190,10 +203,9 @@ class GradcamView(AgentPane):
 
     def _draw_grid(self, result: dict[str, Any]) -> None:
         grid = self.query_one("#gradcam-grid", Grid)
-        grid.remove_children()
         cells = result.get("cells") or []
         if not cells:
-            grid.mount(Static("no Grad-CAM maps to show for this choice."))
+            self._grid_message("no Grad-CAM maps to show for this choice.")
             self.cue.stop()
             return
         if self.mode == "samples":
@@ -204,19 +216,57 @@ class GradcamView(AgentPane):
         per_row, _ = self._grid_shape(side)
         grid.styles.grid_size_columns = per_row
         grid.styles.grid_columns = f"{side}"
-        boxes = []
-        for cell in cells:
-            picture = Picture(max_rows=side // 2, legend=False, classes="thumb")
-            caption = Static(_caption(cell, long=False, by_layer=self.mode == "layers"))
-            caption.add_class("caption")
-            boxes.append((Vertical(picture, caption, classes="thumb"), picture, cell))
-        grid.mount(*[b for b, _, _ in boxes])
-        for _, picture, cell in boxes:
+        for (picture, caption), cell in zip(
+            self._thumbs(grid, len(cells), side), cells, strict=True
+        ):
+            caption.update(_caption(cell, long=False, by_layer=self.mode == "layers"))
             if cell.get("image") is not None:
                 picture.show_rgb(overlay(cell["image"], cell["map"], ALPHA))
             else:
                 picture.show_values(cell["map"], Scale(0.0, 1.0), HEAT)
         self.call_after_refresh(self.cue.stop)  # the cue goes once the pictures are drawn
+
+    def _thumbs(self, grid: Grid, count: int, side: int) -> list[tuple[Picture, Static]]:
+        """``count`` thumbnails in ``grid``, each a picture and its caption: those of the
+        grid before kept (the next mode's grid or the other class's is as large, and
+        mounting ~9 widgets a thumbnail anew was most of `m`'s and `t`'s time), more
+        mounted, the ones over removed."""
+        thumbs = self._grid_thumbs
+        same_size = bool(thumbs) and thumbs[0][1].max_rows == side // 2
+        kept = thumbs[:count] if same_size else []
+        if not kept:
+            grid.remove_children()  # thumbnails of another size, or a message
+        elif len(thumbs) > count:
+            grid.remove_children([box for box, _, _ in thumbs[count:]])
+        new = []
+        for _ in range(count - len(kept)):
+            picture = Picture(max_rows=side // 2, legend=False, classes="thumb")
+            caption = Static(classes="caption")
+            new.append((Vertical(picture, caption, classes="thumb"), picture, caption))
+        grid.mount(*[box for box, _, _ in new])
+        self._grid_thumbs = kept + new
+        return [(picture, caption) for _, picture, caption in self._grid_thumbs]
+
+    def _grid_message(self, message: str) -> None:
+        grid = self.query_one("#gradcam-grid", Grid)
+        grid.remove_children()
+        self._grid_thumbs = []
+        grid.mount(Static(Text(message)))
+
+
+def _same_answer(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Whether ``new`` holds what ``old`` did, arrays compared by value: the map asked by
+    its layer's name is the one asked before the view knew which layer it starts at."""
+    if old is None or new.keys() != old.keys():
+        return False
+    for key, value in new.items():
+        other = old[key]
+        if isinstance(value, np.ndarray) or isinstance(other, np.ndarray):
+            if not np.array_equal(value, other):
+                return False
+        elif value != other:
+            return False
+    return True
 
 
 def _caption(cell: dict[str, Any], long: bool, by_layer: bool = False) -> Text:
