@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from terminal_apps.thumbnails import BRIGHT
 
 from tvis.tui import images
 from tvis.tui.picture import VALUES, sixel
@@ -25,6 +26,7 @@ TERM_SHOT = next(
 )
 """The screenshot tool, in ``shared/tools`` beside the checkout (or beside its worktrees)."""
 CHECKERBOARD = Path(__file__).parent / "terminal_apps" / "checkerboard.py"
+THUMBNAILS = Path(__file__).parent / "terminal_apps" / "thumbnails.py"
 
 
 def decode(data: str) -> tuple[np.ndarray, np.ndarray]:
@@ -127,6 +129,15 @@ def test_sixel_wider_than_xterms_graphics_limit_is_drawn_within_it(tmp_path: Pat
     assert xs.max() - xs.min() <= images.SIXEL_LIMIT[0]
 
 
+@needs_terminal
+def test_sixel_pictures_given_as_they_are_mounted_are_drawn(tmp_path: Path):
+    """Grad-CAM's grid gives each thumbnail its map as it is mounted: in xterm the three
+    showed as black lines (drawn only on a resize that never came)."""
+    shot = _shot(tmp_path, "sixel", "--keys", "m", size=(100, 30), app=THUMBNAILS, seen=BRIGHT)
+    bright = (np.abs(shot - np.array(BRIGHT)) <= 6).all(axis=-1)
+    assert bright.sum() >= 3 * 200 * 200, "the three 24-column squares are drawn"
+
+
 async def test_sixel_pictures_are_capped_to_the_terminals_graphics_limit():
     from textual.app import App
 
@@ -156,20 +167,23 @@ def _shot(
     *args: str,
     size: tuple[int, int] = (60, 16),
     board: tuple[str, ...] = (),
+    app: Path = CHECKERBOARD,
+    seen: tuple[int, int, int] | None = None,
 ) -> np.ndarray:
-    """A screenshot of the checkerboard in a real terminal, given longer on a second try (a
-    busy machine can take many seconds to start the terminal and the app)."""
+    """A screenshot of ``app`` (the checkerboard) in a real terminal, given longer on a
+    second try, when ``seen`` (the board's brightest colour) is not on it (a busy machine can
+    take many seconds to start the terminal and the app)."""
     from PIL import Image
 
     out = tmp_path / f"{mode}.png"
     cols, rows = map(str, size)
     for wait in ("8", "25"):
         command = [str(TERM_SHOT), *args, "--cols", cols, "--rows", rows, "--wait", wait, str(out)]
-        command += ["--", sys.executable, str(CHECKERBOARD), mode, *board]
+        command += ["--", sys.executable, str(app), mode, *board]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         assert out.exists(), result.stderr[-2000:]
         shot = np.asarray(Image.open(out).convert("RGB")).astype(int)
-        if (np.abs(shot - VALUES.lut[-1].astype(int)) <= 4).all(axis=-1).any():
+        if (np.abs(shot - np.array(seen or VALUES.lut[-1])) <= 4).all(axis=-1).any():
             break
     return shot
 

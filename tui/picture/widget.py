@@ -346,7 +346,13 @@ class Picture(Steady, Widget):
         self._draw()
 
     def on_mount(self) -> None:
-        self._draw()
+        # Textual counts a widget mounted only after its Mount handlers ran, so a picture
+        # given before its mount is drawn once laid out (unless a resize drew it first).
+        self.call_after_refresh(self._draw_unless_drawn)
+
+    def _draw_unless_drawn(self) -> None:
+        if self._drawn_width != self.size.width:
+            self._draw()
 
     def on_resize(self, event: Resize) -> None:
         # Drawn to the width it has: a new width needs a new drawing; a new height is the
