@@ -10,6 +10,7 @@ import time
 from viewer_support import (
     count_requests,
     make_app,
+    no_quiet_spell,
     open_explore,
     screen_text,
     showing,
@@ -174,13 +175,14 @@ async def test_a_page_built_ahead_follows_a_new_batch_when_quiet_not_under_the_k
         )
         assert app.batch_count > 1
         before = app.batch
-        await pilot.press(".")  # the next batch, as a user asks for it
-        assert app.batch != before and "explore" in app.ahead.held
-        held = app.ahead.held["explore"]
-        assert held.pending  # held, not run under the key
-        pending = len(held.pending)
-        await pilot.press("]")  # the next sample: the hidden inspector's own watcher too
-        assert app.sample == 1 and len(held.pending) > pending
+        with no_quiet_spell(app):
+            await pilot.press(".")  # the next batch, as a user asks for it
+            assert app.batch != before and "explore" in app.ahead.held
+            held = app.ahead.held["explore"]
+            assert held.pending  # held, not run under the key
+            pending = len(held.pending)
+            await pilot.press("]")  # the next sample: the hidden inspector's own watcher too
+            assert app.sample == 1 and len(held.pending) > pending
         await wait_for(pilot, lambda: not app.ahead.held["explore"].pending, "caught up")
         await app.action_page(2)
         await open_explore(pilot)
@@ -199,8 +201,9 @@ async def test_a_page_left_holds_its_watchers_until_a_quiet_spell_or_its_visit(r
         await wait_for(pilot, lambda: app.current_mode == "replay", "back on Replay")
         held = app.ahead.held["explore"]
         assert held.holding
-        await pilot.press("]")  # the next sample
-        assert app.sample == 1 and held.pending  # held, not run under the key
+        with no_quiet_spell(app):
+            await pilot.press("]")  # the next sample
+            assert app.sample == 1 and held.pending  # held, not run under the key
         await wait_for(pilot, lambda: not held.pending, "caught up when quiet")
         await app.action_page(2)
         await wait_for(pilot, lambda: app.current_mode == "explore", "Explore again")
@@ -227,8 +230,9 @@ async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_und
         await wait_for(pilot, lambda: not app.data.busy, "the page settled")
         asked = count_requests(app)
         sample = app.sample
-        await pilot.press("j")
-        assert app.sample != sample and asked == []
+        with no_quiet_spell(app):
+            await pilot.press("j")
+            assert app.sample != sample and asked == []
         await wait_for(
             pilot, lambda: [a for a in asked if a.get("sample") == app.sample], "caught up"
         )

@@ -5,6 +5,7 @@ files collects."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 from collections.abc import Callable
@@ -43,6 +44,18 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}\n{screen_text(pilot.app)}")
         await pilot.pause(0.02)
+
+
+@contextlib.contextmanager
+def no_quiet_spell(app):
+    """What a key did itself, checked with the quiet-spell ticker paused: on a loaded
+    machine the key's handling and the pilot's wait can outlast ``QUIET_S``, and the
+    spell's catching up would be mistaken for the key's."""
+    app.ahead.stop()
+    try:
+        yield
+    finally:
+        app.ahead.start()
 
 
 def count_requests(app) -> list[dict]:
