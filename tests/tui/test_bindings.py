@@ -4,27 +4,8 @@ list once toggled value/gradient instead of going to the first row)."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-
 from textual.binding import Binding
-from textual.dom import DOMNode
-
-import tvis.tui
-
-
-def _classes_with_bindings() -> list[type]:
-    found = {}
-    for module in pkgutil.walk_packages(tvis.tui.__path__, "tvis.tui."):
-        loaded = importlib.import_module(module.name)
-        for _, cls in inspect.getmembers(loaded, inspect.isclass):
-            if issubclass(cls, DOMNode) and cls.__module__.startswith("tvis.tui"):
-                if any(
-                    "BINDINGS" in vars(c) for c in cls.__mro__ if c.__module__.startswith("tvis")
-                ):
-                    found[f"{cls.__module__}.{cls.__qualname__}"] = cls
-    return list(found.values())
+from viewer_support import classes_with_bindings
 
 
 def _action_name(action: str) -> tuple[str | None, str]:
@@ -36,7 +17,7 @@ def _action_name(action: str) -> tuple[str | None, str]:
 
 
 def test_every_bound_action_exists_on_the_class_that_binds_it():
-    classes = _classes_with_bindings()
+    classes = classes_with_bindings()
     assert len(classes) >= 15  # the pages, the app, the lists, the panes
     missing = []
     for cls in classes:

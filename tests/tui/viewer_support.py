@@ -6,13 +6,18 @@ files collects."""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import io
+import pkgutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from textual.dom import DOMNode
 
+import tvis.tui
 from tvis.agent.target import Target
 from tvis.tui.app import TvisApp
 from tvis.tui.command import Dialer
@@ -164,3 +169,17 @@ def node_named(page, name: str):
         if getattr(node.data.call, "name", None) == name:
             return node
     return None
+
+
+def classes_with_bindings() -> list[type]:
+    """Every widget, screen and app class of the viewer that declares key bindings."""
+    found = {}
+    for module in pkgutil.walk_packages(tvis.tui.__path__, "tvis.tui."):
+        loaded = importlib.import_module(module.name)
+        for _, cls in inspect.getmembers(loaded, inspect.isclass):
+            if issubclass(cls, DOMNode) and cls.__module__.startswith("tvis.tui"):
+                if any(
+                    "BINDINGS" in vars(c) for c in cls.__mro__ if c.__module__.startswith("tvis")
+                ):
+                    found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return list(found.values())
