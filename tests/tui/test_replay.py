@@ -12,10 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.color import Color
+from rich.text import Text
 from support import record_example, record_script
 from viewer_support import make_app, screen_text, wait_for
 
 from tvis.agent.replies import replay_query
+from tvis.tui import colors
 from tvis.tui.picture import Picture
 from tvis.tui.replay_model import SPEEDS
 from tvis.tui.widgets.layer_stack import LayerStack
@@ -323,12 +326,35 @@ async def test_the_layer_stack_lights_forward_and_switches_to_gradients(run_dir:
         await wait_for(pilot, lambda: stack._thumbs[False], "activation thumbnails")
         _, reached, arrived = stack._state()
         assert reached == 4 and arrived == -1
-        assert "░" * 8 in str(stack.render())  # no gradient bars before backward
+        assert "░" * 8 in str(Text("\n").join(stack.lines()))  # no gradient bars before backward
         await seek_to(pilot, page, "features.1.0", kind="grad")
         await wait_for(pilot, lambda: stack._thumbs[True], "gradient thumbnails")
         _, reached, arrived = stack._state()
         assert reached == len(stack.forward_layers) and arrived > 0
-        assert "█" in str(stack.render())  # ‖dL/d(output)‖ bars of the layers gradients reached
+        # ‖dL/d(output)‖ bars of the layers gradients reached
+        assert "█" in str(Text("\n").join(stack.lines()))
+
+
+async def test_a_step_of_the_player_draws_only_the_stack_rows_it_changes(run_dir: Path):
+    """From one layer to the next, two rows change (the one left, the one reached and lit);
+    the stack's other lines are drawn from what was made, the heading in its muted colour."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        stack = page.query_one(LayerStack)
+        await seek_to(pilot, page, "features.1.0")
+        await wait_for(pilot, lambda: stack._thumbs[False], "activation thumbnails")
+        await pilot.pause(0.2)
+        drawn = []
+        draw = stack._draw
+        stack._draw = lambda key: (drawn.append(key), draw(key))[1]
+        await pilot.press("l")
+        await wait_for(pilot, lambda: page.current_event().name == "features.1.1", "a step")
+        await pilot.pause(0.2)
+        assert sorted(key[1] for key in drawn) == [4, 5]  # features.1.0 and features.1.1
+        heading = [s for s in stack.render_line(0) if s.text.strip()]
+        assert heading and all(s.style.color == Color.parse(colors.MUTED) for s in heading)
+        assert app.internal_errors == []
 
 
 async def test_result_card_appears_at_the_loss_with_prediction_and_losses(run_dir: Path):

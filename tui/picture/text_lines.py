@@ -7,6 +7,7 @@ For text whose every cell has its own colour (a histogram's bars, a colour bar):
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -15,6 +16,13 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from tvis.tui.steady import Steady
+
+
+def text_strip(line: Text, console: Console, base: Style) -> Strip:
+    """One line of text as cells over ``base``, in the text's own style too: Rich puts
+    that style only into the segments of a text with spans, so one without lost it."""
+    own = console.get_style(line.style) if line.style else Style.null()
+    return Strip(Segment.apply_style(line.render(console), base + own), line.cell_len)
 
 
 class TextLines(Steady, Widget):
@@ -44,8 +52,7 @@ class TextLines(Steady, Widget):
             self._made_for = (width, base)
             console = self.app.console
             self._strips = [
-                Strip(Segment.apply_style(line.render(console), base), line.cell_len)
-                for line in self.text.wrap(console, width)
+                text_strip(line, console, base) for line in self.text.wrap(console, width)
             ]
         return self._strips
 
