@@ -9,6 +9,8 @@ from pathlib import Path
 
 from viewer_support import count_requests, goto_page, make_app, open_explore, wait_for
 
+from tvis.tui.widgets.source_view import SourcePane
+
 REST_S = 1.0
 """Longer than ``explore.NEIGHBOURS_AFTER_S`` and ``loss.BESIDE_AFTER_S``."""
 
@@ -90,3 +92,20 @@ async def test_u_after_loss_rested_selects_the_loss_call_before_the_switch_draws
         tree = page.calls.call_tree
         assert tree.selection_of(tree.cursor_node).call == call
         assert app.internal_errors == []
+
+
+async def test_s_and_d_after_a_rest_draw_the_source_without_asking_the_agent(run_dir: Path):
+    """The Source pane's first opening, by `s` or by `d` on the selected call, shows its
+    file within the key: the run's files and that file were fetched while the tree rested."""
+    for key in ("s", "d"):
+        app = make_app(run_dir)
+        async with app.run_test(size=(120, 40)) as pilot:
+            page = await open_explore(pilot)
+            defined = page._selection_file("def")
+            assert defined is not None
+            await _rested(pilot, app)
+            asked = count_requests(app)
+            await pilot.press(key)
+            assert page.query_one(SourcePane).view.file == defined[0], key
+            assert _foreground(asked) == [], key
+            assert app.internal_errors == []

@@ -97,6 +97,15 @@ def fetch_beside(
             also(data, batch)
 
 
+def fetch_source(data: Any, run: str, wanted: str | None) -> None:
+    """Warm ``data``'s cache, in the background, with what the Source pane shows when `s`
+    or `d` opens it: the run's source files, then ``wanted`` (the selected call's file),
+    else the first file, as ``_sources_arrived`` picks. Answers held cost nothing again."""
+    files = data.prefetch_later("sources", run=run)
+    if isinstance(files, list) and files:
+        data.prefetch_later("source", run=run, file=wanted if wanted in files else files[0])
+
+
 class PaneBar(Static):
     """Which panes exist, their keys, which are on screen, and the batch/step mode."""
 
@@ -462,8 +471,9 @@ class ExplorePage(Asks, Page):
 
     def _prefetch_beside(self) -> None:
         """Once the selection rests, fetch what the tree's first and last rows show (`home`,
-        `end`) and the batches beside this one as ``.``/``,`` will show them, so that those
-        keys draw from the client's cache in one frame."""
+        `end`), the source `s` and `d` open on, and the batches beside this one as
+        ``.``/``,`` will show them, so that those keys draw from the client's cache in one
+        frame."""
         self._neighbours_timer = None
         if not self.is_current:  # built ahead, or left: asked for when next shown
             self._beside_due = True
@@ -482,9 +492,11 @@ class ExplorePage(Asks, Page):
         also = None
         if "samples" in self.visible_panes():
             also = partial(fetch_samples, run=run, sample=app.sample)
+        defined = self._selection_file("def")
 
         def fetch() -> None:
             inspect(data, ends)
+            fetch_source(data, run, defined[0] if defined else None)
             fetch_beside(data, run, beside, call, of_batch, inspect, also)
 
         self.run_worker(
