@@ -7,7 +7,7 @@ from pathlib import Path
 from viewer_support import count_requests, make_app, node_named, open_explore, screen_text, wait_for
 
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
-from tvis.tui.widgets.tensor_card import Card
+from tvis.tui.widgets.tensor_card import Card, kept_note
 
 
 async def _select(pilot, page, name: str) -> None:
@@ -368,3 +368,13 @@ async def test_a_move_to_a_call_with_more_lines_builds_each_card_once(run_dir: P
         assert inspector.lines.size.height != height  # it was resized
         assert sorted(map(id, built)) == sorted(map(id, inspector.cards))
         assert app.internal_errors == []
+
+
+def test_a_card_says_how_many_samples_or_rows_were_kept_and_nothing_when_all_were():
+    """A batch no bigger than ``--samples`` is stored whole, its count None: the card said
+    "values kept for the first None samples"."""
+    assert kept_note({"kept": "samples", "count": 3}) == "  values kept for the first 3 samples"
+    assert kept_note({"kept": "rows", "count": 64}) == "  values kept for the first 64 rows"
+    assert kept_note({"kept": "samples", "count": None}) == ""
+    assert kept_note({"kept": "all"}) == ""
+    assert kept_note({}) == ""

@@ -65,6 +65,16 @@ def stats_text(entry: dict[str, Any]) -> Text:
     return text
 
 
+def kept_note(value: dict[str, Any]) -> str:
+    """What a card adds when only part of the tensor's values were stored (``value``: its
+    record's value entry): the first samples or rows; nothing when every sample was kept
+    (the batch was no bigger than ``--samples``, and the count is None)."""
+    count, kept = value.get("count"), value.get("kept")
+    if kept not in ("samples", "rows") or not isinstance(count, int):
+        return ""
+    return f"  values kept for the first {count} {kept}"
+
+
 def leading_dims(shape: list[int], batch_dim: int | None, sliced: bool) -> list[int]:
     """The dims a 2-D view must fix: all but the last two, after the sample is taken out."""
     dims = list(shape)
@@ -300,11 +310,7 @@ class Card:
             self.values, self.scale, self._placeholder = values, Scale.of(values, signed), ""
         self._view_shape = view.get("shape")
         self._note = "block means" if view.get("downsampled") else ""
-        value = (self._entry() or {}).get("value") or {}
-        if value.get("kept") == "samples":
-            self._note += f"  values kept for the first {value.get('count', '?')} samples"
-        elif value.get("kept") == "rows":
-            self._note += f"  values kept for the first {value.get('count', '?')} rows"
+        self._note += kept_note((self._entry() or {}).get("value") or {})
         self._changed()
 
     def failed(self, message: str) -> None:
