@@ -7,8 +7,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from viewer_support import count_requests, goto_page, make_app, open_explore, wait_for
+import pytest
+from viewer_support import (
+    count_layouts,
+    count_requests,
+    goto_page,
+    make_app,
+    no_quiet_spell,
+    open_explore,
+    wait_for,
+)
 
+from tvis.tui.picture import Picture
+from tvis.tui.widgets.samples_view import SamplesView
 from tvis.tui.widgets.source_view import SourcePane
 
 REST_S = 1.0
@@ -109,3 +120,93 @@ async def test_s_and_d_after_a_rest_draw_the_source_without_asking_the_agent(run
             assert page.query_one(SourcePane).view.file == defined[0], key
             assert _foreground(asked) == [], key
             assert app.internal_errors == []
+
+
+async def test_a_p_and_m_after_a_rest_draw_their_pane_without_asking_the_agent(run_dir: Path):
+    """The Samples pane (`a`: its rows and the followed sample's preview), the step's pane
+    (`p`) and the step's tree (`m`) open on what was fetched while the tree rested."""
+    for key in ("a", "p", "m"):
+        app = make_app(run_dir)
+        async with app.run_test(size=(120, 40)) as pilot:
+            page = await open_explore(pilot)
+            await _rested(pilot, app)
+            asked = count_requests(app)
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            if key == "a":
+                view = page.query_one(SamplesView)
+                assert view.rows and view.query_one("#preview-image", Picture).has_data
+            assert _foreground(asked) == [], key
+            assert app.internal_errors == []
+
+
+@pytest.mark.parametrize(
+    ("page", "key", "most"),
+    [(2, "a", 3), (2, "s", 2), (2, "/", 1), (2, "tab", 0), (3, "tab", 1)],
+)
+async def test_a_key_after_a_rest_lays_the_page_out_at_most_so_often(
+    run_dir: Path, page: int, key: str, most: int
+):
+    """Each layout of a page costs 5–25 ms of the key. A pane opened from the cache is
+    drawn whole in its first layout — the samples' preview at the width it will have, the
+    source's scrollbar there from the start — and settles in one or two more (Textual's
+    own, for widgets laid out the first time); a focus change repaints the tab bar's key
+    hints and the call tree's colours, and a new height (the search box) the tree's rows,
+    without a layout. They were five, four, two, one and two."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        if page != 2:
+            await pilot.press(str(page))
+            await wait_for(pilot, lambda: app.current_mode != "explore", "the page")
+        await _rested(pilot, app)
+        layouts = count_layouts(app.screen)
+        with no_quiet_spell(app):
+            await pilot.press(key)
+            await pilot.pause(0.5)
+        assert len(layouts) <= most, layouts
+        assert app.internal_errors == []
+
+
+async def test_the_call_tree_repaints_its_cursor_when_it_loses_and_regains_focus(run_dir: Path):
+    """Its colours follow the focus although a focus change no longer rebuilds its lines."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        tree = page.calls.call_tree
+        row = tree.cursor_line - int(tree.scroll_y)
+        focused = tree.render_line(row)
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: not tree.has_focus, "the focus elsewhere")
+        assert tree.render_line(row) != focused
+        await pilot.press("c")
+        await wait_for(pilot, lambda: tree.has_focus, "the focus back")
+        assert tree.render_line(row) == focused
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60), (80, 24)])
+async def test_the_samples_preview_is_drawn_once_at_the_width_it_is_laid_out_at(
+    run_dir: Path, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+):
+    """Beside the table or under it: the page tells the pane its width, so the followed
+    sample's picture is drawn before its first layout at the width it then gets, not at
+    the terminal's and again (a layout more)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=size) as pilot:
+        page = await open_explore(pilot)
+        await _rested(pilot, app)
+        draws: list[int] = []
+        draw = Picture._draw
+
+        def counted(picture: Picture) -> None:
+            if picture.id == "preview-image" and picture.has_data:
+                draws.append(picture.size.width)
+            draw(picture)
+
+        monkeypatch.setattr(Picture, "_draw", counted)
+        await pilot.press("a")
+        picture = page.query_one(SamplesView).query_one("#preview-image", Picture)
+        await wait_for(pilot, lambda: picture.size.width, "its layout")
+        await pilot.pause(0.3)
+        assert len(draws) == 1, draws
+        assert picture._drawn_width == picture.size.width

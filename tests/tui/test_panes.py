@@ -53,6 +53,29 @@ async def test_enter_on_an_annotated_line_selects_its_call(run_dir: Path):
         assert getattr(page.calls.call_tree.cursor_node.data.call, "id", None) == call
 
 
+async def test_source_lines_end_beside_the_scrollbar_not_under_it(run_dir: Path):
+    """An annotated line's shape, name and time end at the view's right edge, left of the
+    vertical scrollbar: drawn the widget's whole width, their last two cells (the time's
+    unit) were under it. Lines are cut, never scrolled sideways."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("d")
+        view = page.query_one(SourceView)
+        await wait_for(
+            pilot, lambda: view.file == "model.py" and view.annotations, "annotated model.py"
+        )
+        await pilot.pause(0.2)
+        assert view.show_vertical_scrollbar and not view.show_horizontal_scrollbar
+        width = view.scrollable_size.width
+        assert width == view.size.width - view.styles.scrollbar_size_vertical
+        line = min(view.annotations)
+        view.move_to(line - 1)
+        strip = view.render_line(line - 1 - int(view.scroll_y))
+        assert strip.cell_length == width
+        assert strip.text.rstrip().endswith("s")  # µs or ms: the time's unit is on screen
+
+
 async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

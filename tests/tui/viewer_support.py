@@ -63,6 +63,20 @@ def no_quiet_spell(app):
         app.ahead.start()
 
 
+def count_layouts(screen) -> list[float]:
+    """When ``screen`` is laid out from now on (Textual's private ``_refresh_layout``, on
+    this screen only): the layouts a key costs, each a pass over every widget."""
+    layouts: list[float] = []
+    lay_out = screen._refresh_layout
+
+    def recorded(*args, **kwargs):
+        layouts.append(time.perf_counter())
+        return lay_out(*args, **kwargs)
+
+    screen._refresh_layout = recorded
+    return layouts
+
+
 def count_requests(app) -> list[dict]:
     """Every request the app sends its agent from now on, as ``{"method": …, **params}``
     (``"background": True`` in those sent in the background)."""

@@ -97,6 +97,14 @@ def fetch_beside(
             also(data, batch)
 
 
+def fetch_panes(data: Any, run: str, batch: int, step: int | None, sample: int) -> None:
+    """Warm ``data``'s cache, in the background, with what `a` (the Samples pane) and `p`
+    or `m` (the step's pane, its tree) show for this ``batch`` when first opened."""
+    fetch_samples(data, batch, run=run, sample=sample)
+    if step is not None:
+        data.prefetch_later("step", run=run, step=step)
+
+
 def fetch_source(data: Any, run: str, wanted: str | None) -> None:
     """Warm ``data``'s cache, in the background, with what the Source pane shows when `s`
     or `d` opens it: the run's source files, then ``wanted`` (the selected call's file),
@@ -123,7 +131,7 @@ class PaneBar(Static):
             )
             text.append(f" {keys.shown(self.app, f'explore.{name}')} {name} ", style=style)
         text.append(f"   {mode} mode ({keys.shown(self.app, 'explore.mode')})", style=colors.MUTED)
-        self.update(text)
+        self.update(text, layout=False)  # one row whatever it says: a repaint, not a layout
 
 
 class ExplorePage(Asks, Page):
@@ -184,9 +192,8 @@ class ExplorePage(Asks, Page):
 
     def _build_pane(self, name: str) -> Widget:
         if name == "samples":
-            # Its narrow arrangement chosen before its first layout, not in a second one.
-            narrow = last_pane_width(self.app.size.width) < SamplesView.NARROW
-            return self._kept(SamplesView(self.app.image_mode, narrow=narrow, id=name))
+            width = last_pane_width(self.app.size.width)
+            return self._kept(SamplesView(self.app.image_mode, width=width, id=name))
         kinds = {"source": SourcePane, "layers": LayersPane, "timeline": Timeline, "step": StepView}
         return self._kept(kinds[name](id=name))
 
@@ -253,17 +260,20 @@ class ExplorePage(Asks, Page):
         # pictures at that width, and again at their own when `i` brought it back.
         self._size_panes(visible)
         container = self.query_one("#panes", Horizontal)
-        for pane in new:
-            name = pane.id or ""
-            before = [
-                p for n in PANES[: PANES.index(name)] if (p := self._pane(n)) and p.is_attached
-            ]
-            await container.mount(pane, after=before[-1])
-        if self._focused_pane() not in visible:
-            self._focus_target(visible[0] if self.front not in visible else self.front).focus()
-        self._apply_layout_bar()
-        for name in visible:
-            self._ensure_loaded(name)
+        # One frame: a pane drawn empty while it mounts, then with its (often cached)
+        # answer, cost a layout and a render more.
+        with self.app.batch_update():
+            for pane in new:
+                name = pane.id or ""
+                before = [
+                    p for n in PANES[: PANES.index(name)] if (p := self._pane(n)) and p.is_attached
+                ]
+                await container.mount(pane, after=before[-1])
+            if self._focused_pane() not in visible:
+                self._focus_target(visible[0] if self.front not in visible else self.front).focus()
+            self._apply_layout_bar()
+            for name in visible:
+                self._ensure_loaded(name)
 
     def _size_panes(self, visible: list[str]) -> None:
         """Show the ``visible`` panes built so far at this layout's widths, hide the rest."""
@@ -471,7 +481,8 @@ class ExplorePage(Asks, Page):
 
     def _prefetch_beside(self) -> None:
         """Once the selection rests, fetch what the tree's first and last rows show (`home`,
-        `end`), the source `s` and `d` open on, and the batches beside this one as
+        `end`), the source `s` and `d` open on, the samples and step `a`, `p` and `m`
+        open on, and the batches beside this one as
         ``.``/``,`` will show them, so that those keys draw from the client's cache in one
         frame."""
         self._neighbours_timer = None
@@ -493,10 +504,12 @@ class ExplorePage(Asks, Page):
         if "samples" in self.visible_panes():
             also = partial(fetch_samples, run=run, sample=app.sample)
         defined = self._selection_file("def")
+        batch, step, sample = app.batch, app.current_step, app.sample
 
         def fetch() -> None:
             inspect(data, ends)
             fetch_source(data, run, defined[0] if defined else None)
+            fetch_panes(data, run, batch, step, sample)
             fetch_beside(data, run, beside, call, of_batch, inspect, also)
 
         self.run_worker(

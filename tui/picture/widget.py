@@ -221,6 +221,10 @@ class Picture(Steady, Widget):
         self._graphics: SixelCanvas | TGPImage | None = None
         self._fitted: tuple[Depth, np.ndarray] | None = None  # a photo in the terminal's colours
         self._shape = (0, 0)  # values (or pixels) of what is drawn
+        self.width_before_layout: int | None = None
+        """The width it will be laid out at, where its parent knows it (a column of fixed
+        width): what it is given before its first layout is drawn at that width, not at the
+        terminal's and again once laid out (a second layout)."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -351,14 +355,18 @@ class Picture(Steady, Widget):
         self.call_after_refresh(self._draw_unless_drawn)
 
     def _draw_unless_drawn(self) -> None:
-        if self._drawn_width != self.size.width:
+        if self._drawn_width == -1 or self._drawn_at_other_width(self.size.width):
             self._draw()
 
     def on_resize(self, event: Resize) -> None:
         # Drawn to the width it has: a new width needs a new drawing; a new height is the
         # drawing's own (redrawing then would only ask for another layout).
-        if event.size.width != self._drawn_width:
+        if self._drawn_at_other_width(event.size.width):
             self._draw()
+
+    def _drawn_at_other_width(self, width: int) -> bool:
+        """Whether a picture is drawn at another width (nothing, or a note, fits any)."""
+        return self._content is not None and width != self._drawn_width
 
     def _depth(self) -> Depth:
         return depth_of(self.app.console.color_system)
@@ -372,6 +380,7 @@ class Picture(Steady, Widget):
         note.update(Text(self._note) if self._note else "")
         note.display = bool(self._note)
         if content is None:
+            self._drawn_width = self.size.width
             self._paint(None, 0, 0)
             for part in (ylabels, xlabels, legend):
                 part.update("")
@@ -380,8 +389,9 @@ class Picture(Steady, Widget):
         label_w = 0
         if content.y_labels:
             label_w = min(LABEL_CHARS, max(len(s) for s in content.y_labels)) + 1
-        self._drawn_width = self.size.width
-        width = max(4, (self.size.width or self.app.size.width) - label_w)
+        laid_out = self.size.width or self.width_before_layout
+        self._drawn_width = laid_out or 0
+        width = max(4, (laid_out or self.app.size.width) - label_w)
         cw, ch = cell_size() if self._graphics is not None else (1, 2)
         # Pixels go out as they are; cells only in the colours the terminal has.
         depth = "truecolor" if self._graphics is not None else self._depth()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.binding import BindingType
 from textual.cache import LRUCache
 from textual.geometry import Region
@@ -174,6 +175,25 @@ class CallTree(Tree[Node], inherit_bindings=False):
         self._row_texts: LRUCache[int, tuple[Node, tuple, Text]] = LRUCache(1024)
         self._paint_style: Style | None = None
         self.rows_built = 0
+        self._lines_width = 0  # the width the tree's lines were built for
+
+    # -- Textual's Tree, without a layout where nothing moved ------------------------------
+    # Its handlers rebuild every line and lay the whole page out again on any resize or
+    # style change. A focus change (new colours) or a new height (the search box shown,
+    # a pane beside) needs a repaint only; a row's text depends on the width alone.
+
+    def _on_resize(self, event: events.Resize) -> None:
+        if event.size.width == self._lines_width:
+            event.prevent_default()
+            self._line_cache.grow(event.size.height)
+            self.refresh()
+        self._lines_width = event.size.width
+
+    def notify_style_update(self) -> None:
+        super(Tree, self).notify_style_update()
+        self._line_cache.clear()
+        self._updates += 1  # in every line's cache key
+        self.refresh()
 
     # -- what the tree holds -------------------------------------------------------------
 

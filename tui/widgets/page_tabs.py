@@ -83,4 +83,4 @@ class PageTabs(Static):
             # and an update asked for a layout of the whole page under the key.
             return
         self._shown = text
-        self.update(text)
+        self.update(text, layout=False)  # one docked row whatever it says: a repaint

@@ -16,6 +16,8 @@ from tvis.tui.pane import Asks
 from tvis.tui.picture import Picture, Scale
 from tvis.tui.widgets.lists import LineColumn, LineTable, content_widths
 
+PREVIEW_CELLS = 34
+"""Width of the preview's pictures beside the table (its column, less the padding)."""
 PREVIEW_PX = 64
 """Side of the preview picture asked of the agent: sharp in half blocks at 32 cells wide."""
 
@@ -145,35 +147,45 @@ def worst_cell(worst: dict[str, Any] | None) -> Text:
 class SamplesView(Asks, Vertical):
     """The Samples pane: the table and a preview of the highlighted sample's input."""
 
-    DEFAULT_CSS = """
-    SamplesView #samples-header { height: auto; color: $text-muted; }
-    SamplesView > Horizontal { height: 1fr; }
-    SamplesView SampleTable { width: 1fr; min-width: 40; }
-    SamplesView #preview { width: 36; height: auto; padding: 0 1; }
-    SamplesView #preview-text { height: auto; }
-    SamplesView.-narrow > Horizontal { layout: vertical; }
-    SamplesView.-narrow SampleTable { width: 1fr; height: 1fr; }
-    SamplesView.-narrow #preview { width: 1fr; height: auto; }
+    DEFAULT_CSS = f"""
+    SamplesView #samples-header {{ height: auto; color: $text-muted; }}
+    SamplesView > Horizontal {{ height: 1fr; }}
+    SamplesView SampleTable {{ width: 1fr; min-width: 40; }}
+    SamplesView #preview {{ width: {PREVIEW_CELLS + 2}; height: auto; padding: 0 1; }}
+    SamplesView #preview-text {{ height: auto; }}
+    SamplesView.-narrow > Horizontal {{ layout: vertical; }}
+    SamplesView.-narrow SampleTable {{ width: 1fr; height: 1fr; }}
+    SamplesView.-narrow #preview {{ width: 1fr; height: auto; }}
     """
 
     NARROW = 96
     """Below this many columns the preview goes under the table instead of beside it."""
 
-    def __init__(self, image_mode: str, narrow: bool = False, **kwargs) -> None:
+    def __init__(self, image_mode: str, width: int | None = None, **kwargs) -> None:
+        """``width``: the columns the page will lay it out at, when it knows them: the
+        arrangement and the preview's pictures are then the right ones in its first frame,
+        not after a second layout."""
         super().__init__(**kwargs)
-        self.set_class(narrow, "-narrow")  # the page knows the width it will have
+        self.set_class(width is not None and width < self.NARROW, "-narrow")
+        self._preview_width = preview_width(width)
         self.image_mode = image_mode
         self.batch_index: int | None = None
         self.rows: list[dict[str, Any]] = []
         self.per_token = False
+        self._previewed: dict[str, Any] | None = None  # the row the preview shows
 
     def compose(self) -> ComposeResult:
         yield Static("", id="samples-header")
         with Horizontal():
             yield SampleTable()
             with Vertical(id="preview"):
-                yield Picture(max_rows=16, id="preview-image")
-                yield Picture(max_rows=12, id="preview-map")
+                pictures = (
+                    Picture(max_rows=16, id="preview-image"),
+                    Picture(max_rows=12, id="preview-map"),
+                )
+                for picture in pictures:
+                    picture.width_before_layout = self._preview_width
+                    yield picture
                 yield Static("", id="preview-text")
 
     def on_mount(self) -> None:
@@ -223,9 +235,10 @@ class SamplesView(Asks, Vertical):
             header.append(f"\n{result['vocabulary']}", style=colors.MUTED)
         self.per_token = bool(result.get("per_token"))
         self.query_one("#samples-header", Static).update(header)
-        self.query_one(SampleTable).fill(
-            self.rows, self._class_names(), self.app.sample, self.per_token
-        )
+        table = self.query_one(SampleTable)
+        table.fill(self.rows, self._class_names(), self.app.sample, self.per_token)
+        if self.rows:  # in this frame, not the next: the table's Highlighted comes after it
+            self._preview(self.rows[table.cursor_row])
 
     def _followed_changed(self, sample: int) -> None:
         if self.rows:
@@ -240,7 +253,7 @@ class SamplesView(Asks, Vertical):
     @on(SampleTable.Highlighted)
     def _highlighted(self, event: SampleTable.Highlighted) -> None:
         event.stop()
-        if 0 <= event.row < len(self.rows):
+        if 0 <= event.row < len(self.rows) and self.rows[event.row] is not self._previewed:
             self._preview(self.rows[event.row])
 
     @on(SampleTable.Selected)
@@ -250,6 +263,7 @@ class SamplesView(Asks, Vertical):
             self.app.sample = self.rows[event.row]["sample"]
 
     def _preview(self, row: dict[str, Any]) -> None:
+        self._previewed = row
         given = row.get("input") or {}
         text = self.query_one("#preview-text", Static)
         self.query_one("#preview-image", Picture).clear()
@@ -271,6 +285,14 @@ class SamplesView(Asks, Vertical):
         method, params = preview_request(self.app.run_name or "", self.batch_index, sample, given)
         self.cancel("view" if method == "image" else "image")
         self.ask(method, tag=method, **params)
+
+
+def preview_width(width: int | None) -> int | None:
+    """Columns of the preview's pictures in a pane ``width`` wide: a column of their own
+    beside the table, or under it the whole width (less the padding)."""
+    if width is None:
+        return None
+    return PREVIEW_CELLS if width >= SamplesView.NARROW else width - 2
 
 
 def preview_request(

@@ -55,8 +55,11 @@ class SourceView(ScrollView, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [*keys.SOURCE]
 
     DEFAULT_CSS = """
-    SourceView { background: $surface; }
+    SourceView { background: $surface; overflow-x: hidden; overflow-y: scroll; }
     """
+    # Lines are cut to the view's width, so no horizontal scrollbar and a virtual size that
+    # does not follow the width; the vertical scrollbar is always there. Each resize asked
+    # for a layout, each scrollbar's arrival another: four on a file's first showing.
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -66,6 +69,10 @@ class SourceView(ScrollView, can_focus=True):
         self.cursor = 0
         self.batch_index: int | None = None
         self._cache: dict[tuple, Strip] = {}
+        self.set_reactive(SourceView.show_vertical_scrollbar, True)
+
+    def on_mount(self) -> None:
+        self.vertical_scrollbar.display = True  # made shown, before the first layout
 
     def set_source(
         self,
@@ -78,7 +85,7 @@ class SourceView(ScrollView, can_focus=True):
         self.lines = highlight(text) if text else []
         self.annotations = {int(k): v for k, v in annotations.items()}
         self._cache.clear()
-        self.virtual_size = Size(self.size.width, len(self.lines))
+        self.virtual_size = Size(0, len(self.lines))  # its width is the view's, whatever
         index = line - 1 if line else self._first_annotated()
         self.move_to(index)
         # A new file's length applies at the next layout: until then the scroll is clamped
@@ -98,7 +105,7 @@ class SourceView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         index = int(self.scroll_y) + y
-        width = self.size.width
+        width = self.scrollable_size.width  # not under the scrollbar
         key = (index, width, index == self.cursor, self.has_focus)
         if key in self._cache:
             return self._cache[key]
@@ -127,7 +134,6 @@ class SourceView(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._cache.clear()
-        self.virtual_size = Size(self.size.width, len(self.lines))
 
     def on_focus(self) -> None:
         self._cache.clear()

@@ -90,4 +90,4 @@ class StatusLine(Static):
             text.append(" · ")
             text.append(fmt.clip_middle(run, run_room))
         text.append_text(state)
-        self.update(text)
+        self.update(text, layout=False)  # one docked row whatever it says: a repaint
