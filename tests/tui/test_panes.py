@@ -76,6 +76,25 @@ async def test_source_lines_end_beside_the_scrollbar_not_under_it(run_dir: Path)
         assert strip.text.rstrip().endswith("s")  # µs or ms: the time's unit is on screen
 
 
+async def test_a_table_taller_than_its_pane_draws_its_columns_beside_its_scrollbar(
+    lm_run: Path,
+):
+    """The language model's samples at 80×24 overflow the pane: their lines are drawn in the
+    width the vertical scrollbar leaves, so no cell is under it (drawn the whole width, the
+    two cells at the right edge were hidden at every sideways scroll)."""
+    app = make_app(lm_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("a")
+        table = page.query_one(SampleTable)
+        await wait_for(pilot, lambda: table.row_count and table.size.width, "the samples")
+        await pilot.pause(0.3)
+        assert table.show_vertical_scrollbar
+        width = table.scrollable_size.width
+        for y in range(table.size.height):
+            assert table.render_line(y).cell_length <= width, y
+
+
 async def test_layers_table_sorts_by_column_and_enter_selects_the_call(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -209,7 +209,7 @@ class ParamList(LineTable):
 
     def shown_name(self, name: str) -> str:
         """``name`` as its row shows it at the list's width: cut at its start when long."""
-        return fmt.clip_start(name, self.column_widths(self.size.width)[0])
+        return fmt.clip_start(name, self.column_widths(self.content_width)[0])
 
     def param_named(self, name: str | None) -> dict[str, Any] | None:
         given = self._given_rows.get(name)

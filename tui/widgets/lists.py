@@ -196,8 +196,17 @@ class LineTable(ScrollView, can_focus=True):
 
     # -- drawing --------------------------------------------------------------------------
 
+    @property
+    def content_width(self) -> int:
+        """The columns the rows are drawn in: the width less the vertical scrollbar's, when
+        the rows overflow the height (a table laid out the whole width lost its last two
+        cells under it, and showed a horizontal scrollbar for them)."""
+        overflows = self.row_count + self.HEADER > self.size.height
+        gutter = self.styles.scrollbar_size_vertical if overflows else 0
+        return max(0, self.size.width - gutter)
+
     def _resize_virtual(self) -> None:
-        total = sum(w + 2 for w in self.column_widths(self.size.width))
+        total = sum(w + 2 for w in self.column_widths(self.content_width))
         self.virtual_size = Size(total, self.row_count + self.HEADER)
 
     def on_resize(self) -> None:
@@ -206,7 +215,7 @@ class LineTable(ScrollView, can_focus=True):
         self._scroll_to_cursor()
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.content_width
         scroll_x, scroll_y = self.scroll_offset
         if y < self.HEADER:
             strip = self._header_line(width)
