@@ -32,15 +32,22 @@ async def test_d_jumps_to_the_definition_in_the_annotated_source(run_dir: Path):
         assert "32×64" in screen_text(app)  # an executed line's annotation
 
 
+async def _model_source_annotated(pilot, page) -> SourceView:
+    """`d` on the opening call (ShapesCNN): its file, model.py, shown with the executed
+    lines annotated."""
+    await pilot.press("d")
+    view = page.query_one(SourceView)
+    await wait_for(
+        pilot, lambda: view.file == "model.py" and view.annotations, "annotated model.py"
+    )
+    return view
+
+
 async def test_enter_on_an_annotated_line_selects_its_call(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        await pilot.press("d")
-        view = page.query_one(SourceView)
-        await wait_for(
-            pilot, lambda: view.file == "model.py" and view.annotations, "annotated model.py"
-        )
+        view = await _model_source_annotated(pilot, page)
         line = min(view.annotations)
         view.move_to(line - 1)
         call = view.annotations[line][0]["call"]
@@ -60,11 +67,7 @@ async def test_source_lines_end_beside_the_scrollbar_not_under_it(run_dir: Path)
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        await pilot.press("d")
-        view = page.query_one(SourceView)
-        await wait_for(
-            pilot, lambda: view.file == "model.py" and view.annotations, "annotated model.py"
-        )
+        view = await _model_source_annotated(pilot, page)
         await pilot.pause(0.2)
         assert view.show_vertical_scrollbar and not view.show_horizontal_scrollbar
         width = view.scrollable_size.width

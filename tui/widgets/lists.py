@@ -199,8 +199,8 @@ class LineTable(ScrollView, can_focus=True):
     @property
     def content_width(self) -> int:
         """The columns the rows are drawn in: the width less the vertical scrollbar's, when
-        the rows overflow the height (a table laid out the whole width lost its last two
-        cells under it, and showed a horizontal scrollbar for them)."""
+        the rows overflow the height (drawn the whole width, a line's last two cells were
+        under it). Decided from the rows: the scrollbar's arrival sends no resize."""
         overflows = self.row_count + self.HEADER > self.size.height
         gutter = self.styles.scrollbar_size_vertical if overflows else 0
         return max(0, self.size.width - gutter)
