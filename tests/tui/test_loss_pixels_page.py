@@ -62,7 +62,11 @@ async def test_loss_page_of_a_segmentation_loss_shows_masks_and_pixel_loss_not_t
         await wait_for(pilot, lambda: target.has_data and pred.has_data and loss.has_data, "masks")
         assert _grey(app) in _colours(target)  # the unlabeled border, shown as ignored
         assert _grey(app) not in _colours(pred)  # every pixel has a prediction
-        text = screen_text(app)
+        # The pictures hold their data as soon as they are drawn; the texts beside them are
+        # on screen after the layout that follows (a frame later on a loaded machine).
+        text = await wait_for(
+            pilot, lambda: "IoU per class" in screen_text(app) and screen_text(app), "the IoU"
+        )
         assert "token" not in text.lower() and "<255>" not in text
         assert "valid per-pixel losses" in text and "✓ matches" in text
         assert "pixel accuracy" in text and "IoU per class" in text
