@@ -19,6 +19,7 @@ from viewer_support import (
 )
 
 from tvis.tui.picture import Picture
+from tvis.tui.widgets.layer_views import LayerViews, OnImageView
 from tvis.tui.widgets.samples_view import SamplesView
 from tvis.tui.widgets.source_view import SourcePane
 
@@ -140,6 +141,33 @@ async def test_a_p_and_m_after_a_rest_draw_their_pane_without_asking_the_agent(r
             assert app.internal_errors == []
 
 
+@pytest.mark.parametrize("first", ["replay", "explore"])
+async def test_n_after_replay_rested_draws_the_layer_without_asking_the_agent(
+    run_dir: Path, first: str
+):
+    """Replay's `n` from the batch loading to its first layer: the layer views were
+    mounted, and the layer's On image answer fetched, while the page rested — shown
+    first, or built while Explore was (then its rest starts when it is shown)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        if first == "explore":
+            await open_explore(pilot)
+        await goto_page(pilot, "replay")
+        page = app.screen
+        await wait_for(pilot, lambda: page.current_event(), "the first event")
+        await _rested(pilot, app)
+        views = page.query_one(LayerViews)
+        assert views.ready and not views.display  # mounted, hidden: a batch loading
+        asked = count_requests(app)
+        await pilot.press("n")
+        await wait_for(
+            pilot, lambda: views.display and views.query_one(OnImageView).drawn, "the layer"
+        )
+        assert page.current_event().kind == "layer"
+        assert _foreground(asked) == []
+        assert app.internal_errors == []
+
+
 @pytest.mark.parametrize(
     ("page", "key", "most"),
     [(2, "a", 3), (2, "s", 2), (2, "/", 1), (2, "tab", 0), (3, "tab", 1)],
@@ -207,6 +235,38 @@ async def test_the_samples_preview_is_drawn_once_at_the_width_it_is_laid_out_at(
         await pilot.press("a")
         picture = page.query_one(SamplesView).query_one("#preview-image", Picture)
         await wait_for(pilot, lambda: picture.size.width, "its layout")
+        await pilot.pause(0.3)
+        assert len(draws) == 1, draws
+        assert picture._drawn_width == picture.size.width
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)])
+async def test_replays_first_layer_picture_is_drawn_once_at_the_width_it_is_laid_out_at(
+    run_dir: Path, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+):
+    """The On image picture of the first layer played (`n`): the views it is in were
+    hidden, so it has no width of its own yet, and it is drawn at the width of the column
+    it fills, not at the terminal's and again once laid out. (Below 100 columns the same
+    key brings the layer stack back in the input card's place: that column's width is
+    new, and known only from the layout.)"""
+    app = make_app(run_dir)
+    async with app.run_test(size=size) as pilot:
+        await goto_page(pilot, "replay")
+        page = app.screen
+        await wait_for(pilot, lambda: page.current_event(), "the first event")
+        await _rested(pilot, app)
+        picture = page.query_one(OnImageView).query_one(Picture)
+        draws: list[int] = []
+        draw = Picture._draw
+
+        def counted(drawn: Picture) -> None:
+            if drawn is picture and drawn.has_data:
+                draws.append(drawn.size.width)
+            draw(drawn)
+
+        monkeypatch.setattr(Picture, "_draw", counted)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: picture.has_data and picture.size.width, "its layout")
         await pilot.pause(0.3)
         assert len(draws) == 1, draws
         assert picture._drawn_width == picture.size.width

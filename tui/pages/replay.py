@@ -42,7 +42,13 @@ from tvis.tui.replay_model import (
     first_nonfinite,
 )
 from tvis.tui.widgets.layer_stack import LayerStack, thumb_requests
-from tvis.tui.widgets.layer_views import Layer, LayerViews, NeuronsView, PlaceKeys
+from tvis.tui.widgets.layer_views import (
+    Layer,
+    LayerViews,
+    NeuronsView,
+    PlaceKeys,
+    opening_request,
+)
 from tvis.tui.widgets.replay_bar import Scrubber, phase_key, transport_text
 from tvis.tui.widgets.replay_cards import (
     CardAnswered,
@@ -158,8 +164,9 @@ class ReplayPage(PlaceKeys, Page):
         self._rest_wanted = False  # the rest of a partly built list, not asked yet
         self._loading = False  # the event on screen is a batch loading (its data phase)
         self._beside_timer: Timer | None = None
-        # The layer's views (≈ 20 widgets) are mounted when a layer first plays: the page
-        # opens on a batch loading, which shows none, and builds and styles that much less.
+        # The layer's views (≈ 20 widgets) are mounted when the cursor first rests or a
+        # layer first plays: the page opens on a batch loading, which shows none, and builds
+        # and styles that much less before its first screen.
         self._views = LayerViews(id="views")
 
     def compose(self) -> ComposeResult:
@@ -537,6 +544,8 @@ class ReplayPage(PlaceKeys, Page):
         if self._unseen:
             self._unseen = False
             self.frame()
+        else:  # framed while hidden, which fetched nothing beside: now it is shown
+            self._rest_then_prefetch()
 
     # -- prefetch ------------------------------------------------------------------------------
 
@@ -577,6 +586,8 @@ class ReplayPage(PlaceKeys, Page):
         in the key's frame; only warms the cache, so a guess never lands on screen."""
         self._beside_timer = None
         rec, run, data, views = self.recording, self.app.run_name, self.app.data, self._views
+        if views.parent is None:  # mounted (hidden) at rest: the first layer played shows it
+            self.query_one("#right").mount(views)
         if self.playing or not self.is_current or rec is None or run is None or data is None:
             return
         jobs: list[Callable[[Any], None]] = []
@@ -586,6 +597,8 @@ class ReplayPage(PlaceKeys, Page):
             if layer is not None:
                 jobs.append(views.others_fetcher(layer))
         asked: list[tuple[str, dict[str, Any]]] = []
+        if event is not None:  # what a step or a phase either way shows (l h n N)
+            asked += self._layers_beside(rec, event)
         sample = self.app.sample
         for seq in (0, rec.total - 1):
             far = rec.event(seq)
@@ -610,6 +623,21 @@ class ReplayPage(PlaceKeys, Page):
                 thread=True,
                 exit_on_error=False,
             )
+
+    def _layers_beside(
+        self, rec: Recording, event: ReplayEvent
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The layer views' requests for the layers a step or a phase away in this batch."""
+        views, asked = self._views, []
+        for size, delta in ((self.size_name, 1), (self.size_name, -1), ("phase", 1), ("phase", -1)):
+            near = rec.event(rec.step(self.cursor, size, delta))
+            if near is None or near.batch != event.batch or near.kind not in ("layer", "grad"):
+                continue
+            layer = self._layer(near)
+            request = views.request(layer) if views.ready else opening_request(layer)
+            if request is not None and request not in asked:
+                asked.append(request)
+        return asked
 
     def _samples_beside(
         self, rec: Recording, run: str, batch: int

@@ -18,6 +18,7 @@ import numpy as np
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.css.scalar import Unit
 from textual.events import Click, Resize
 from textual.geometry import Size
 from textual.message import Message
@@ -371,6 +372,24 @@ class Picture(Steady, Widget):
     def _depth(self) -> Depth:
         return depth_of(self.app.console.color_system)
 
+    def _width_in_column(self) -> int | None:
+        """Before its first layout, the width it will have where it fills a column: the
+        content width of its nearest laid-out ancestor, down containers that each fill
+        theirs (None where one shares a row or grid, or has a width of its own)."""
+        taken = 0
+        node: Widget = self
+        for parent in self.ancestors:
+            if not isinstance(parent, Widget) or not _fills_width(node):
+                return None
+            if parent.styles.layout is not None and parent.styles.layout.name != "vertical":
+                return None
+            taken += node.styles.margin.width
+            if parent.size.width:
+                return max(0, parent.scrollable_content_region.width - taken) or None
+            taken += parent.styles.gutter.width
+            node = parent
+        return None
+
     def _draw(self) -> None:
         if not self.is_mounted or not self.query(".ylabels"):
             return  # drawn on mount
@@ -389,7 +408,7 @@ class Picture(Steady, Widget):
         label_w = 0
         if content.y_labels:
             label_w = min(LABEL_CHARS, max(len(s) for s in content.y_labels)) + 1
-        laid_out = self.size.width or self.width_before_layout
+        laid_out = self.size.width or self.width_before_layout or self._width_in_column()
         self._drawn_width = laid_out or 0
         width = max(4, (laid_out or self.app.size.width) - label_w)
         cw, ch = cell_size() if self._graphics is not None else (1, 2)
@@ -605,3 +624,13 @@ class Picture(Steady, Widget):
         picked = self.value_at(offset.x, offset.y)
         if picked is not None:
             self.post_message(self.Picked(self, *picked))
+
+
+def _fills_width(widget: Widget) -> bool:
+    """Whether ``widget`` takes its container's whole width in a column (no width of its
+    own, ``1fr`` or ``100%``)."""
+    width = widget.styles.width
+    return width is None or (width.unit, width.value) in _WHOLE_WIDTH
+
+
+_WHOLE_WIDTH = {(Unit.FRACTION, 1.0), (Unit.PERCENT, 100.0)}
