@@ -55,8 +55,10 @@ async def test_vit_attention_has_cls_and_patch_axes_and_paints_where_cls_looks(v
         assert view.reply["grid"] == {"h": 8, "w": 8, "offset": 1}
         overlay = page.query_one("#attention-overlay")
         await wait_for(pilot, lambda: overlay.has_data, "the [CLS] overlay")
-        text = screen_text(app)
-        assert "where [CLS] looks" in text and "query 0 '[CLS]'" in text
+        text = await wait_for(  # the caption is on screen at the layout after the picture
+            pilot, lambda: "where [CLS] looks" in screen_text(app) and screen_text(app), "caption"
+        )
+        assert "query 0 '[CLS]'" in text
         await pilot.press("j", "j")  # the cursor's row picks the query patch
         await wait_for(pilot, lambda: "where p1 looks" in screen_text(app), "the p1 overlay")
         assert app.internal_errors == []
@@ -111,8 +113,12 @@ async def test_heads_grid_orders_heads_by_entropy(vit_run):
         await pilot.press("w")
         heads = page.query_one("#attention-heads-picture")
         await wait_for(pilot, lambda: heads.has_data, "the heads")
-        captions = [c for c in screen_text(app).split() if c.startswith("H=")]
-        entropies = [float(c[2:]) for c in captions]
+
+        def captions() -> list[str]:
+            return [c for c in screen_text(app).split() if c.startswith("H=")]
+
+        await wait_for(pilot, lambda: len(captions()) == 4, "the heads' captions on screen")
+        entropies = [float(c[2:]) for c in captions()]
         assert len(entropies) == 4 and entropies == sorted(entropies)
 
 

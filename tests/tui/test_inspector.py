@@ -42,8 +42,9 @@ async def test_cards_show_shape_dtype_stats_histogram_and_heatmap(run_dir: Path)
         await _select(pilot, page, "features")
         out = page.inspector.cards[0]
         await wait_for(pilot, lambda: out.has_data, "the output heatmap")
-        text = screen_text(app)
-        assert "out  32×64×4×4 float32" in text
+        text = await wait_for(  # on screen at the next frame
+            pilot, lambda: "out  32×64×4×4 float32" in screen_text(app) and screen_text(app), "card"
+        )
         for label in ("μ ", "σ ", "min ", "max ", "zeros "):
             assert label in text
         assert "sample 0" in text and "[0/64]" in text  # channel 0 of 64 for sample 0
