@@ -586,10 +586,10 @@ class ReplayPage(PlaceKeys, Page):
         in the key's frame; only warms the cache, so a guess never lands on screen."""
         self._beside_timer = None
         rec, run, data, views = self.recording, self.app.run_name, self.app.data, self._views
-        if views.parent is None:  # mounted (hidden) at rest: the first layer played shows it
-            self.query_one("#right").mount(views)
         if self.playing or not self.is_current or rec is None or run is None or data is None:
             return
+        if views.parent is None:  # mounted (hidden) at rest: the first layer played shows it
+            self.query_one("#right").mount(views)
         jobs: list[Callable[[Any], None]] = []
         event = self.current_event()
         if event is not None and event.kind in ("layer", "grad", "loss") and views.ready:
