@@ -21,7 +21,7 @@ from viewer_support import (
 from tvis.tui.picture import Picture
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
 from tvis.tui.widgets.samples_view import SamplesView
-from tvis.tui.widgets.source_view import SourcePane
+from tvis.tui.widgets.source_view import SourcePane, highlight
 
 REST_S = 1.0
 """Longer than ``explore.NEIGHBOURS_AFTER_S`` and ``loss.BESIDE_AFTER_S``."""
@@ -106,20 +106,25 @@ async def test_u_after_loss_rested_selects_the_loss_call_before_the_switch_draws
         assert app.internal_errors == []
 
 
-async def test_s_and_d_after_a_rest_draw_the_source_without_asking_the_agent(run_dir: Path):
-    """The Source pane's first opening, by `s` or by `d` on the selected call, shows its
-    file within the key: the run's files and that file were fetched while the tree rested."""
-    for key in ("s", "d"):
+async def test_s_d_and_u_after_a_rest_draw_the_source_without_asking_the_agent(run_dir: Path):
+    """The Source pane's first opening, by `s`, or by `d` or `u` on the selected call, shows
+    its file within the key: the run's files and the call's definition and call site were
+    fetched, and highlighted, while the tree rested."""
+    for key, which in (("s", "def"), ("d", "def"), ("u", "site")):
+        highlight.cache_clear()
         app = make_app(run_dir)
         async with app.run_test(size=(120, 40)) as pilot:
-            page = await open_explore(pilot)
-            defined = page._selection_file("def")
-            assert defined is not None
+            page = await open_explore(pilot)  # on the model's call: model.py, from train.py
+            where = page._selection_file(which)
+            assert where is not None
+            assert page._selection_file("def")[0] != page._selection_file("site")[0]
             await _rested(pilot, app)
             asked = count_requests(app)
+            highlighted = highlight.cache_info().misses
             await pilot.press(key)
-            assert page.query_one(SourcePane).view.file == defined[0], key
+            assert page.query_one(SourcePane).view.file == where[0], key
             assert _foreground(asked) == [], key
+            assert highlight.cache_info().misses == highlighted, key
             assert app.internal_errors == []
 
 

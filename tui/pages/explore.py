@@ -105,13 +105,18 @@ def fetch_panes(data: Any, run: str, batch: int, step: int | None, sample: int) 
         data.prefetch_later("step", run=run, step=step)
 
 
-def fetch_source(data: Any, run: str, wanted: str | None) -> None:
-    """Warm ``data``'s cache, in the background, with what the Source pane shows when `s`
-    or `d` opens it: the run's source files, then ``wanted`` (the selected call's file),
-    else the first file, as ``_sources_arrived`` picks. Answers held cost nothing again."""
+def fetch_source(data: Any, run: str, wanted: list[str]) -> None:
+    """Warm ``data``'s cache, in the background, with what the Source pane shows when `s`,
+    `d` or `u` opens it: the run's source files, then each of ``wanted`` (the selected
+    call's definition and call site) that is one of them, else the first file, as
+    ``_sources_arrived`` picks — each highlighted too. Answers held cost nothing again."""
     files = data.prefetch_later("sources", run=run)
-    if isinstance(files, list) and files:
-        data.prefetch_later("source", run=run, file=wanted if wanted in files else files[0])
+    if not isinstance(files, list) or not files:
+        return
+    for file in [f for f in wanted if f in files] or files[:1]:
+        source = data.prefetch_later("source", run=run, file=file)
+        if isinstance(source, dict) and source.get("text"):
+            highlight(source["text"])
 
 
 class PaneBar(Static):
@@ -503,12 +508,12 @@ class ExplorePage(Asks, Page):
         also = None
         if "samples" in self.visible_panes():
             also = partial(fetch_samples, run=run, sample=app.sample)
-        defined = self._selection_file("def")
+        wanted = [where[0] for which in ("def", "site") if (where := self._selection_file(which))]
         batch, step, sample = app.batch, app.current_step, app.sample
 
         def fetch() -> None:
             inspect(data, ends)
-            fetch_source(data, run, defined[0] if defined else None)
+            fetch_source(data, run, list(dict.fromkeys(wanted)))
             fetch_panes(data, run, batch, step, sample)
             fetch_beside(data, run, beside, call, of_batch, inspect, also)
 

@@ -4,6 +4,8 @@ call that ran it."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rich.style import Style
@@ -39,14 +41,22 @@ def annotation_text(anns: list[dict[str, Any]]) -> str:
     return text
 
 
-def highlight(text: str) -> list[Text]:
-    """The file's lines, syntax-highlighted with the terminal's own palette."""
+HIGHLIGHTED_FILES = 16
+"""Files whose highlighted lines are kept: a 2,000-line file takes 40–80 ms to highlight,
+which a `d` back to it, or to a file highlighted at rest (``explore.fetch_source``),
+then costs nothing."""
+
+
+@functools.lru_cache(maxsize=HIGHLIGHTED_FILES)
+def highlight(text: str) -> tuple[Text, ...]:
+    """The file's lines, syntax-highlighted with the terminal's own palette (shared: never
+    changed in place)."""
     # Imported here: Rich's Syntax brings pygments (≈ 20–50 ms), which Explore's first
     # screen, with its source pane closed, does not need.
     from rich.syntax import Syntax
 
     syntax = Syntax("", "python", theme="ansi_dark", tab_size=4)
-    return list(syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True))
+    return tuple(syntax.highlight(text.expandtabs(4)).split("\n", allow_blank=True))
 
 
 class SourceView(ScrollView, can_focus=True):
@@ -64,7 +74,7 @@ class SourceView(ScrollView, can_focus=True):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.file: str | None = None
-        self.lines: list[Text] = []
+        self.lines: Sequence[Text] = ()
         self.annotations: dict[int, list[dict[str, Any]]] = {}
         self.cursor = 0
         self.batch_index: int | None = None
@@ -82,7 +92,7 @@ class SourceView(ScrollView, can_focus=True):
         line: int | None,
     ) -> None:
         self.file = file
-        self.lines = highlight(text) if text else []
+        self.lines = highlight(text) if text else ()
         self.annotations = {int(k): v for k, v in annotations.items()}
         self._cache.clear()
         self.virtual_size = Size(0, len(self.lines))  # its width is the view's, whatever
