@@ -49,6 +49,11 @@ Embeddings' point (j, k: the sample every page follows), each
 after a 1 s rest, from the key to its picture on screen, wall and CPU; ``--repeat`` rounds;
 ``--latency MS`` adds MS to every request (a slow ssh link's round trip).
 
+``--first-keys PAGE:KEY,…`` presses each KEY once on PAGE (`1:n` Replay's `n`, `2:d`
+Explore's `d`), in ``--repeat`` fresh viewers left to rest on that page first: per key, the
+wall time to a settled screen and the main thread's CPU time (a pane's or a view's first
+opening; the project of `bench/scripts/long_model.py` for the Source pane on a long file).
+
 ``--gaps N`` opens a fresh `tvis tui`, switches to each page of ``--pages`` (default 3,
 Loss) as soon as the first page has settled — its other pages not built ahead yet — and
 presses N keys of its list (`j`, `k`) at gaps of 0.2–1.0 s (``GAPS_S``), ``--repeat``
@@ -445,6 +450,29 @@ def viewer_keys(run: str, ready_s: float) -> dict[tuple[str, str], tuple[float |
         viewer.close()
 
 
+def first_key(run: str, page: str, key: str) -> tuple[float | None, float]:
+    """In a fresh `tvis tui`, page ``page`` (1: Replay, where it opens) shown and left to
+    rest ``FIRST_KEY_REST_S`` (what it fetches ahead fetched), then ``key`` pressed once:
+    seconds to a settled screen, and the viewer's main thread's CPU seconds meanwhile."""
+    viewer = PtyViewer(run)
+    try:
+        viewer.wait_for("1 Replay", 0.0, timeout=120)
+        viewer.wait_settled(time.perf_counter() - 0.001, timeout=120)
+        if page != "1":
+            settle(viewer, press(viewer, page), VISIT_SETTLED_S)
+        time.sleep(FIRST_KEY_REST_S)
+        quiet(viewer)
+        ran0, _ = main_thread_s(viewer.pid)
+        took = settle(viewer, viewer.press(KEYS.get(key, key)))
+        return took, main_thread_s(viewer.pid)[0] - ran0
+    finally:
+        viewer.close()
+
+
+FIRST_KEY_REST_S = 1.5
+"""``--first-keys``: the rest before the key, longer than every page's prefetch delay."""
+
+
 def weights_all(run: str, timeout: float) -> str:
     """Weights' `a` in the headless app, once its list is filled: a sentence of figures."""
     import asyncio
@@ -821,8 +849,25 @@ def main() -> int:
         metavar="READY_S",
         help="the viewer-only keys, READY_S after the first page, --repeat fresh viewers",
     )
+    parser.add_argument(
+        "--first-keys",
+        metavar="PAGE:KEY,…",
+        help="each KEY pressed once on PAGE after a rest, in --repeat fresh viewers",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.first_keys:
+        for spec in args.first_keys.split(","):
+            page, key = spec.split(":", 1)
+            taken = [first_key(args.run, page, key) for _ in range(args.repeat)]
+            walls, cpus = [w for w, _ in taken], [c for _, c in taken]
+            print(
+                f"page {page} first {key:<6} wall {' · '.join(_ms(w) for w in walls)} ms "
+                f"(median {_ms(statistics.median(w or 0.0 for w in walls))}), main-thread "
+                f"CPU {' · '.join(_ms(c) for c in cpus)} ms (median {_ms(statistics.median(cpus))})"
+            )
+        print(f"load average {load:.1f} → {os.getloadavg()[0]:.1f}")
+        return 0
     if args.viewer_keys is not None:
         rounds = [viewer_keys(args.run, args.viewer_keys) for _ in range(args.repeat)]
         print(f"{'page':<9} {'key':<10} {'wall ms, each round':<28} {'main-thread CPU ms':<24}")
