@@ -490,3 +490,29 @@ async def test_the_samples_pane_is_built_at_the_width_the_layout_gives_it(
         await wait_for(pilot, lambda: view.size.width, "its layout")
         assert view.size.width == last_pane_width(size[0])
         assert view.has_class("-narrow") == (view.size.width < SamplesView.NARROW)
+
+
+async def test_at_80x24_the_samples_table_keeps_most_of_the_pane_above_its_preview(run_dir: Path):
+    """Under the table (a narrow pane), the preview picture is at most a third of the
+    terminal's rows: at 80×24 the table showed 2 of its 32 samples above a 16-row picture.
+    A taller terminal gives the picture its rows back, redrawn to fit."""
+    from tvis.tui.picture import Picture
+    from tvis.tui.widgets.samples_view import PREVIEW_ROWS, SamplesView
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = await open_explore(pilot)
+        await pilot.press("a")
+        view = await wait_for(pilot, lambda: page.query(SamplesView).first(), "the pane")
+        picture = view.query_one("#preview-image", Picture)
+        await wait_for(pilot, lambda: picture.has_data and picture.size.height, "the preview")
+        table = view.query_one(SampleTable)
+        assert view.has_class("-narrow")
+        assert picture.size.height <= 24 // 3 + 1  # the picture and its caption
+        assert table.size.height - 1 >= 8, table.size  # rows under the header
+        text = screen_text(app)
+        assert all(f"\n    {n}  " in text for n in range(1, 8)), text
+        await pilot.resize_terminal(80, 60)
+        await wait_for(pilot, lambda: picture.max_rows == PREVIEW_ROWS[0], "the taller preview")
+        await wait_for(pilot, lambda: picture.size.height > 24 // 3 + 1, "the picture redrawn")
+        assert app.internal_errors == []

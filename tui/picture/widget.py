@@ -344,6 +344,13 @@ class Picture(Steady, Widget):
             return self._graphics
         return _Cells()
 
+    def set_max_rows(self, rows: int) -> None:
+        """At most ``rows`` cells tall from now on: what it shows is drawn again to fit."""
+        if rows != self.max_rows:
+            self.max_rows = rows
+            if self._content is not None:
+                self._draw()
+
     def _set(self, content: _Content) -> None:
         self._content = content
         self._note = content.legend if content.values is None else ""

@@ -179,9 +179,10 @@ class SamplesView(Asks, Vertical):
         with Horizontal():
             yield SampleTable()
             with Vertical(id="preview"):
+                rows = preview_rows(self.has_class("-narrow"), self.app.size.height)
                 pictures = (
-                    Picture(max_rows=16, id="preview-image"),
-                    Picture(max_rows=12, id="preview-map"),
+                    Picture(max_rows=rows[0], id="preview-image"),
+                    Picture(max_rows=rows[1], id="preview-map"),
                 )
                 for picture in pictures:
                     picture.width_before_layout = self._preview_width
@@ -192,7 +193,11 @@ class SamplesView(Asks, Vertical):
         self.watch(self.app, "sample", self._followed_changed, init=False)
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width < self.NARROW, "-narrow")
+        narrow = self.size.width < self.NARROW
+        self.set_class(narrow, "-narrow")
+        image, values = preview_rows(narrow, self.app.size.height)
+        self.query_one("#preview-image", Picture).set_max_rows(image)
+        self.query_one("#preview-map", Picture).set_max_rows(values)
 
     def load(self, batch: int) -> None:
         self.batch_index = batch
@@ -285,6 +290,21 @@ class SamplesView(Asks, Vertical):
         method, params = preview_request(self.app.run_name or "", self.batch_index, sample, given)
         self.cancel("view" if method == "image" else "image")
         self.ask(method, tag=method, **params)
+
+
+PREVIEW_ROWS = (16, 12)
+"""Most rows of the preview's picture and of its map (a tensor input's values) beside the
+table."""
+
+
+def preview_rows(narrow: bool, terminal_rows: int) -> tuple[int, int]:
+    """Most rows of the preview's picture and map: beside the table, ``PREVIEW_ROWS``; under
+    it, a third of the terminal's rows at most, so that the table keeps most of the pane
+    (at 80×24 it showed 2 samples under a 16-row picture; now 9 under an 8-row one)."""
+    if not narrow:
+        return PREVIEW_ROWS
+    most = max(4, terminal_rows // 3)
+    return min(PREVIEW_ROWS[0], most), min(PREVIEW_ROWS[1], most)
 
 
 def preview_width(width: int | None) -> int | None:
