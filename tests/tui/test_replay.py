@@ -390,7 +390,10 @@ async def test_on_image_paints_a_conv_layer_and_lists_values_at_a_clicked_place(
         await seek_to(pilot, page, "features.0.0")
         view = page.query_one(OnImageView)
         await picture_drawn(pilot, view)
-        assert "mean over channels" in screen_text(app)
+        text = await wait_for(
+            pilot, lambda: "mean over channels" in screen_text(app) and screen_text(app), "caption"
+        )
+        assert "click a place for its values" in text  # the caption's two rows hold it whole
         await pilot.click(OnImageView, offset=(4, 2))
         await wait_for(pilot, lambda: "at (" in screen_text(app), "values at the place")
         assert "16 neurons" in screen_text(app)  # features.0.0 has 16 channels

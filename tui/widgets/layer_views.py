@@ -227,7 +227,9 @@ class OnImageView(Steady, AgentPane):
 
     def _caption(self, result: dict[str, Any]) -> Text:
         assert self.shown_layer is not None
-        what = "gradient |dL/dx|" if self.shown_layer.grad else "activation |x|"
+        # Short: the caption has two rows, and the click hint at its end was cut at 120×40.
+        # The page's title says forward or backward already.
+        what = "|dL/dx|" if self.shown_layer.grad else "|x|"
         if result.get("kind") == "attention":  # the gaze first: it says which patch asks
             what = "gradient of" if self.shown_layer.grad else ""
         how = {
