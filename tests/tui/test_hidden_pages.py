@@ -47,8 +47,18 @@ async def test_a_batch_switch_on_loss_asks_nothing_for_the_pages_visited_before(
         with no_quiet_spell(app):  # hidden pages catch up in one: they are not the key's
             await pilot.press("full_stop")
             await _settled(pilot, app)
-        # Loss's own (the batch after the new one, fetched once it rests), nothing else.
-        assert {a["method"] for a in asked} <= LOSS_ASKS, asked
+        # Loss's own (the batch after the new one, fetched once it rests), nothing else; once
+        # it rests, also what its `u` shows: its loss call's record and cards, in the
+        # background (a loaded machine gets there before the viewer is idle).
+        loss_call = app.screen.view.detail["call"]["id"]
+        own = [
+            a
+            for a in asked
+            if a["method"] in LOSS_ASKS
+            or (a["method"] == "call" and a.get("call") == loss_call and a.get("background"))
+            or (a["method"] == "view" and a.get("background"))
+        ]
+        assert own == asked, asked
         assert app.internal_errors == []
 
 

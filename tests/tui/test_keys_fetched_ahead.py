@@ -160,6 +160,9 @@ async def test_n_after_replay_rested_draws_the_layer_without_asking_the_agent(
         await goto_page(pilot, "replay")
         page = app.screen
         await wait_for(pilot, lambda: page.current_event(), "the first event")
+        await wait_for(  # at the page's first rest (later on a loaded machine)
+            pilot, lambda: page.query(LayerViews) and page.query_one(LayerViews).ready, "views"
+        )
         await _rested(pilot, app)
         views = page.query_one(LayerViews)
         assert views.ready and not views.display  # mounted, hidden: a batch loading
