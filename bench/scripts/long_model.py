@@ -72,7 +72,7 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     head = '"""A long model file, as real projects have."""\n'
     head += "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
-    blocks = "".join(BLOCK.format(i=i, scale=1.0 + i / 100) for i in range(BLOCKS))
+    blocks = "".join(BLOCK.format(i=i, scale=round(1.0 + i / 100, 2)) for i in range(BLOCKS))
     (out / "model.py").write_text(head + blocks + NET)
     (out / "train.py").write_text(TRAIN)
 

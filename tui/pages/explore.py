@@ -508,12 +508,13 @@ class ExplorePage(Asks, Page):
         also = None
         if "samples" in self.visible_panes():
             also = partial(fetch_samples, run=run, sample=app.sample)
-        wanted = [where[0] for which in ("def", "site") if (where := self._selection_file(which))]
+        files = [where[0] for which in ("def", "site") if (where := self._selection_file(which))]
+        wanted = list(dict.fromkeys(files))  # the definition and call site, once each
         batch, step, sample = app.batch, app.current_step, app.sample
 
         def fetch() -> None:
             inspect(data, ends)
-            fetch_source(data, run, list(dict.fromkeys(wanted)))
+            fetch_source(data, run, wanted)
             fetch_panes(data, run, batch, step, sample)
             fetch_beside(data, run, beside, call, of_batch, inspect, also)
 
