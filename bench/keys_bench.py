@@ -138,6 +138,7 @@ KEYS = {
     "escape": "\x1b",
     "backspace": "\x7f",
     "space": " ",
+    "comma": ",",  # for --first-keys, whose list is comma-separated
 }
 """What a terminal sends for the keys that are not one printable character."""
 

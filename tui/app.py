@@ -37,7 +37,7 @@ from tvis.tui.link import Link, grey
 from tvis.tui.messages import GotoCall, Selection
 from tvis.tui.notice import Notice
 from tvis.tui.opening import run_to_open
-from tvis.tui.pages import PageSpec, build, pages_for, warm
+from tvis.tui.pages import PageSpec, build, imported, pages_for, warm
 from tvis.tui.pane import Asks
 from tvis.tui.quiet_collect import QuietCollector
 from tvis.tui.run_picker import RunPicker
@@ -100,8 +100,11 @@ class TvisApp(Asks, App[None]):
         self.collects_quietly = False
         self._mounted: set[int] = set()  # id() of the page screens mounted whole
         self._page_chosen = False  # whether a page was shown or is on its way
+        self._page_wanted: str | None = None  # the page the last page key asked for
         self._laid_out: set[int] = set()  # id() of pages built ahead laid out, not rendered
-        self._switching_to_mounted = False  # within switch_mode, to a page mounted whole
+        # Within action_page's switch_mode: to a page "mounted" whole or a "new" one (then
+        # "held" once the switch holds the display); None outside it.
+        self._switching: str | None = None
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent, events.Paste)):
@@ -306,6 +309,8 @@ class TvisApp(Asks, App[None]):
         from tvis.tui.pages.replay import opening_requests
 
         requests = opening_requests(run, batch, sample, answer)
+        if self._page_wanted not in (None, "replay"):
+            return  # another page's number came first: its requests go alone
         # All at once: the agent answers them on its workers, and over ssh one round trip.
         with ThreadPoolExecutor(max(1, len(requests)), "tvis-prefetch") as pool:
             for method, params in requests:
@@ -330,8 +335,11 @@ class TvisApp(Asks, App[None]):
         rows = page.calls if isinstance(page, CallsAnswer) else ()
         if not rows:
             return
-        call = rows[first_interesting(rows)].id
+        first = rows[first_interesting(rows)]
+        call = first.id
         record = data.prefetch("call", run=run, batch=batch, call=call)
+        if first.n_children:  # the tree opens it: its children are on the first screen
+            data.prefetch("calls", run=run, batch=batch, parent=call, offset=0, limit=TREE_PAGE)
         from tvis.tui.pages.explore_layout import inspector_picture_width
 
         width = inspector_picture_width(columns)  # None: the tree alone on a narrow one
@@ -371,13 +379,17 @@ class TvisApp(Asks, App[None]):
             self._add_page(spec)
         self._refresh_tabs()
         if first:
-            # After the tab bar is written: the first page's build holds the display, and
-            # the pages' tabs are what a user presses a page's number at, meanwhile.
-            self.call_after_refresh(self._open_first_page)
+            # After the tab bar is written: the pages' tabs are what a user presses a page's
+            # number at, meanwhile. A worker, not a callback: while it waits for the page's
+            # module, the app's queue goes on, and a number pressed then is handled then.
+            self.call_after_refresh(
+                self.run_worker, self._open_first_page(), group="first-page", exit_on_error=False
+            )
 
     async def _open_first_page(self) -> None:
         """The run's first page, unless a page's key pressed at its tabs came first: that
-        page is the one shown (it is already on its way)."""
+        page is the one shown (it is already on its way), and the first is not built."""
+        await imported(self.pages()[0].module)
         if not self._page_chosen:
             await self.action_page(1)
 
@@ -422,18 +434,32 @@ class TvisApp(Asks, App[None]):
             return
         spec = pages[n - 1]
         self._page_chosen = True
+        self._page_wanted = spec.id
+        if not self.page_built(spec.id):
+            # Its module (numpy, the picture kit: the warm thread's, at the start) waited
+            # for off the app's loop, which goes on drawing and reading keys meanwhile.
+            await imported(spec.module)
+            if self._page_wanted != spec.id:
+                return  # another page's number came meanwhile: that page is shown
         self._add_page(spec)
         left_id = self.current_mode
         left = self.page_screens.get(left_id)
         if spec.id != left_id:
             # Before the switch: the page's first frame is of the batch and sample of now.
             self.hidden.show(spec.id)
-        self._switching_to_mounted = id(self.page_screens.get(spec.id)) in self._mounted
+        mounted = id(self.page_screens.get(spec.id)) in self._mounted
+        self._switching = "mounted" if mounted else "new"
         try:
             shown = self.switch_mode(spec.id)
         finally:
-            self._switching_to_mounted = False
-        await shown
+            held, self._switching = self._switching == "held", None
+        try:
+            await shown
+        finally:
+            if held:
+                self._end_batch()
+                if not self._batch_count:
+                    self.screen.refresh()
         if self.current_mode == spec.id:  # not left meanwhile (a key during a first build)
             self.ahead.visited(spec.id)
         if left is not None and left is not self.screen:
@@ -451,8 +477,12 @@ class TvisApp(Asks, App[None]):
     def delay_update(self, delay: float = 0.05) -> None:
         # Textual's switch_mode holds every repaint for 50 ms to mask a screen composing.
         # A page mounted whole (built ahead, or visited) has nothing to mask: the hold only
-        # put its first frame 50 ms after the key.
-        if not self._switching_to_mounted:
+        # put its first frame 50 ms after the key. A page built by the switch is held until
+        # it has mounted (``action_page``): mounted in 20–30 ms, it was drawn at 50.
+        if self._switching == "new":
+            self._begin_batch()
+            self._switching = "held"
+        elif self._switching is None:
             super().delay_update(delay)
 
     def page_built(self, page_id: str) -> bool:

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from viewer_support import count_requests_from_the_start, make_app, open_explore, wait_for
+from viewer_support import (
+    count_requests_from_the_start,
+    make_app,
+    open_explore,
+    screen_text,
+    wait_for,
+)
 
 from tvis.tui.pages.explore_layout import inspector_picture_width
 
@@ -202,3 +208,152 @@ async def test_a_page_key_waiting_when_the_run_s_tabs_are_written_is_the_page_sh
         await wait_for(pilot, lambda: app.current_mode == "explore", "Explore")
         await pilot.pause(0.5)  # where the first page, opened after the tabs, would come
         assert app.current_mode == "explore"
+
+
+async def test_a_page_key_pressed_while_the_first_page_imports_builds_that_page_alone(
+    run_dir: Path, monkeypatch
+):
+    """The first page's module (numpy, the picture kit: the warm thread's 0.1–0.2 s at a
+    start) is waited for off the app's loop: a `2` pressed at the tabs meanwhile is handled
+    then, Explore is built and shown, and Replay, no longer wanted, is not built behind it
+    (the key waited for Replay's import and build, then Explore's)."""
+    import asyncio
+
+    import tvis.tui.app as app_module
+
+    imported = app_module.imported
+    release = asyncio.Event()
+
+    async def replay_held(module: str) -> None:
+        if module == "tvis.tui.pages.replay":
+            await release.wait()
+        await imported(module)
+
+    monkeypatch.setattr(app_module, "imported", replay_held)
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "1 Replay" in screen_text(app), "the run's tabs")
+        await pilot.press("2")
+        await open_explore(pilot)
+        release.set()
+        await pilot.pause(0.2)  # the first page's worker goes on: it finds a page chosen
+        assert app.current_mode == "explore"
+        assert not app.page_built("replay")
+
+
+async def test_the_first_screen_s_tree_rows_are_asked_with_the_run(run_dir: Path):
+    """The tree opens its first interesting root: that root's children are on the first
+    screen, and are asked with the run, beside the roots and the root's record (asked by
+    the tree once Explore was up, they came a round trip after its first frame)."""
+    app = make_app(run_dir)
+    asked = count_requests_from_the_start(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(
+            pilot,
+            lambda: all(w.is_finished for w in app.workers if w.group == "prefetch"),
+            "the first screen's prefetch",
+        )
+        before_explore = len(asked)
+        page = await open_explore(pilot)
+        opened = page.calls.call_tree.cursor_node
+        assert opened is not None and opened.is_expanded and opened.children
+        call = opened.data.call.id
+        trees = [i for i, a in enumerate(asked) if a["method"] == "calls"]
+        assert [asked[i]["parent"] for i in trees if i < before_explore] == [-1, call]
+        assert all(asked[i]["parent"] != call for i in trees if i >= before_explore)
+
+
+async def test_a_first_visit_draws_the_cards_before_it_mounts_the_layer_views(run_dir: Path):
+    """The layer views (≈ 20 widgets, under the cards of a model call) are mounted after the
+    first frame of a first visit, and then show the call's layer: the tree and the cards
+    are not drawn a layout later for them. A page built ahead mounts them with its build
+    (hidden, nobody waits), so its first visit mounts nothing."""
+    from textual._compositor import Compositor
+
+    from tvis.tui.pages.explore import ExplorePage
+
+    app = make_app(run_dir)
+    frames: list[tuple[bool, bool]] = []  # per Explore frame: cards drawn, views mounted
+    render_update = Compositor.render_update
+
+    def recorded(compositor, *args, **kwargs):
+        page = app.screen
+        if isinstance(page, ExplorePage) and compositor is page._compositor:
+            cards = page.inspector.cards
+            drawn = bool(cards) and all(c.has_data for c in cards)
+            frames.append((drawn, page.inspector.layer_views.is_attached))
+        return render_update(compositor, *args, **kwargs)
+
+    Compositor.render_update = recorded
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+            await pilot.press("2")  # at once: Explore is not built ahead
+            page = await open_explore(pilot)
+            views = page.inspector.layer_views
+            await wait_for(pilot, lambda: views.ready and views.display, "the layer views")
+            assert views.shown_layer is not None
+            assert views.shown_layer.call == page.inspector.selection.call
+            assert "explore" not in app.ahead.built
+            first_drawn = next(mounted for drawn, mounted in frames if drawn)
+            assert not first_drawn
+    finally:
+        Compositor.render_update = render_update
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
+        page = app.page_screens["explore"]
+        views = page.inspector.layer_views
+        await wait_for(pilot, lambda: views.ready, "the layer views, mounted with the build")
+        assert page is not app.screen and views.shown_layer is not None
+
+
+async def test_a_first_visit_is_held_until_the_page_has_mounted_not_for_50_ms(
+    run_dir: Path, monkeypatch
+):
+    """Textual's switch holds the display with a 50 ms timer (``delay_update``); the page
+    mounts in 20–30 ms, and was drawn at 50. A page's first visit holds it until its mount
+    is complete instead, and lets go then."""
+    app = make_app(run_dir)
+    timers: list[str] = []
+    set_timer = app.set_timer
+
+    def recorded(delay, callback=None, *, name=None, **kwargs):
+        timers.append(name or "")
+        return set_timer(delay, callback, name=name, **kwargs)
+
+    monkeypatch.setattr(app, "set_timer", recorded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await pilot.press("2")
+        await open_explore(pilot)
+        assert "explore" not in app.ahead.built
+        assert "delay_update" not in timers
+        assert app._batch_count == 0
+
+
+async def test_replay_s_pictures_are_not_prefetched_once_another_page_was_chosen(
+    run_dir: Path,
+):
+    """The first page's pictures are asked for as the run loads, once Replay's module is
+    imported (on a thread, behind the warm one, so the app's loop reads keys meanwhile). A
+    page's number pressed before that shows another page: Replay's pictures are not asked
+    for then, and are not decoded under that page's build."""
+    import asyncio
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        data, asked = app.data, []
+        prefetch = data.prefetch
+        data.prefetch = lambda method, **params: (
+            asked.append(method),
+            prefetch(method, **params),
+        )[1]
+        for chosen, prefetched in (("explore", False), ("replay", True)):
+            asked.clear()
+            app._page_wanted = chosen
+            await asyncio.to_thread(app._prefetch_replay, app.run_name, app.sample, app.batch)
+            assert ("thumbs" in asked) == prefetched, chosen

@@ -7,9 +7,11 @@ recording wait for a run; Live needs none). A new page is one entry in ``PAGES``
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import importlib.util
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,6 +128,20 @@ def build(spec: PageSpec, app: TvisApp) -> Screen:
     except Exception as e:
         app.internal_errors.append(f"page {spec.id}: {type(e).__name__}: {e}")
         return BrokenPage(spec.title, e)
+
+
+async def imported(module: str) -> None:
+    """``module`` imported, waited for on a thread: the app's loop goes on meanwhile. An
+    import begun by ``warm`` is waited for (Python's import lock), not begun again; a
+    failure is left to the page's own build, which says it."""
+    found = sys.modules.get(module)
+    spec = getattr(found, "__spec__", None)
+    if found is not None and not getattr(spec, "_initializing", False):
+        return  # imported whole already (importlib marks a module still executing)
+    try:
+        await asyncio.to_thread(importlib.import_module, module)
+    except Exception:
+        pass
 
 
 def warm(*specs: PageSpec) -> threading.Thread:

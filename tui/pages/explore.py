@@ -489,11 +489,13 @@ class ExplorePage(Asks, Page):
         `end`), the source `s` and `d` open on, the samples and step `a`, `p` and `m`
         open on, and the batches beside this one as
         ``.``/``,`` will show them, so that those keys draw from the client's cache in one
-        frame."""
+        frame; and mount the inspector's layer views, hidden, for the first layer shown."""
         self._neighbours_timer = None
         if not self.is_current:  # built ahead, or left: asked for when next shown
             self._beside_due = True
             return
+        # Not while built hidden: it would compete with the page the user is on.
+        self.inspector.mount_layer_views()
         app = self.app
         data, run, position = app.data, app.run_name, app.batch_position
         if data is None or run is None or position is None or self.mode != "batch":

@@ -20,11 +20,10 @@ on a first visit: the app's own ``:focus``/``:blur`` pseudo-classes in a rule of
 widgets, which no page uses (Textual's only one is its ``Header``'s).
 
 A page also draws nothing while the app holds the display. ``switch_mode`` holds it for the
-switch (``delay_update``: until a timer the app's loop runs only once the switch's handler
-returns, so on a first visit for the whole build), and a layout inside the hold still
-rendered the whole page — 30–40 ms of the app's thread on Explore's first visit — for a
-frame the app then dropped (``App._display``). The end of the hold refreshes the screen,
-which draws the page once, then.
+switch (on a page's first visit until the page has mounted, ``TvisApp.action_page``), and a
+layout inside the hold still rendered the whole page — 30–40 ms of the app's thread on
+Explore's first visit — for a frame the app then dropped (``App._display``). The end of the
+hold refreshes the screen, which draws the page once, then.
 """
 
 from __future__ import annotations

@@ -183,13 +183,33 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         # Set by the page: the pictures' width once shown, for what is fetched while hidden.
         self.picture_width_when_shown: int | None = None
         # Mounted once, shown under the cards of a model call: never laid out anew per move.
+        # Not with the inspector: ≈ 20 widgets the first screen (the model's root) does not
+        # show. Mounted hidden when the page first rests, or by the first layer selected.
         self.layer_views = LayerViews(classes="layer-views")
         self.layer_views.display = False
 
     def compose(self) -> ComposeResult:
         yield self.rail
         yield self.lines
-        yield self.layer_views
+
+    def mount_layer_views(self) -> None:
+        if self.layer_views.parent is None:
+            self.mount(self.layer_views)
+
+    def _show_layer(self, layer: Layer) -> None:
+        views = self.layer_views
+        if views.ready:
+            views.show(layer)
+            return
+        views.shown_layer = layer  # shown as they mount
+        if views.parent is not None:
+            return  # being mounted
+        if self.screen.is_current:
+            # A first visit: mounted after the frame that draws the tree and the cards, the
+            # views come under them a frame later.
+            self.call_after_refresh(self.mount_layer_views)
+        else:
+            self.mount_layer_views()  # a page built ahead: nobody waits
 
     def on_mount(self) -> None:
         self.watch(self.app, "show_grad", self._redraw_cards, init=False)
@@ -425,7 +445,7 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         views = self.layer_views
         if layer is not None:
             views.display = True
-            views.show(layer)
+            self._show_layer(layer)
         elif views.display:
             views.display = False
         self.shown = selection
@@ -443,7 +463,9 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
                 card.show(card.ref, self.app.show_grad, self.app.sample)
         views = self.layer_views
         if views.display and views.shown_layer is not None:
-            views.show(replace(views.shown_layer, sample=self.app.sample, grad=self.app.show_grad))
+            self._show_layer(
+                replace(views.shown_layer, sample=self.app.sample, grad=self.app.show_grad)
+            )
 
     def action_cycle_view(self) -> None:
         if self.layer_views.display:
