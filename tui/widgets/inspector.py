@@ -183,8 +183,8 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
         # Set by the page: the pictures' width once shown, for what is fetched while hidden.
         self.picture_width_when_shown: int | None = None
         # Mounted once, shown under the cards of a model call: never laid out anew per move.
-        # Not with the inspector: ≈ 20 widgets the first screen (the model's root) does not
-        # show. Mounted hidden when the page first rests, or by the first layer selected.
+        # Not composed with the inspector: ≈ 20 widgets, under the cards, mounted after a
+        # first visit's first frame (``_show_layer``) or, hidden, when the page first rests.
         self.layer_views = LayerViews(classes="layer-views")
         self.layer_views.display = False
 
