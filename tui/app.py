@@ -389,9 +389,13 @@ class TvisApp(Asks, App[None]):
     async def _open_first_page(self) -> None:
         """The run's first page, unless a page's key pressed at its tabs came first: that
         page is the one shown (it is already on its way), and the first is not built."""
-        await imported(self.pages()[0].module)
-        if not self._page_chosen:
-            await self.action_page(1)
+        try:
+            await imported(self.pages()[0].module)
+            if not self._page_chosen:
+                await self.action_page(1)
+        except Exception as e:  # said, as a reply's fault is (``Asks.on_reply``)
+            self.internal_errors.append(f"first page: {type(e).__name__}: {e}")
+            self.notify(f"internal error: {type(e).__name__}: {e}", severity="error", timeout=8)
 
     def stop_polling(self) -> None:
         if self._poll_timer is not None:

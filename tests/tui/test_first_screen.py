@@ -267,7 +267,8 @@ async def test_the_first_screen_s_tree_rows_are_asked_with_the_run(run_dir: Path
 async def test_a_first_visit_draws_the_cards_before_it_mounts_the_layer_views(run_dir: Path):
     """The layer views (≈ 20 widgets, under the cards of a model call) are mounted after the
     first frame of a first visit, and then show the call's layer: the tree and the cards
-    are not drawn a layout later for them. A page built ahead mounts them with its build
+    are not drawn a layout later for them (the cards, when at hand, in a frame without
+    them). A page built ahead mounts them with its build
     (hidden, nobody waits), so its first visit mounts nothing."""
     from textual._compositor import Compositor
 
@@ -296,14 +297,18 @@ async def test_a_first_visit_draws_the_cards_before_it_mounts_the_layer_views(ru
             assert views.shown_layer is not None
             assert views.shown_layer.call == page.inspector.selection.call
             assert "explore" not in app.ahead.built
-            first_drawn = next(mounted for drawn, mounted in frames if drawn)
-            assert not first_drawn
+            assert frames and not frames[0][1]  # not in the page's first frame
+            assert any(drawn and not mounted for drawn, mounted in frames) or not frames[0][0]
     finally:
         Compositor.render_update = render_update
 
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "explore" in app.ahead.built, "Explore built ahead")
+        await wait_for(
+            pilot,
+            lambda: "explore" in app.ahead.built and app.page_screens["explore"].is_mounted,
+            "Explore built ahead",
+        )
         page = app.page_screens["explore"]
         views = page.inspector.layer_views
         await wait_for(pilot, lambda: views.ready, "the layer views, mounted with the build")
@@ -342,10 +347,16 @@ async def test_replay_s_pictures_are_not_prefetched_once_another_page_was_chosen
     page's number pressed before that shows another page: Replay's pictures are not asked
     for then, and are not decoded under that page's build."""
     import asyncio
+    import threading
 
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+        await wait_for(
+            pilot,
+            lambda: not any(t.name == "tvis-prefetch-replay" for t in threading.enumerate()),
+            "the app's own prefetch of Replay",
+        )
         data, asked = app.data, []
         prefetch = data.prefetch
         data.prefetch = lambda method, **params: (
@@ -357,3 +368,26 @@ async def test_replay_s_pictures_are_not_prefetched_once_another_page_was_chosen
             app._page_wanted = chosen
             await asyncio.to_thread(app._prefetch_replay, app.run_name, app.sample, app.batch)
             assert ("thumbs" in asked) == prefetched, chosen
+
+
+async def test_a_fault_opening_the_first_page_is_said_and_the_viewer_goes_on(run_dir: Path):
+    """The first page opens from a worker: a fault there (here, the mode switch itself) is
+    an internal error in a sentence on screen, as a reply's fault is, not a worker failing
+    in silence; the tabs still answer."""
+    app = make_app(run_dir)
+    switch = app.switch_mode
+    failures = []
+
+    def failing_once(mode: str):
+        if not failures:
+            failures.append(mode)
+            raise RuntimeError("switch refused")
+        return switch(mode)
+
+    app.switch_mode = failing_once
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.internal_errors, "the fault said")
+        assert app.internal_errors == ["first page: RuntimeError: switch refused"]
+        assert failures == ["replay"]
+        await pilot.press("2")
+        await open_explore(pilot)
