@@ -392,6 +392,10 @@ async def test_the_help_is_arranged_ahead_for_the_page_on_screen_and_its_questio
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
+        # What the page shows, whole: the layer views come a frame after the cards, and
+        # their keys are among those the help is ordered by.
+        views = page.inspector.layer_views
+        await wait_for(pilot, lambda: views.ready and views.region, "the layer views")
 
         def arranged():
             if not app.is_screen_installed("help"):
