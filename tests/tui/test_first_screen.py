@@ -42,6 +42,20 @@ async def test_the_inspector_width_computed_from_the_terminal_is_the_one_laid_ou
         assert not page.inspector.display
 
 
+async def explore_after_the_prefetch(pilot, asked: list[dict]):
+    """Replay up and the first screen's prefetch over, then Explore opened: how many of
+    ``asked`` came before Explore, and the page."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
+    await wait_for(
+        pilot,
+        lambda: all(w.is_finished for w in app.workers if w.group == "prefetch"),
+        "the first screen's prefetch",
+    )
+    before_explore = len(asked)
+    return before_explore, await open_explore(pilot)
+
+
 async def test_the_first_screen_asks_its_pictures_once_before_explore_at_the_width_drawn(
     run_dir: Path,
 ):
@@ -53,14 +67,7 @@ async def test_the_first_screen_asks_its_pictures_once_before_explore_at_the_wid
     app = make_app(run_dir)
     asked = count_requests_from_the_start(app)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
-        await wait_for(
-            pilot,
-            lambda: all(w.is_finished for w in app.workers if w.group == "prefetch"),
-            "the first screen's prefetch",
-        )
-        before_explore = len(asked)
-        page = await open_explore(pilot)
+        before_explore, page = await explore_after_the_prefetch(pilot, asked)
         cards = page.inspector.cards
         await wait_for(pilot, lambda: all(c.has_data for c in cards), "the cards")
         tensors = {c.ref.entry["id"] for c in cards if c.ref is not None}
@@ -113,10 +120,11 @@ async def test_a_page_is_composed_with_its_tab_bar_and_status_line(run_dir: Path
 async def test_a_first_visit_draws_nothing_while_the_switch_holds_the_display(
     run_dir: Path, monkeypatch
 ):
-    """``switch_mode`` holds the display for the switch (Textual's ``delay_update``: on a
-    first visit, for the whole build), and a layout inside the hold still rendered the
-    whole page, 30–40 ms of the app's thread for a frame the app then dropped. Pins the
-    private bits ``Page`` uses: ``Screen._compositor_refresh``, ``App._batch_count``."""
+    """``switch_mode`` holds the display for the switch — on a first visit until the page
+    has mounted, not for Textual's 50 ms (``delay_update``'s timer: the page, mounted in
+    20–30 ms, was drawn at 50) — and a layout inside the hold still rendered the whole
+    page, 30–40 ms of the app's thread for a frame the app then dropped. Pins the private
+    bits ``Page`` uses: ``Screen._compositor_refresh``, ``App._batch_count``."""
     from textual._compositor import Compositor
 
     from tvis.tui.pages.page import Page
@@ -132,6 +140,14 @@ async def test_a_first_visit_draws_nothing_while_the_switch_holds_the_display(
         return render_update(compositor, *args, **kwargs)
 
     monkeypatch.setattr(Compositor, "render_update", recorded)
+    timers: list[str] = []
+    set_timer = app.set_timer
+
+    def timed(delay, callback=None, *, name=None, **kwargs):
+        timers.append(name or "")
+        return set_timer(delay, callback, name=name, **kwargs)
+
+    monkeypatch.setattr(app, "set_timer", timed)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
         await pilot.press("2")
@@ -139,6 +155,9 @@ async def test_a_first_visit_draws_nothing_while_the_switch_holds_the_display(
         assert "explore" not in app.ahead.built
         assert ("ExplorePage", 0) in renders  # drawn once the hold ended
         assert [r for r in renders if r[1]] == []  # nothing rendered inside it
+        # Held until the page had mounted (20–30 ms), not by Textual's 50 ms timer.
+        assert "delay_update" not in timers
+        assert app._batch_count == 0
 
 
 def test_the_tab_bar_looks_each_page_module_up_once(monkeypatch):
@@ -248,14 +267,7 @@ async def test_the_first_screen_s_tree_rows_are_asked_with_the_run(run_dir: Path
     app = make_app(run_dir)
     asked = count_requests_from_the_start(app)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
-        await wait_for(
-            pilot,
-            lambda: all(w.is_finished for w in app.workers if w.group == "prefetch"),
-            "the first screen's prefetch",
-        )
-        before_explore = len(asked)
-        page = await open_explore(pilot)
+        before_explore, page = await explore_after_the_prefetch(pilot, asked)
         opened = page.calls.call_tree.cursor_node
         assert opened is not None and opened.is_expanded and opened.children
         call = opened.data.call.id
@@ -313,30 +325,6 @@ async def test_a_first_visit_draws_the_cards_before_it_mounts_the_layer_views(ru
         views = page.inspector.layer_views
         await wait_for(pilot, lambda: views.ready, "the layer views, mounted with the build")
         assert page is not app.screen and views.shown_layer is not None
-
-
-async def test_a_first_visit_is_held_until_the_page_has_mounted_not_for_50_ms(
-    run_dir: Path, monkeypatch
-):
-    """Textual's switch holds the display with a 50 ms timer (``delay_update``); the page
-    mounts in 20–30 ms, and was drawn at 50. A page's first visit holds it until its mount
-    is complete instead, and lets go then."""
-    app = make_app(run_dir)
-    timers: list[str] = []
-    set_timer = app.set_timer
-
-    def recorded(delay, callback=None, *, name=None, **kwargs):
-        timers.append(name or "")
-        return set_timer(delay, callback, name=name, **kwargs)
-
-    monkeypatch.setattr(app, "set_timer", recorded)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.current_mode == "replay", "the Replay page")
-        await pilot.press("2")
-        await open_explore(pilot)
-        assert "explore" not in app.ahead.built
-        assert "delay_update" not in timers
-        assert app._batch_count == 0
 
 
 async def test_replay_s_pictures_are_not_prefetched_once_another_page_was_chosen(
