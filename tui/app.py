@@ -441,7 +441,8 @@ class TvisApp(Asks, App[None]):
         self._page_wanted = spec.id
         if not self.page_built(spec.id):
             # Its module (numpy, the picture kit: the warm thread's, at the start) waited
-            # for off the app's loop, which goes on drawing and reading keys meanwhile.
+            # for off the app's loop, which goes on drawing meanwhile (and, while the first
+            # page waits in its worker, handling keys).
             await imported(spec.module)
             if self._page_wanted != spec.id:
                 return  # another page's number came meanwhile: that page is shown
