@@ -41,8 +41,7 @@ from tvis.tui.pages import PageSpec, build, imported, pages_for, warm
 from tvis.tui.pane import Asks
 from tvis.tui.quiet_collect import QuietCollector
 from tvis.tui.run_picker import RunPicker
-from tvis.tui.widgets.call_tree import PAGE as TREE_PAGE
-from tvis.tui.widgets.call_tree import first_interesting
+from tvis.tui.widgets.call_tree import CallTree, first_interesting
 from tvis.tui.widgets.page_tabs import PageTabs
 from tvis.tui.widgets.status_line import StatusLine
 
@@ -331,7 +330,7 @@ class TvisApp(Asks, App[None]):
         data = self.data
         if data is None:
             return
-        page = data.prefetch("calls", run=run, batch=batch, parent=-1, offset=0, limit=TREE_PAGE)
+        page = data.prefetch("calls", **CallTree.page_request(run, batch, -1))
         rows = page.calls if isinstance(page, CallsAnswer) else ()
         if not rows:
             return
@@ -339,7 +338,7 @@ class TvisApp(Asks, App[None]):
         call = first.id
         record = data.prefetch("call", run=run, batch=batch, call=call)
         if first.n_children:  # the tree opens it: its children are on the first screen
-            data.prefetch("calls", run=run, batch=batch, parent=call, offset=0, limit=TREE_PAGE)
+            data.prefetch("calls", **CallTree.page_request(run, batch, call))
         from tvis.tui.pages.explore_layout import inspector_picture_width
 
         width = inspector_picture_width(columns)  # None: the tree alone on a narrow one
