@@ -390,7 +390,7 @@ class TvisApp(Asks, App[None]):
         page is the one shown (it is already on its way), and the first is not built."""
         try:
             await imported(self.pages()[0].module)
-            if not self._page_chosen:
+            if not self._page_chosen and self.is_running:
                 await self.action_page(1)
         except Exception as e:  # said, as a reply's fault is (``Asks.on_reply``)
             self.internal_errors.append(f"first page: {type(e).__name__}: {e}")
@@ -445,6 +445,10 @@ class TvisApp(Asks, App[None]):
             await imported(spec.module)
             if self._page_wanted != spec.id:
                 return  # another page's number came meanwhile: that page is shown
+        if not self.is_running:
+            # Closing (a `q` as the run opened): Textual is closing the screens, and a mode
+            # switched to now would be a screen stack added under its loop over them.
+            return
         self._add_page(spec)
         left_id = self.current_mode
         left = self.page_screens.get(left_id)

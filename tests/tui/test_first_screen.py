@@ -379,3 +379,35 @@ async def test_a_fault_opening_the_first_page_is_said_and_the_viewer_goes_on(run
         assert failures == ["replay"]
         await pilot.press("2")
         await open_explore(pilot)
+
+
+async def test_a_first_page_due_as_the_app_closes_is_not_opened(run_dir: Path):
+    """The viewer closed just as the run's tabs were written (a `q` then, a test's end):
+    the first page's worker, started after the refresh that wrote them, ran while Textual
+    closed the app's screens, and the page it opened was a screen stack added under that
+    loop ("dictionary changed size during iteration", a traceback on exit). Once the app
+    is closing, no page is opened."""
+    import asyncio
+
+    app = make_app(run_dir)
+    run_worker = app.run_worker
+    started = []
+
+    def started_as_the_app_closes(work, *args, **kwargs):
+        if kwargs.get("group") != "first-page":
+            return run_worker(work, *args, **kwargs)
+
+        async def once_closing() -> None:
+            while app.is_running:
+                await asyncio.sleep(0.002)
+            started.append(run_worker(work, *args, **kwargs))
+
+        started.append(asyncio.ensure_future(once_closing()))
+
+    app.run_worker = started_as_the_app_closes
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: started, "the first page's worker asked for")
+    await asyncio.sleep(0.1)  # the worker runs its course
+    assert len(started) == 2  # it did start, as the app closed
+    assert not app.page_built("replay")
+    assert app.internal_errors == []  # nor a mode switched to among closed screens
