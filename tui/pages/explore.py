@@ -124,6 +124,8 @@ class PaneBar(Static):
 
     DEFAULT_CSS = "PaneBar { height: 1; padding: 0 1; }"
 
+    _shown: Text | None = None
+
     def show(self, visible: list[str], focused: str | None, mode: str) -> None:
         text = Text()
         for name in PANES:
@@ -136,7 +138,9 @@ class PaneBar(Static):
             )
             text.append(f" {keys.shown(self.app, f'explore.{name}')} {name} ", style=style)
         text.append(f"   {mode} mode ({keys.shown(self.app, 'explore.mode')})", style=colors.MUTED)
-        self.update(text, layout=False)  # one row whatever it says: a repaint, not a layout
+        if text != self._shown:  # a focus moved where the bar already said it would
+            self._shown = text
+            self.update(text, layout=False)  # one row whatever it says: a repaint, not a layout
 
 
 class ExplorePage(Asks, Page):
@@ -257,7 +261,9 @@ class ExplorePage(Asks, Page):
             return self.query_one(targets[name])
         return self._pane(name) or self.calls.call_tree
 
-    async def _apply_layout(self) -> None:
+    async def _apply_layout(self, focus: str | None = None) -> None:
+        """Show this layout's panes, building those not built yet, and focus pane ``focus``
+        (by default the front pane, if the focus is in a pane no longer shown)."""
         visible = self.visible_panes()
         new = [self._build_pane(name) for name in visible if self._pane(name) is None]
         # Sized and the panes it replaces hidden before it is mounted: mounted first, it
@@ -274,9 +280,13 @@ class ExplorePage(Asks, Page):
                     p for n in PANES[: PANES.index(name)] if (p := self._pane(n)) and p.is_attached
                 ]
                 await container.mount(pane, after=before[-1])
-            if self._focused_pane() not in visible:
-                self._focus_target(visible[0] if self.front not in visible else self.front).focus()
-            self._apply_layout_bar()
+            if focus is None and self._focused_pane() not in visible:
+                focus = visible[0] if self.front not in visible else self.front
+            if focus is not None:
+                self._focus_target(focus).focus()
+            # The bar says the focus to come: Textual moves it after this handler, and a bar
+            # drawn with the old one was drawn again a frame later.
+            self._apply_layout_bar(focus)
             for name in visible:
                 self._ensure_loaded(name)
 
@@ -311,8 +321,9 @@ class ExplorePage(Asks, Page):
     def on_descendant_focus(self) -> None:
         self._apply_layout_bar()
 
-    def _apply_layout_bar(self) -> None:
-        self.query_one(PaneBar).show(self.visible_panes(), self._focused_pane(), self.mode)
+    def _apply_layout_bar(self, focused: str | None = None) -> None:
+        focused = focused or self._focused_pane()
+        self.query_one(PaneBar).show(self.visible_panes(), focused, self.mode)
 
     async def action_pane(self, name: str) -> None:
         """Bring pane ``name`` on screen and focus it."""
@@ -321,8 +332,7 @@ class ExplorePage(Asks, Page):
         elif self.layout_name == "medium" and name != "calls":
             self.right = name
         self.front = name
-        await self._apply_layout()
-        self._focus_target(name).focus()
+        await self._apply_layout(focus=name)
 
     async def action_back(self) -> None:
         """Escape: out of a pane, back to the call tree (the one pane at 80×24)."""

@@ -19,13 +19,14 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive, var
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, fmt, keys
+from tvis.tui.focus_style import FocusVerticalScroll
 from tvis.tui.messages import Selection
 from tvis.tui.pages.loss_ctc import ctc_cells, ctc_note, ctc_text
 from tvis.tui.pages.loss_labels import labels_text
@@ -484,7 +485,7 @@ class LossView(AgentPane):
         yield Static("", id="loss-reduction")
         with Horizontal(id="loss-body"):
             yield WorstTable()
-            with VerticalScroll(id="loss-right"):
+            with FocusVerticalScroll(id="loss-right"):
                 yield Static("", id="loss-kind")
                 yield Picture(max_rows=14, id="loss-picture")
                 yield PixelLossView(id="loss-pixels")

@@ -29,11 +29,22 @@ hold refreshes the screen, which draws the page once, then.
 from __future__ import annotations
 
 from textual import events
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 
 
 class Page(Screen):
     """A page of the viewer (a Textual screen installed as an app mode)."""
+
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+    """Textual's, without its repaint of the whole screen at every focus change: the widgets
+    that gain and lose the focus repaint themselves (their restyle), and the rest of the
+    screen — 15–22 KB of a pane key's output — was sent again unchanged."""
+
+    _asked_before_layout: set[Widget] | None = None
+    """During a layout, the widgets that had asked to be repainted before it began."""
 
     _shown_in: tuple[object, ...] | None = None
     """``_app_state`` at the page's last resume (its styles matched it then); None before."""
@@ -60,9 +71,35 @@ class Page(Screen):
         event.refresh_styles = event.refresh_styles and changed
         self._shown_in = state
 
+    def _refresh_layout(self, size: Size | None = None, scroll: bool = False) -> None:
+        # Textual's (private). What asks to be repainted before the layout runs is not the
+        # layout's doing; what asks while it runs is (see `_compositor_refresh`).
+        self._asked_before_layout = {w for w in self.walk_children(Widget) if w._repaint_required}
+        try:
+            super()._refresh_layout(size, scroll)
+        finally:
+            self._asked_before_layout = None
+
     def _compositor_refresh(self) -> None:
         # Textual's (private): render what changed and hand it to the app to write, which
         # writes nothing while a batch holds the display. Drawn when the batch ends.
         if self.app._batch_count and self is self.app.screen:
             return
+        if self is self.app.screen and self._asked_before_layout is not None:
+            self._draw_what_the_layout_asked()
         super()._compositor_refresh()
+
+    def _draw_what_the_layout_asked(self) -> None:
+        """Widgets on screen that asked to be repainted while this layout ran are drawn in
+        its frame. A layout gives a scrolling widget its size, and its scroll bars their
+        extent; a widget its virtual size; a view placed by the size it gets, its scroll:
+        each asks for a repaint as it happens, and Textual drew them in a frame of their own,
+        a screen update later (20–40 ms): when a pane key's screen was complete. The layout
+        runs without an await, so what they draw is whole."""
+        before = self._asked_before_layout or set()
+        compositor = self._compositor
+        due = {w for w in compositor.visible_widgets if w._repaint_required and w not in before}
+        if due:
+            for widget in due:
+                widget._repaint_required = False  # its Update would draw it again
+            compositor.update_widgets(due)

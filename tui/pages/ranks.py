@@ -18,11 +18,11 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tvis.agent.replies import RankParamsReply, RankRow, RanksReply
 from tvis.tui import colors, keys
+from tvis.tui.focus_style import FocusVerticalScroll
 from tvis.tui.pages.page import Page
 from tvis.tui.pane import Asks
 
@@ -74,7 +74,7 @@ class RanksPage(Asks, Page):
 
     def compose(self) -> ComposeResult:
         yield RankBar(id="rank-bar")
-        with VerticalScroll(id="ranks-body"):
+        with FocusVerticalScroll(id="ranks-body"):
             yield Static(id="ranks-summary")
             yield Static(id="ranks-table")
             yield Static(id="ranks-loss")

@@ -19,6 +19,7 @@ from textual.timer import Timer
 from textual.worker import get_current_worker
 
 from tvis.tui import colors, export, fmt, keys, marks
+from tvis.tui.focus_style import FocusStylesSelf
 from tvis.tui.messages import Selection
 from tvis.tui.pane import Asks
 from tvis.tui.widgets.inspector_lines import Block, InspectorLines, TextBlock
@@ -162,7 +163,7 @@ PARAM_PARTS = ("weight", "grad", "update")
 """What a parameter's card shows: its value before the step, its gradient, and Δw."""
 
 
-class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
+class Inspector(PlaceKeys, Asks, FocusStylesSelf, RailScroll, can_focus=True):
     """The selected call's header and its tensors as cards (outputs first), and the layer
     views of a model call's output (with the On image view's place keys)."""
 
@@ -474,13 +475,16 @@ class Inspector(PlaceKeys, Asks, RailScroll, can_focus=True):
     # -- keys ----------------------------------------------------------------------------
 
     def on_focus(self) -> None:
-        self._mark_current()
+        # Before Textual's own handler (a subclass's runs first): `has_focus` is still False.
+        self._mark_current(focused=True)
 
     def on_blur(self) -> None:
-        self._mark_current()
+        self._mark_current(focused=False)
 
-    def _mark_current(self) -> None:
-        self.lines.mark_current(self.current if self.has_focus and self.cards else None)
+    def _mark_current(self, focused: bool | None = None) -> None:
+        """The current card marked while the inspector has the focus."""
+        focused = self.has_focus if focused is None else focused
+        self.lines.mark_current(self.current if focused and self.cards else None)
 
     def action_next_card(self) -> None:
         self._move(1)

@@ -94,7 +94,8 @@ class InspectorLines(Steady, AgentPane):
         self._strips: list[Strip] = []  # every line, for the width they were made for
         self._made_for: int | None = None  # that width, or None once the content changed
         self._tops: list[int] = []  # the first line of each card
-        self._painted: list[Strip] = []  # the lines last asked to be painted
+        # The lines last asked to be painted; None when not known (hidden since).
+        self._painted: list[Strip] | None = []
         self._update_due = False
 
     # -- content -------------------------------------------------------------------------
@@ -181,15 +182,20 @@ class InspectorLines(Steady, AgentPane):
         self._update_due = False
         width = self._width()
         if not width:
-            self.refresh(layout=True)
+            # Hidden (or not laid out yet): the layout that shows it sizes it and draws
+            # every line. Asked here, that layout came a frame after the one showing it.
+            self._painted = None
             return
         lines = self._lines(width)
         before, self._painted = self._painted, list(lines)
-        if len(before) != len(lines):
+        if len(lines) != self.size.height:  # its height is its lines' (height: auto)
             self.refresh(layout=True)
             rail = getattr(self.parent, "content_changed", None)
             if rail is not None:
                 rail()  # drawn in the frame of that layout
+            return
+        if before is None or len(before) != len(lines):
+            self.refresh()  # not known line by line: all of it
             return
         start = None
         for y, (old, new) in enumerate([*zip(before, lines, strict=True), (None, None)]):

@@ -79,6 +79,7 @@ class SourceView(ScrollView, can_focus=True):
         self.cursor = 0
         self.batch_index: int | None = None
         self._cache: dict[tuple, Strip] = {}
+        self._cursor_unplaced = False  # the cursor moved before the view had a size
         self.set_reactive(SourceView.show_vertical_scrollbar, True)
 
     def on_mount(self) -> None:
@@ -96,11 +97,7 @@ class SourceView(ScrollView, can_focus=True):
         self.annotations = {int(k): v for k, v in annotations.items()}
         self._cache.clear()
         self.virtual_size = Size(0, len(self.lines))  # its width is the view's, whatever
-        index = line - 1 if line else self._first_annotated()
-        self.move_to(index)
-        # A new file's length applies at the next layout: until then the scroll is clamped
-        # to the old one's, and the cursor's line of a longer file would stay off screen.
-        self.call_after_refresh(self.move_to, index)
+        self.move_to(line - 1 if line else self._first_annotated())
 
     def _first_annotated(self) -> int:
         return min(self.annotations, default=1) - 1
@@ -108,10 +105,28 @@ class SourceView(ScrollView, can_focus=True):
     def move_to(self, index: int) -> None:
         self.cursor = max(0, min(index, len(self.lines) - 1))
         self._cache.clear()
-        top = self.cursor - self.size.height // 3
-        if not (self.scroll_y <= self.cursor < self.scroll_y + self.size.height):
-            self.scroll_to(y=max(0, top), animate=False)
+        if self.size.height:
+            self._scroll_to_cursor()
+        else:
+            # Not laid out: the layout that sizes the view places it, and its first frame
+            # shows the cursor's line (placed after that frame, it cost another).
+            self._cursor_unplaced = True
         self.refresh()
+
+    def _scroll_to_cursor(self) -> None:
+        """Scroll the cursor's line into view, a third of the way down when it was off."""
+        if not (self.scroll_y <= self.cursor < self.scroll_y + self.size.height):
+            self.scroll_to(y=max(0, self.cursor - self.size.height // 3), animate=False)
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        # Textual's (private), called by the layout as it sizes the view.
+        resized = super()._size_updated(size, virtual_size, container_size, layout)
+        if self._cursor_unplaced and size.height:
+            self._cursor_unplaced = False
+            self._scroll_to_cursor()
+        return resized
 
     def render_line(self, y: int) -> Strip:
         index = int(self.scroll_y) + y

@@ -1,0 +1,165 @@
+"""A pane key's screen is complete in the frame that shows the pane: nothing it changes is
+left for a frame after (20–40 ms later, a screen update away), and nothing unchanged is
+sent again. Each test pins one way a pane key cost a second frame in a real terminal
+(traced with the viewer writing its own layouts, paints and writes on a pty)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual._compositor import Compositor
+from viewer_support import make_app, no_quiet_spell, open_explore, wait_for
+
+from tvis.tui.pages.explore import PaneBar
+from tvis.tui.widgets.inspector_lines import InspectorLines
+from tvis.tui.widgets.source_view import SourceView
+
+
+async def test_a_focus_move_does_not_redraw_the_whole_page(run_dir: Path, monkeypatch):
+    """Textual's screen repaints itself whole when its focused widget changes (a reactive's
+    default): every pane key sent the unchanged rest of the screen again, 15–22 KB."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        whole: list[bool] = []
+        update_widgets = Compositor.update_widgets
+
+        def recorded(compositor, widgets):
+            if compositor is page._compositor:
+                whole.append(page in widgets)
+            return update_widgets(compositor, widgets)
+
+        monkeypatch.setattr(Compositor, "update_widgets", recorded)
+        with no_quiet_spell(app):
+            for key, focused in (("i", "inspector"), ("c", "calls"), ("i", "inspector")):
+                await pilot.press(key)
+                await wait_for(pilot, lambda f=focused: page._focused_pane() == f, key)
+                await pilot.pause()
+        assert whole and not any(whole)
+
+
+async def test_a_pane_key_writes_the_pane_bar_once(run_dir: Path):
+    """The bar says which pane has the focus: drawn as the key showed the pane, before the
+    focus moved, it was drawn again when the focus arrived, a frame later."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        bar = page.query_one(PaneBar)
+        drawn: list[str] = []
+        update = bar.update
+        bar.update = lambda content, **kw: (drawn.append(str(content)), update(content, **kw))[1]
+        for key, pane in (("a", "samples"), ("i", "inspector"), ("s", "source")):
+            drawn.clear()
+            await pilot.press(key)
+            await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
+            await pilot.pause()
+            assert len(drawn) == 1, (key, drawn)
+
+
+async def test_the_inspector_shown_again_asks_no_layout_of_its_own(run_dir: Path):
+    """Its lines change as it loses or gains the focus (the current card's mark) while it
+    is hidden or not laid out yet: asked then, its layout came after the frame that showed
+    it — the showing layout sizes it and draws every line anyway."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        lines = page.query_one(InspectorLines)
+        asked: list[bool] = []
+        refresh = lines.refresh
+
+        def recorded(*regions, **kwargs):
+            asked.append(kwargs.get("layout", False))
+            return refresh(*regions, **kwargs)
+
+        lines.refresh = recorded
+        for key, pane in (
+            ("a", "samples"),
+            ("i", "inspector"),
+            ("s", "source"),
+            ("i", "inspector"),
+        ):
+            await pilot.press(key)
+            await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
+            await pilot.pause()
+        assert True not in asked
+        # And what it shows is its lines of now: the current card marked, focused.
+        assert lines.current == page.inspector.current
+
+
+async def test_a_file_opened_in_a_new_source_pane_is_drawn_once(run_dir: Path):
+    """`d` opens the definition's file in a Source pane not laid out yet: the cursor was
+    placed as the view had no height, and placed again after the first frame, which
+    repainted the whole view a frame later. Now the layout that sizes the view places the
+    cursor's line a third of the way down (or the file's end at the bottom), and nothing
+    asks the view to be drawn again."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 24)) as pilot:
+        page = await open_explore(pilot)
+        shown: list[tuple[int, int, int]] = []
+        asked_after: list[str] = []
+        render_update = Compositor.render_update
+        refresh = SourceView.refresh
+
+        def recorded(compositor, *args, **kwargs):
+            views = list(page.query(SourceView))
+            if compositor is page._compositor and views and views[0].file == "model.py":
+                view = views[0]
+                shown.append((int(view.scroll_y), view.cursor, view.size.height))
+            return render_update(compositor, *args, **kwargs)
+
+        def refreshed(view, *regions, **kwargs):
+            if shown:
+                asked_after.append(repr(kwargs))
+            return refresh(view, *regions, **kwargs)
+
+        Compositor.render_update = recorded
+        SourceView.refresh = refreshed
+        try:
+            with no_quiet_spell(app):
+                await pilot.press("d")
+                view = page.query_one(SourceView)
+                await wait_for(pilot, lambda: shown, "model.py drawn")
+                await pilot.pause(0.3)
+        finally:
+            Compositor.render_update = render_update
+            SourceView.refresh = refresh
+        top, cursor, height = shown[0]
+        assert cursor > height  # far enough down the file to need the scroll
+        assert top == min(cursor - height // 3, len(view.lines) - height)
+        assert asked_after == []
+
+
+async def test_what_a_layout_asks_to_repaint_is_drawn_in_its_frame(run_dir: Path):
+    """A layout gives a scrolling pane its size and its scroll bars their extent, and each
+    bar asks for a repaint as it does: Textual drew the bars in a frame of their own, a
+    screen update (20–40 ms) after the one showing the pane. Every frame of the page is
+    rendered with no bar on screen still waiting to be drawn."""
+    from textual.scrollbar import ScrollBar
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        waiting: list[str] = []
+        frames: list[int] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            if compositor is page._compositor:
+                frames.append(1)
+                waiting.extend(
+                    repr(w.parent)
+                    for w in compositor.visible_widgets
+                    if isinstance(w, ScrollBar) and w._repaint_required
+                )
+            return render_update(compositor, *args, **kwargs)
+
+        Compositor.render_update = recorded
+        try:
+            for key, pane in (("s", "source"), ("a", "samples"), ("i", "inspector")):
+                await pilot.press(key)
+                await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
+                await pilot.pause(0.2)
+        finally:
+            Compositor.render_update = render_update
+        assert frames
+        assert waiting == []
