@@ -163,3 +163,62 @@ async def test_what_a_layout_asks_to_repaint_is_drawn_in_its_frame(run_dir: Path
             Compositor.render_update = render_update
         assert frames
         assert waiting == []
+
+
+async def test_a_new_layers_table_is_drawn_at_its_own_width_in_its_first_frame(run_dir: Path):
+    """The table's virtual width is its columns', which follow its width: set when its
+    Resize came, after the frame that showed it at the width of no columns, it cost a
+    layout and a frame more."""
+    from tvis.tui.widgets.layers_table import LayersTable
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        drawn: list[tuple[int, int]] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            tables = list(page.query(LayersTable))
+            if compositor is page._compositor and tables and tables[0].row_count:
+                table = tables[0]
+                drawn.append((table.virtual_size.width, table._total_width(table.size.width)))
+            return render_update(compositor, *args, **kwargs)
+
+        Compositor.render_update = recorded
+        try:
+            await pilot.press("y")
+            await wait_for(pilot, lambda: drawn, "the layers table drawn")
+            await pilot.pause(0.2)
+        finally:
+            Compositor.render_update = render_update
+        assert all(virtual == columns for virtual, columns in drawn), drawn
+
+
+async def test_a_pane_s_first_showing_is_laid_out_whole_before_it_is_drawn(run_dir: Path):
+    """A layout that sizes new content asks for more as it goes (auto heights measured
+    with cached ones, scroll bars that appear once the content overflows): Textual laid
+    each out and drew it in a frame of its own, so the samples pane's first showing was
+    complete in its third frame. Each frame is drawn with nothing on screen waiting for
+    the layout that drew it to be done again."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        waiting: list[str] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            if compositor is page._compositor:
+                waiting.extend(
+                    type(w).__name__ for w in compositor.visible_widgets if w._layout_required
+                )
+            return render_update(compositor, *args, **kwargs)
+
+        Compositor.render_update = recorded
+        try:
+            for key, pane in (("a", "samples"), ("p", "step"), ("t", "timeline")):
+                await pilot.press(key)
+                await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
+                await pilot.pause(0.2)
+        finally:
+            Compositor.render_update = render_update
+        assert waiting == []

@@ -34,6 +34,24 @@ from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 
+LAYOUT_PASSES = 3
+"""Layouts run for one frame at most: the first, then what it asked for, then once more
+(a scroll bar that appears once the content is known to overflow)."""
+
+
+def _lay_out_again(widget: Widget) -> None:
+    """What Textual does for a widget that asked for a layout before posting it to the
+    screen (``Widget._check_refresh``): its arrangement and its auto-sized ancestors' are
+    made again at the next layout."""
+    widget._layout_required = False
+    for ancestor in widget.ancestors:
+        if not isinstance(ancestor, Widget):
+            break
+        ancestor._clear_arrangement_cache()
+        ancestor._layout_updates += 1
+        if not ancestor.styles.auto_dimensions:
+            break
+
 
 class Page(Screen):
     """A page of the viewer (a Textual screen installed as an app mode)."""
@@ -42,6 +60,9 @@ class Page(Screen):
     """Textual's, without its repaint of the whole screen at every focus change: the widgets
     that gain and lose the focus repaint themselves (their restyle), and the rest of the
     screen — 15–22 KB of a pane key's output — was sent again unchanged."""
+
+    _frame_held = False
+    """While a layout pass runs that another will follow, in the same frame."""
 
     _asked_before_layout: set[Widget] | None = None
     """During a layout, the widgets that had asked to be repainted before it began."""
@@ -72,18 +93,46 @@ class Page(Screen):
         self._shown_in = state
 
     def _refresh_layout(self, size: Size | None = None, scroll: bool = False) -> None:
-        # Textual's (private). What asks to be repainted before the layout runs is not the
-        # layout's doing; what asks while it runs is (see `_compositor_refresh`).
-        self._asked_before_layout = {w for w in self.walk_children(Widget) if w._repaint_required}
-        try:
+        # Textual's (private). A layout that sizes new content asks for more as it goes:
+        # auto-height containers measured with their children's cached heights, scroll
+        # bars that appear once the content is known to overflow. Textual laid each out
+        # and drew it in a frame of its own, a screen update apart, so a pane's first
+        # showing was complete in its third frame (≈ 80 ms after the one that showed it).
+        # Here those layouts run at once, and only the last is drawn.
+        if scroll:  # a scroll's partial reflow: Textual's own
             super()._refresh_layout(size, scroll)
+            return
+        widgets = list(self.walk_children(Widget))
+        # What asks to be repainted before the layout runs is not the layout's doing;
+        # what asks while it runs is (see `_compositor_refresh`).
+        self._asked_before_layout = {w for w in widgets if w._repaint_required}
+        try:
+            for passes_left in range(LAYOUT_PASSES - 1, -1, -1):
+                waiting = {w for w in widgets if w._layout_required}
+                self._frame_held = passes_left > 0
+                try:
+                    super()._refresh_layout(size, scroll)
+                finally:
+                    self._frame_held = False
+                asked = [
+                    w
+                    for w in self._compositor.visible_widgets
+                    if w._layout_required and w not in waiting
+                ]
+                if not asked or not passes_left:
+                    break
+                for widget in asked:
+                    _lay_out_again(widget)
+                widgets = list(self.walk_children(Widget))
+            if passes_left and self.is_current:
+                self._compositor_refresh()  # the pass drawn is the last, which was held
         finally:
             self._asked_before_layout = None
 
     def _compositor_refresh(self) -> None:
         # Textual's (private): render what changed and hand it to the app to write, which
         # writes nothing while a batch holds the display. Drawn when the batch ends.
-        if self.app._batch_count and self is self.app.screen:
+        if self._frame_held or (self.app._batch_count and self is self.app.screen):
             return
         if self is self.app.screen and self._asked_before_layout is not None:
             self._draw_what_the_layout_asked()

@@ -94,8 +94,7 @@ class InspectorLines(Steady, AgentPane):
         self._strips: list[Strip] = []  # every line, for the width they were made for
         self._made_for: int | None = None  # that width, or None once the content changed
         self._tops: list[int] = []  # the first line of each card
-        # The lines last asked to be painted; None when not known (hidden since).
-        self._painted: list[Strip] | None = []
+        self._drawn: dict[int, Strip] = {}  # each line as last drawn, by its y
         self._update_due = False
 
     # -- content -------------------------------------------------------------------------
@@ -184,21 +183,17 @@ class InspectorLines(Steady, AgentPane):
         if not width:
             # Hidden (or not laid out yet): the layout that shows it sizes it and draws
             # every line. Asked here, that layout came a frame after the one showing it.
-            self._painted = None
             return
         lines = self._lines(width)
-        before, self._painted = self._painted, list(lines)
         if len(lines) != self.size.height:  # its height is its lines' (height: auto)
             self.refresh(layout=True)
             rail = getattr(self.parent, "content_changed", None)
             if rail is not None:
                 rail()  # drawn in the frame of that layout
             return
-        if before is None or len(before) != len(lines):
-            self.refresh()  # not known line by line: all of it
-            return
-        start = None
-        for y, (old, new) in enumerate([*zip(before, lines, strict=True), (None, None)]):
+        drawn, start = self._drawn, None
+        for y, new in enumerate([*lines, None]):
+            old = drawn.get(y)
             same = old is not None and (old is new or old == new)
             if not same and start is None and new is not None:
                 start = y
@@ -236,4 +231,6 @@ class InspectorLines(Steady, AgentPane):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         lines = self._lines(width)
-        return lines[y] if y < len(lines) else Strip.blank(width, self.rich_style)
+        line = lines[y] if y < len(lines) else Strip.blank(width, self.rich_style)
+        self._drawn[y] = line  # what the screen shows there, for `_update` to compare
+        return line

@@ -330,8 +330,15 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
     def _total_width(self, width: int) -> int:
         return sum(w for _, w in self._columns(width))
 
-    def on_resize(self) -> None:
-        self.virtual_size = Size(self._total_width(self.size.width), self.row_count + HEADER)
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        # Textual's (private), called by the layout as it sizes the table: its virtual
+        # width (its columns') follows its width in that layout, which scrolls and draws
+        # with it. Set at the Resize after, it cost another layout and frame.
+        wide = Size(self._total_width(size.width), self.row_count + HEADER)
+        self.set_reactive(LayersTable.virtual_size, wide)
+        return super()._size_updated(size, wide, container_size, layout)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
