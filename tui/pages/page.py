@@ -1,4 +1,5 @@
-"""What every page's screen shares: a resume that restyles the page only when it comes back.
+"""What every page's screen shares: a resume that restyles the page only when it comes back,
+and frames that are whole.
 
 Textual restyles a whole screen at each ``ScreenResume``, and a page's first visit sends two
 (``App._init_mode`` posts one, ``switch_mode`` another): on the first screen that was two
@@ -24,6 +25,13 @@ switch (on a page's first visit until the page has mounted, ``TvisApp.action_pag
 layout inside the hold still rendered the whole page — 30–40 ms of the app's thread on
 Explore's first visit — for a frame the app then dropped (``App._display``). The end of the
 hold refreshes the screen, which draws the page once, then.
+
+A key's screen is drawn in one frame. Textual draws a layout's frame, then, a screen update
+later (20–40 ms), what the layout itself asked for: the scroll bars and virtual sizes it
+set, the layouts that auto-height containers and newly overflowing content need. A pane's
+first showing was complete in its third frame. Here a layout runs its follow-ups at once
+(``LAYOUT_PASSES``) and draws, in its frame, every widget it asked to repaint. A focus
+change does not repaint the whole page either (``focused``).
 """
 
 from __future__ import annotations
