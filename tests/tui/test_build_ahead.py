@@ -308,7 +308,7 @@ async def test_a_page_laid_out_ahead_is_laid_out_once_on_its_first_visit(run_dir
     """A page built ahead is laid out in one quiet slice and, in the next, laid out again
     where its widgets' answers to the first layout's resize events asked for it (a hidden
     screen never lays itself out), then rendered: the key that shows it lays it out once
-    (it was twice: the rest of that cascade, then the tab bar's own layout)."""
+    at most (it was twice: the rest of that cascade, then the tab bar's own layout)."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_explore(pilot)
@@ -327,7 +327,10 @@ async def test_a_page_laid_out_ahead_is_laid_out_once_on_its_first_visit(run_dir
         await pilot.press("3")
         await wait_for(pilot, lambda: app.screen is loss, "the Loss page")
         await pilot.pause(0.3)
-        assert len(layouts) == 1
+        # None since a layout runs its follow-ups in its own pass (``Page._refresh_layout``):
+        # the one laid out ahead left nothing for the key to do but draw.
+        assert len(layouts) <= 1
+        assert "F.cross_entropy" in screen_text(app)  # and what it drew is the page
         assert app.internal_errors == []
 
 

