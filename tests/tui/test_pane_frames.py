@@ -15,7 +15,7 @@ from tvis.tui.widgets.inspector_lines import InspectorLines
 from tvis.tui.widgets.source_view import SourceView
 
 
-def left_by_layouts(page, pending) -> list[str]:
+def left_by_layouts(page, pending, monkeypatch) -> list[str]:
     """From now on, for each frame a layout of ``page`` draws: the widgets on screen for
     which ``pending(widget)`` holds then and did not when the layout began (what the
     layout itself asked for and left to a later frame). A layout's frame, not the frames
@@ -43,9 +43,17 @@ def left_by_layouts(page, pending) -> list[str]:
             )
         return render_update(compositor, *args, **kwargs)
 
-    page._refresh_layout = laid_out
-    Compositor.render_update = rendered
+    monkeypatch.setattr(page, "_refresh_layout", laid_out)
+    monkeypatch.setattr(Compositor, "render_update", rendered)
     return left
+
+
+async def show_panes(pilot, page, panes) -> None:
+    """Press each ``(key, pane)``'s key and wait until that pane has the focus."""
+    for key, pane in panes:
+        await pilot.press(key)
+        await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
+        await pilot.pause(0.2)
 
 
 async def test_a_focus_move_does_not_redraw_the_whole_page(run_dir: Path, monkeypatch):
@@ -107,21 +115,14 @@ async def test_the_inspector_shown_again_asks_no_layout_of_its_own(run_dir: Path
             return refresh(*regions, **kwargs)
 
         lines.refresh = recorded
-        for key, pane in (
-            ("a", "samples"),
-            ("i", "inspector"),
-            ("s", "source"),
-            ("i", "inspector"),
-        ):
-            await pilot.press(key)
-            await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
-            await pilot.pause()
+        panes = [("a", "samples"), ("i", "inspector"), ("s", "source"), ("i", "inspector")]
+        await show_panes(pilot, page, panes)
         assert True not in asked
         # And what it shows is its lines of now: the current card marked, focused.
         assert lines.current == page.inspector.current
 
 
-async def test_a_file_opened_in_a_new_source_pane_is_drawn_once(run_dir: Path):
+async def test_a_file_opened_in_a_new_source_pane_is_drawn_once(run_dir: Path, monkeypatch):
     """`d` opens the definition's file in a Source pane not laid out yet: the cursor was
     placed as the view had no height, and placed again after the first frame, which
     repainted the whole view a frame later. Now the layout that sizes the view places the
@@ -147,45 +148,38 @@ async def test_a_file_opened_in_a_new_source_pane_is_drawn_once(run_dir: Path):
                 asked_after.append(repr(kwargs))
             return refresh(view, *regions, **kwargs)
 
-        Compositor.render_update = recorded
-        SourceView.refresh = refreshed
-        try:
-            with no_quiet_spell(app):
-                await pilot.press("d")
-                view = page.query_one(SourceView)
-                await wait_for(pilot, lambda: shown, "model.py drawn")
-                await pilot.pause(0.3)
-        finally:
-            Compositor.render_update = render_update
-            SourceView.refresh = refresh
+        monkeypatch.setattr(Compositor, "render_update", recorded)
+        monkeypatch.setattr(SourceView, "refresh", refreshed)
+        with no_quiet_spell(app):
+            await pilot.press("d")
+            view = page.query_one(SourceView)
+            await wait_for(pilot, lambda: shown, "model.py drawn")
+            await pilot.pause(0.3)
         top, cursor, height = shown[0]
         assert cursor > height  # far enough down the file to need the scroll
         assert top == min(cursor - height // 3, len(view.lines) - height)
         assert asked_after == []
 
 
-async def test_what_a_layout_asks_to_repaint_is_drawn_in_its_frame(run_dir: Path):
+async def test_what_a_layout_asks_to_repaint_is_drawn_in_its_frame(run_dir: Path, monkeypatch):
     """A layout gives a scrolling pane its size and its scroll bars their extent, and each
     bar asks for a repaint as it does: Textual drew the bars in a frame of their own, a
     screen update (20–40 ms) after the one showing the pane."""
     from textual.scrollbar import ScrollBar
 
     app = make_app(run_dir)
-    render_update = Compositor.render_update
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        try:
-            left = left_by_layouts(page, lambda w: isinstance(w, ScrollBar) and w._repaint_required)
-            for key, pane in (("s", "source"), ("a", "samples"), ("i", "inspector")):
-                await pilot.press(key)
-                await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
-                await pilot.pause(0.2)
-        finally:
-            Compositor.render_update = render_update
+        left = left_by_layouts(
+            page, lambda w: isinstance(w, ScrollBar) and w._repaint_required, monkeypatch
+        )
+        await show_panes(pilot, page, [("s", "source"), ("a", "samples"), ("i", "inspector")])
         assert left == []
 
 
-async def test_a_new_layers_table_is_drawn_at_its_own_width_in_its_first_frame(run_dir: Path):
+async def test_a_new_layers_table_is_drawn_at_its_own_width_in_its_first_frame(
+    run_dir: Path, monkeypatch
+):
     """The table's virtual width is its columns', which follow its width: set when its
     Resize came, after the frame that showed it at the width of no columns, it cost a
     layout and a frame more."""
@@ -204,32 +198,24 @@ async def test_a_new_layers_table_is_drawn_at_its_own_width_in_its_first_frame(r
                 drawn.append((table.virtual_size.width, table._total_width(table.size.width)))
             return render_update(compositor, *args, **kwargs)
 
-        Compositor.render_update = recorded
-        try:
-            await pilot.press("y")
-            await wait_for(pilot, lambda: drawn, "the layers table drawn")
-            await pilot.pause(0.2)
-        finally:
-            Compositor.render_update = render_update
+        monkeypatch.setattr(Compositor, "render_update", recorded)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: drawn, "the layers table drawn")
+        await pilot.pause(0.2)
         assert all(virtual == columns for virtual, columns in drawn), drawn
 
 
-async def test_a_pane_s_first_showing_is_laid_out_whole_before_it_is_drawn(run_dir: Path):
+async def test_a_pane_s_first_showing_is_laid_out_whole_before_it_is_drawn(
+    run_dir: Path, monkeypatch
+):
     """A layout that sizes new content asks for more as it goes (auto heights measured
     with cached ones, scroll bars that appear once the content overflows): Textual laid
     each out and drew it in a frame of its own, so the samples pane's first showing was
     complete in its third frame. A layout's frame is drawn with nothing it asked to lay
     out again left waiting."""
     app = make_app(run_dir)
-    render_update = Compositor.render_update
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        try:
-            left = left_by_layouts(page, lambda w: w._layout_required)
-            for key, pane in (("a", "samples"), ("p", "step"), ("t", "timeline")):
-                await pilot.press(key)
-                await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
-                await pilot.pause(0.2)
-        finally:
-            Compositor.render_update = render_update
+        left = left_by_layouts(page, lambda w: w._layout_required, monkeypatch)
+        await show_panes(pilot, page, [("a", "samples"), ("p", "step"), ("t", "timeline")])
         assert left == []
