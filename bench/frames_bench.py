@@ -29,8 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import tui_bench  # noqa: E402
-
-KEYS = {"comma": ",", "full_stop": ".", "enter": "\r", "tab": "\t", "escape": "\x1b"}
+from keys_bench import KEYS  # noqa: E402
 
 
 def main() -> None:

@@ -139,6 +139,7 @@ KEYS = {
     "backspace": "\x7f",
     "space": " ",
     "comma": ",",  # for --first-keys, whose list is comma-separated
+    "full_stop": ".",  # Textual's name, as frames_bench.py takes it
 }
 """What a terminal sends for the keys that are not one printable character."""
 

@@ -390,8 +390,8 @@ class TvisApp(Asks, App[None]):
         page is the one shown (it is already on its way), and the first is not built."""
         try:
             await imported(self.pages()[0].module)
-            if not self._page_chosen and self.is_running:
-                await self.action_page(1)
+            if not self._page_chosen:
+                await self.action_page(1)  # which opens nothing once the app is closing
         except Exception as e:  # said, as a reply's fault is (``Asks.on_reply``)
             self.internal_errors.append(f"first page: {type(e).__name__}: {e}")
             self.notify(f"internal error: {type(e).__name__}: {e}", severity="error", timeout=8)
