@@ -219,3 +219,32 @@ async def test_a_pane_s_first_showing_is_laid_out_whole_before_it_is_drawn(
         left = left_by_layouts(page, lambda w: w._layout_required, monkeypatch)
         await show_panes(pilot, page, [("a", "samples"), ("p", "step"), ("t", "timeline")])
         assert left == []
+
+
+async def test_a_frame_waits_for_a_repaint_asked_just_before_it(run_dir: Path, monkeypatch):
+    """A widget tells the screen it wants a repaint when its own task next runs: asked
+    just before the screen's tick (the tab bar's keys at a focus change), it was drawn a
+    frame after the rest of the key's screen. The frame now waits for it (briefly)."""
+    from tvis.tui.widgets.page_tabs import PageTabs
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        tabs = page.query_one(PageTabs)
+        await pilot.pause(0.3)
+        drawn: list[bool] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            if compositor is page._compositor:
+                drawn.append(tabs._repaint_required)
+            return render_update(compositor, *args, **kwargs)
+
+        monkeypatch.setattr(Compositor, "render_update", recorded)
+        with no_quiet_spell(app):
+            tabs.refresh()  # its Update is on its way: the tab bar's task has not run
+            page.refresh()  # and the screen has something of its own to draw
+            page._on_timer_update()  # the screen's tick comes first
+            assert drawn == []  # not drawn without it
+            await pilot.pause(0.1)
+        assert drawn and not tabs._repaint_required

@@ -42,6 +42,10 @@ from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 
+FRAME_WAIT_S = 0.002
+FRAME_WAITS = 3
+"""A frame waits at most this often, this long each time, for asks on their way to it."""
+
 LAYOUT_PASSES = 3
 """Layouts run for one frame at most: the first, then what it asked for, then once more
 (a scroll bar that appears once the content is known to overflow)."""
@@ -68,6 +72,9 @@ class Page(Screen):
     """Textual's, without its repaint of the whole screen at every focus change: the widgets
     that gain and lose the focus repaint themselves (their restyle), and the rest of the
     screen — 15–22 KB of a pane key's output — was sent again unchanged."""
+
+    _frame_waits = 0
+    """How many times the frame due has waited for asks on the way (``FRAME_WAITS``)."""
 
     _frame_held = False
     """While a layout pass runs that another will follow, in the same frame."""
@@ -99,6 +106,27 @@ class Page(Screen):
         changed = self._shown_in is not None and self._shown_in != state
         event.refresh_styles = event.refresh_styles and changed
         self._shown_in = state
+
+    def _on_timer_update(self) -> None:
+        # Textual's (private): the screen's frame, at its update timer's tick. A widget
+        # that asked to be repainted or laid out tells the screen when its own task next
+        # runs; asked just before the tick (the tab bar's keys at a focus change, a pane's
+        # scroll), it was drawn a frame later, 20–40 ms on. The frame waits for those
+        # asks, a few milliseconds at most.
+        if self._frame_waits < FRAME_WAITS and self.is_current and self._asks_on_the_way():
+            self._frame_waits += 1
+            self._update_timer.pause()
+            self.set_timer(FRAME_WAIT_S, self._on_timer_update)
+            return
+        self._frame_waits = 0
+        super()._on_timer_update()
+
+    def _asks_on_the_way(self) -> bool:
+        """Whether a widget on screen has asked for a repaint or a layout that has not
+        reached the screen yet."""
+        return any(
+            w._repaint_required or w._layout_required for w in self._compositor.visible_widgets
+        )
 
     def _refresh_layout(self, size: Size | None = None, scroll: bool = False) -> None:
         # Textual's (private). A layout that sizes new content asks for more as it goes:
