@@ -184,7 +184,7 @@ async def test_a_conv_kernel_after_a_vector_shows_no_bars(run_dir):
         table.focus()
         table.move_cursor(row=vector)
         await _weights_drawn(pilot, page, table, vector)
-        assert "values as bars" in screen_text(app)
+        await wait_for(pilot, lambda: showing(app, "values as bars"), "the vector's bars")
         table.move_cursor(row=kernel)
         await _weights_drawn(pilot, page, table, kernel)
         text = await wait_for(pilot, lambda: showing(app, "kernels"), "the kernel grid")
