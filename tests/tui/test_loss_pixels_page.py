@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import run_tvis
-from viewer_support import goto_page, make_app, screen_text, wait_for
+from viewer_support import goto_page, make_app, screen_text, showing, wait_for
 
 from tvis.tui.pages.loss import LossView
 from tvis.tui.picture import Picture
@@ -91,8 +91,8 @@ async def test_replay_shows_a_segmentation_target_as_a_mask_not_numbers(seg_runs
         await wait_for(pilot, lambda: card.mask is not None and card.pipeline, "the target mask")
         mask = card.query_one("#card-mask", Picture)
         assert mask.display and mask.has_data and _grey(app) in _colours(mask)
-        text = screen_text(app)
-        assert "target mask 32×32" in text and "0 0 0 0" not in text
+        text = await wait_for(pilot, lambda: showing(app, "target mask 32×32"), "the mask")
+        assert "0 0 0 0" not in text
         rec = page.recording
         page.seek(next(s for s in range(rec.total) if (e := rec.event(s)) and e.kind == "loss"))
         await wait_for(pilot, lambda: "pixel accuracy" in screen_text(app), "the result card")
