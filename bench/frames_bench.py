@@ -9,8 +9,9 @@ its CPU, and each write to the terminal. Presses each KEY in turn (Textual's nam
 ``full_stop``, ``comma``, ``enter``…), after ``--settle`` seconds on the first page and then
 0.6 s of silence each, and prints per key: the time to a settled screen (the last write
 before 150 ms of silence), the writes (frames) and bytes up to then, and the layouts and
-paints; ``--timeline`` adds each event's time after the key. A key drawn in one frame has
-one write; each frame after the first is a screen update (20–40 ms) later.
+paints; ``--timeline`` adds each event's time after the key (a paint's with the widgets it
+draws). A key drawn in one frame has one write; each frame after the first is a screen
+update (20–40 ms) later.
 
 Run it from outside the worktree with ``PYTHONPATH`` naming the sources to measure (the
 tracer's folder is put in front), once per tree, alternated.
@@ -32,6 +33,12 @@ import tui_bench  # noqa: E402
 from keys_bench import KEYS  # noqa: E402
 
 
+def wait_quiet(viewer: tui_bench.PtyViewer, seconds: float) -> None:
+    """Until the viewer has written nothing for ``seconds``."""
+    while (idle := time.perf_counter() - viewer.chunks[-1][0]) < seconds:
+        time.sleep(seconds - idle)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a recorded run")
@@ -48,8 +55,7 @@ def main() -> None:
     time.sleep(args.settle)
     pressed = []
     for key in args.keys:
-        viewer.wait_settled(time.perf_counter() - 1)
-        time.sleep(0.6)
+        wait_quiet(viewer, 0.6)
         start = viewer.press(KEYS.get(key, key))
         pressed.append((key, start, viewer.wait_settled(start)))
     viewer.close()

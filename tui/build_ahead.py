@@ -9,9 +9,10 @@ spell: its own requests make the viewer busy again, and a key pressed meanwhile 
 before the next page starts. The page's modules are imported on a thread first (an import
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
 then, as before. Once Explore is built, before the other pages, the quiet spells do in small
-slices what a key would otherwise do on its first use (the help's drawing, Explore's
-highlighter), one after another while nothing happens. No slice starts while a key the
-terminal sent waits in the app's queue (``input_waiting``): the key is handled first.
+slices what a key would otherwise do on its first use (Explore's highlighter, the help's
+drawing, then Explore's panes, hidden), one after another while nothing happens. No slice
+starts while a key the terminal sent waits in the app's queue (``input_waiting``): the key
+is handled first.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
 watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
@@ -130,12 +131,14 @@ class BuildAhead:
 
     def _build_part_ahead(self) -> bool:
         """Explore built: what a page would otherwise do on a key's first use (Explore's
-        source highlighter, the help drawn), one slice per quiet spell. False when nothing
+        source highlighter, the help drawn, Explore's panes), one slice per quiet spell. False when nothing
         is left."""
         explore = self.app.explore_page()
         if explore is not None and explore.warm_ahead():
             return True
-        return self.app.help_ahead()
+        if self.app.help_ahead():
+            return True
+        return explore is not None and explore.build_pane_ahead()
 
     def tick(self) -> None:
         app = self.app

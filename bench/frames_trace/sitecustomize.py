@@ -1,6 +1,7 @@
 """Loaded by `bench/frames_bench.py` into the `tvis tui` it drives (this folder first on
 PYTHONPATH, TVIS_FRAMES naming the log): the viewer notes, with the time, each key it
-reads, each layout and paint (with their CPU) and each write to the terminal."""
+reads, each layout and paint (with their CPU; a paint with the widgets marked for repaint
+since the last) and each write to the terminal."""
 
 import os
 
@@ -30,7 +31,30 @@ if os.environ.get("TVIS_FRAMES"):
         setattr(owner, name, timed)
 
     _timed(_compositor.Compositor, "reflow", "layout")
-    _timed(_compositor.Compositor, "render_update", "paint")
+
+    # What a paint draws: the widgets marked for repaint since the last one.
+    _marked: dict[str, int] = {}
+    _update_widgets = _compositor.Compositor.update_widgets
+
+    def _mark(self, widgets):
+        for widget in widgets:
+            name = type(widget).__name__
+            _marked[name] = _marked.get(name, 0) + 1
+        return _update_widgets(self, widgets)
+
+    _compositor.Compositor.update_widgets = _mark
+    _render_update = _compositor.Compositor.render_update
+
+    def _paint(self, *args, **kwargs):
+        start, cpu = time.perf_counter(), time.thread_time()
+        drawn = " ".join(f"{n}×{c}" if c > 1 else n for n, c in _marked.items())
+        _marked.clear()
+        try:
+            return _render_update(self, *args, **kwargs)
+        finally:
+            _note("paint", start, cpu, drawn)
+
+    _compositor.Compositor.render_update = _paint
 
     _key_init = events.Key.__init__
 

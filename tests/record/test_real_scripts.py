@@ -21,13 +21,13 @@ HELPERS = {"helpers_mod.py", "config_exec.py"}  # imported or exec'd by other sc
 ALL = sorted(p.name for p in SCRIPTS.glob("*.py") if p.name not in HELPERS)
 
 
-def _plain(script: Path, log: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def _start_plain(script: Path, log: Path) -> subprocess.Popen:
+    """The script run plainly, started beside its recording (two processes, two cores)."""
+    return subprocess.Popen(
         [sys.executable, str(script), "--steps", "6", "--log", str(log)],
         cwd=script.parent,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
@@ -35,7 +35,7 @@ def _plain(script: Path, log: Path) -> subprocess.CompletedProcess:
 def test_real_script_records_without_changing_it(name, tmp_path):
     script = SCRIPTS / name
     plain_log, tvis_log = tmp_path / "plain.jsonl", tmp_path / "tvis.jsonl"
-    plain = _plain(script, plain_log)
+    plain = _start_plain(script, plain_log)
     out = tmp_path / "runs"
     recorded = run_tvis(
         "run",
@@ -50,6 +50,7 @@ def test_real_script_records_without_changing_it(name, tmp_path):
         str(tvis_log),
         cwd=script.parent,
     )
+    plain.wait(timeout=300)
     assert "Traceback" not in recorded.stderr or plain.returncode != 0, recorded.stderr
     assert recorded.returncode == plain.returncode, recorded.stderr
     plain_lines = plain_log.read_text().splitlines() if plain_log.exists() else []

@@ -239,17 +239,38 @@ async def test_a_point_chosen_on_embeddings_asks_nothing_of_the_hidden_pages_und
         assert app.internal_errors == []
 
 
-async def test_the_source_highlighter_is_warmed_in_a_quiet_spell_once_pages_are_built(run_dir):
-    """Once Explore is built, a quiet spell builds the source highlighter's lexer (not
-    under the first `s`), mounting nothing: the panes are still built on their first key."""
+async def test_the_source_highlighter_and_then_the_panes_are_built_in_quiet_spells(run_dir):
+    """Once Explore is built, quiet spells build the source highlighter's lexer (not under
+    the first `s`), then, after the help, each pane hidden and loaded with the batch on
+    screen: a pane's first key then only shows it, mounting nothing and asking the agent
+    nothing, and the screen shows what the pane was loaded with."""
+    from tvis.tui.pages.explore import PANES
+    from tvis.tui.widgets.layers_table import LayersTable
+
     app = make_app(run_dir)
+    sent = spy_requests(app)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         await wait_for(pilot, lambda: page._highlighter_warm, "the highlighter", timeout=60)
-        widgets = len(list(page.walk_children()))
-        await pilot.pause(1.5)  # the quiet spells after it
+        await wait_for(
+            pilot,
+            lambda: all(page._pane(name) for name in PANES) and not page._mounting,
+            "every pane built ahead",
+            timeout=60,
+        )
         assert page.visible_panes() == ["calls", "inspector"]
-        assert len(list(page.walk_children())) == widgets
+        assert not any(page._pane(name).display for name in PANES[2:])
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count > 0, "the layers loaded, hidden")
+        widgets = len(list(page.walk_children()))
+        sent.clear()
+        with no_quiet_spell(app):
+            await pilot.press("y")
+            await wait_for(pilot, lambda: page._focused_pane() == "layers", "the layers pane")
+            await pilot.pause(0.2)
+            assert len(list(page.walk_children())) == widgets
+            assert [method for method, _ in sent if method == "layers"] == []
+            assert showing(app, "Linear") and table.region.width > 0
         assert app.internal_errors == []
 
 

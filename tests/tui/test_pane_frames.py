@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual import events
 from textual._compositor import Compositor
 from viewer_support import make_app, no_quiet_spell, open_explore, wait_for
 
@@ -248,3 +249,57 @@ async def test_a_frame_waits_for_a_repaint_asked_just_before_it(run_dir: Path, m
             assert drawn == []  # not drawn without it
             await pilot.pause(0.1)
         assert drawn and not tabs._repaint_required
+
+
+async def test_a_frame_waits_for_the_focus_move_s_messages_to_be_handled(
+    run_dir: Path, monkeypatch
+):
+    """Tab moves the focus at once and tells the two widgets with Blur and Focus messages;
+    the screen's tick before they were handled drew the panes' restyle, and the inspector's
+    mark came a frame later (two writes per Tab on a pty). The frame waits for them."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        inspector = page.inspector
+        await wait_for(pilot, lambda: inspector.settled, "the inspector settled")
+        await pilot.pause(0.3)
+        marked: list[int | None] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            if compositor is page._compositor:
+                marked.append(inspector.lines.current)
+            return render_update(compositor, *args, **kwargs)
+
+        monkeypatch.setattr(Compositor, "render_update", recorded)
+        with no_quiet_spell(app):
+            # A focus move's Focus, on its way: the inspector has not marked its card yet.
+            inspector.post_message(events.Focus())
+            page.refresh()  # and the screen has something of its own to draw
+            page._on_timer_update()  # the screen's tick comes first
+            assert marked == []  # not drawn before the inspector has marked its card
+            await pilot.pause(0.1)
+        assert marked and marked[0] == inspector.current
+
+
+async def test_the_inspector_s_next_card_scrolls_in_one_frame(run_dir: Path):
+    """`j` in the inspector scrolled to the next card in an animation: the inspector sent
+    again in each of ~9 frames (150 KB over 150 ms, traced on a pty) for what one shows."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 24)) as pilot:
+        page = await open_explore(pilot)
+        inspector = page.inspector
+        await wait_for(pilot, lambda: inspector.settled, "the inspector settled")
+        await show_panes(pilot, page, [("i", "inspector")])
+        assert inspector.max_scroll_y > 0  # the cards overflow: a card below needs a scroll
+        animated: list[str] = []
+        animate = inspector.animate
+        inspector.animate = lambda attribute, *a, **kw: (
+            animated.append(attribute),
+            animate(attribute, *a, **kw),
+        )[1]
+        for _ in range(len(inspector.cards) - 1):
+            await pilot.press("j")
+            if inspector.scroll_y > 0:
+                break
+        assert inspector.scroll_y > 0 and animated == []

@@ -29,6 +29,9 @@ async def _rested(pilot, app) -> None:
     await pilot.pause(REST_S)
     await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
     await wait_for(pilot, lambda: not app.data.busy, "the agent's answers")
+    # The status line's "waiting for …" cue of a slow answer (a loaded machine) goes at the
+    # link's next check: the screens compared are those of a link at rest.
+    await wait_for(pilot, lambda: not app.link_wait, "the link at rest")
 
 
 def _asked_for(asked: list[dict], methods: tuple[str, ...], **where) -> list[dict]:

@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widget import Widget
+from textual.widget import AwaitMount, Widget
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
@@ -169,12 +169,13 @@ class ExplorePage(Asks, Page):
         # walk the page's few hundred widgets each time.
         self._panes: dict[str, Widget] = {}
         self._highlighter_warm = False
+        self._mounting: dict[str, AwaitMount] = {}  # panes built ahead, not mounted yet
         self._neighbours_timer: Timer | None = None
         self._beside_due = False  # the selection rested while the page was hidden
 
     def compose(self) -> ComposeResult:
-        # The tree and the inspector always exist; the other panes are built the first time
-        # they are shown, which keeps the first screen quick.
+        # The tree and the inspector always exist; the other panes are built in quiet spells
+        # once the first screen is up (``build_pane_ahead``), or by their first key.
         yield PaneBar()
         with Horizontal(id="panes"):
             yield self._kept(CallsPane(id="calls"))
@@ -191,13 +192,37 @@ class ExplorePage(Asks, Page):
     def warm_ahead(self) -> bool:
         """Pygments builds its Python lexer on first use (~40 ms, the most of a first `s`
         after the pane's own build): done once, in a quiet spell, after every page is built
-        ahead (the app calls this). False once done. (The panes themselves are not built
-        ahead: hidden, they made every later focus change and layout ~10 ms dearer.)"""
+        ahead (the app calls this). False once done."""
         if self._highlighter_warm or not self.is_mounted:
             return False
         self._highlighter_warm = True
         highlight("")
         return True
+
+    def build_pane_ahead(self) -> bool:
+        """Build the next pane not built yet, hidden, and load it with this batch, in a
+        quiet spell (the app calls this once the help is drawn): a pane's first key then
+        only shows it (`a`, `y`, `p`: 90–120 ms → 35–90 ms). False once every pane is."""
+        name = next((n for n in PANES if self._pane(n) is None), None)
+        if name is None or not self.is_mounted:
+            return False
+        pane = self._build_pane(name)
+        pane.display = False
+        self._mounting[name] = self._mount_pane(pane)
+        self.run_worker(self._loaded_when_mounted(name), group="panes-ahead")
+        return True
+
+    async def _loaded_when_mounted(self, name: str) -> None:
+        await self._mounting[name]
+        del self._mounting[name]
+        self._ensure_loaded(name)
+
+    def _mount_pane(self, pane: Widget) -> AwaitMount:
+        """Mount ``pane`` in its place among the panes mounted so far."""
+        before = [
+            p for n in PANES[: PANES.index(pane.id or "")] if (p := self._pane(n)) and p.is_attached
+        ]
+        return self.query_one("#panes", Horizontal).mount(pane, after=before[-1])
 
     def _build_pane(self, name: str) -> Widget:
         if name == "samples":
@@ -270,16 +295,14 @@ class ExplorePage(Asks, Page):
         # squeezed the inspector for a frame, whose cards then drew and asked for their
         # pictures at that width, and again at their own when `i` brought it back.
         self._size_panes(visible)
-        container = self.query_one("#panes", Horizontal)
         # One frame: a pane drawn empty while it mounts, then with its (often cached)
         # answer, cost a layout and a render more.
         with self.app.batch_update():
             for pane in new:
-                name = pane.id or ""
-                before = [
-                    p for n in PANES[: PANES.index(name)] if (p := self._pane(n)) and p.is_attached
-                ]
-                await container.mount(pane, after=before[-1])
+                await self._mount_pane(pane)
+            for name in visible:  # built ahead, still mounting: composed before it is focused
+                if (mounting := self._mounting.get(name)) is not None:
+                    await mounting
             if focus is None and self._focused_pane() not in visible:
                 focus = visible[0] if self.front not in visible else self.front
             if focus is not None:

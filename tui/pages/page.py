@@ -110,9 +110,10 @@ class Page(Screen):
     def _on_timer_update(self) -> None:
         # Textual's (private): the screen's frame, at its update timer's tick. A widget
         # that asked to be repainted or laid out tells the screen when its own task next
-        # runs; asked just before the tick (the tab bar's keys at a focus change, a pane's
-        # scroll), it was drawn a frame later, 20–40 ms on. The frame waits for those
-        # asks, a few milliseconds at most.
+        # runs, and one with a message waiting (the Focus and Blur of a focus move, a
+        # watcher's callback) has yet to ask; at the tick, it was drawn a frame later,
+        # 20–40 ms on (Tab: the panes' restyle, then the inspector's mark and the tab
+        # bar's keys). The frame waits for them, a few milliseconds at most.
         if self._frame_waits < FRAME_WAITS and self.is_current and self._asks_on_the_way():
             self._frame_waits += 1
             self._update_timer.pause()
@@ -123,9 +124,13 @@ class Page(Screen):
 
     def _asks_on_the_way(self) -> bool:
         """Whether a widget on screen has asked for a repaint or a layout that has not
-        reached the screen yet."""
+        reached the screen yet, or has a message waiting that may ask for one."""
+        if self.app.message_queue_size:  # a focus move on its way (``Widget.focus``)
+            return True
         return any(
-            w._repaint_required or w._layout_required for w in self._compositor.visible_widgets
+            w._repaint_required or w._layout_required or w.message_queue_size
+            for w in self._compositor.visible_widgets
+            if w is not self  # the screen's own asks are this frame's to draw
         )
 
     def _refresh_layout(self, size: Size | None = None, scroll: bool = False) -> None:

@@ -498,7 +498,9 @@ class Inspector(PlaceKeys, Asks, FocusStylesSelf, RailScroll, can_focus=True):
         self.current = (self.current + delta) % len(self.cards)
         self._mark_current()
         card = self.lines.card_region(self.current)
-        self.scroll_to_region(card.translate(self.lines.virtual_region.offset))
+        # At once: an animated scroll drew the inspector again in each of ~9 frames, 150 KB
+        # for one key, where one frame says the same.
+        self.scroll_to_region(card.translate(self.lines.virtual_region.offset), animate=False)
 
     def action_index(self, delta: int) -> None:
         if self.cards:
