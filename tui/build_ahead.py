@@ -131,8 +131,8 @@ class BuildAhead:
 
     def _build_part_ahead(self) -> bool:
         """Explore built: what a page would otherwise do on a key's first use (Explore's
-        source highlighter, the help drawn, Explore's panes), one slice per quiet spell. False when nothing
-        is left."""
+        source highlighter, the help drawn, Explore's panes), one slice per quiet spell.
+        False when nothing is left."""
         explore = self.app.explore_page()
         if explore is not None and explore.warm_ahead():
             return True

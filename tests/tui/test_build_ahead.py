@@ -11,6 +11,7 @@ from viewer_support import (
     count_requests,
     make_app,
     no_quiet_spell,
+    node_named,
     open_explore,
     screen_text,
     showing,
@@ -440,4 +441,27 @@ async def test_the_help_is_arranged_ahead_for_the_page_on_screen_and_its_questio
         await wait_for(pilot, lambda: showing(app, "tree.expand"), "its keys")
         await pilot.pause(0.3)
         assert len(layouts) == 1
+        assert app.internal_errors == []
+
+
+async def test_a_source_pane_built_ahead_opens_on_the_selection_made_since(run_dir):
+    """Built ahead, the Source pane opened on the selection of then (the model, model.py);
+    the tree moved to the loss call while it was hidden: its first `s` shows the loss's
+    call site in train.py, as a pane built by that key would."""
+    from tvis.tui.widgets.source_view import SourceView
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await wait_for(
+            pilot, lambda: page._pane("source") and not page._mounting, "Source built", timeout=60
+        )
+        view = page.query_one(SourceView)
+        await wait_for(pilot, lambda: view.file == "model.py", "the model's definition")
+        loss = await wait_for(pilot, lambda: node_named(page, "F.cross_entropy"), "the loss")
+        page.calls.call_tree.move_cursor(loss)
+        await wait_for(pilot, lambda: page.selection.row.get("name") == "F.cross_entropy", "it")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: view.file == "train.py", "the loss call's file")
+        assert view.cursor + 1 == page.selection.row["site"][1]
         assert app.internal_errors == []

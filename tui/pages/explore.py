@@ -170,6 +170,7 @@ class ExplorePage(Asks, Page):
         self._panes: dict[str, Widget] = {}
         self._highlighter_warm = False
         self._mounting: dict[str, AwaitMount] = {}  # panes built ahead, not mounted yet
+        self._source_behind = False  # the selection moved while the Source pane was hidden
         self._neighbours_timer: Timer | None = None
         self._beside_due = False  # the selection rested while the page was hidden
 
@@ -312,6 +313,8 @@ class ExplorePage(Asks, Page):
             self._apply_layout_bar(focus)
             for name in visible:
                 self._ensure_loaded(name)
+            if "source" in visible and self._source_behind:
+                self._follow_in_source()
 
     def _size_panes(self, visible: list[str]) -> None:
         """Show the ``visible`` panes built so far at this layout's widths, hide the rest."""
@@ -579,8 +582,12 @@ class ExplorePage(Asks, Page):
         """Keep a visible Source pane on the selected call's definition (its call site when
         the definition is library code, as a loss function's is), in whatever file that is,
         unless the user is reading the source themselves."""
-        if "source" not in self.visible_panes() or self._focused_pane() == "source":
+        if self._focused_pane() == "source":
             return
+        if "source" not in self.visible_panes():
+            self._source_behind = True  # built ahead or hidden: it follows when shown
+            return
+        self._source_behind = False
         files = self._source_files or []
         for which in ("def", "site"):
             where = self._selection_file(which)
