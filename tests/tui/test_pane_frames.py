@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual import events
+from textual import events, messages
 from textual._compositor import Compositor
 from viewer_support import make_app, no_quiet_spell, open_explore, wait_for
 
@@ -280,6 +280,26 @@ async def test_a_frame_waits_for_the_focus_move_s_messages_to_be_handled(
             assert marked == []  # not drawn before the inspector has marked its card
             await pilot.pause(0.1)
         assert marked and marked[0] == inspector.current
+
+
+async def test_a_frame_waits_for_the_repaints_the_screen_has_been_told_of(
+    run_dir: Path,
+):
+    """A widget's repaint reaches the screen as a message in the screen's own queue; the
+    screen's tick before it had taken them drew the frame without them (leaving the
+    inspector by `c` or Tab: its mark came a frame later). The frame takes them first."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        lines = page.inspector.lines
+        await wait_for(pilot, lambda: page.inspector.settled, "the inspector settled")
+        await pilot.pause(0.3)
+        with no_quiet_spell(app):
+            await wait_for(pilot, lambda: not page._asks_on_the_way(), "the screen at rest")
+            page.post_message(messages.Update(lines))  # as the lines tell it of a repaint
+            assert page._asks_on_the_way()  # the frame takes it first
+            await pilot.pause(0.1)
+            assert not page._asks_on_the_way()
 
 
 async def test_the_inspector_s_next_card_scrolls_in_one_frame(run_dir: Path):

@@ -125,7 +125,9 @@ class Page(Screen):
     def _asks_on_the_way(self) -> bool:
         """Whether a widget on screen has asked for a repaint or a layout that has not
         reached the screen yet, or has a message waiting that may ask for one."""
-        if self.app.message_queue_size:  # a focus move on its way (``Widget.focus``)
+        # A focus move on its way (``Widget.focus`` goes through the app), or the screen's
+        # own messages: the repaints widgets have told it of and it has not taken yet.
+        if self.app.message_queue_size or self.message_queue_size:
             return True
         return any(
             w._repaint_required or w._layout_required or w.message_queue_size
