@@ -10,9 +10,9 @@ before the next page starts. The page's modules are imported on a thread first (
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
 then, as before. Once Explore is built, before the other pages, the quiet spells do in small
 slices what a key would otherwise do on its first use (Explore's highlighter, the help's
-drawing, then Explore's panes, hidden), one after another while nothing happens. No slice
-starts while a key the terminal sent waits in the app's queue (``input_waiting``): the key
-is handled first.
+drawing, then Explore's panes, hidden, once no key has come for ``PANE_QUIET_S``), one
+after another while nothing happens. No slice starts while a key the terminal sent waits in
+the app's queue (``input_waiting``): the key is handled first.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
 watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
@@ -58,6 +58,11 @@ PART_QUIET_S = 0.15
 """Explore built, the small slices that follow one another (the help's drawing) once this
 long has passed quietly, within one quiet spell: a key starts the wait for ``QUIET_S`` again."""
 
+PANE_QUIET_S = 1.5
+"""Explore's panes are built ahead only this long after the last key: a user reading the
+screen. A pane's build (compose, mount, its answer) is a slice of 20–60 ms that a key
+pressed at a working pace, half a second after the last, found in its way."""
+
 TICK_S = 0.1
 """How often the app looks whether it is quiet."""
 
@@ -84,7 +89,7 @@ class BuildAhead:
         self.app = app
         self.build = build
         self.lay_out = lay_out
-        self.quiet_since = time.monotonic()
+        self.quiet_since = self.input_at = time.monotonic()
         self.built: list[str] = []  # page ids built ahead, in order (for tests and benches)
         self._unlaid: list[str] = []  # built ahead, not laid out yet
         self.held: dict[str, HeldWatches] = {}  # page id -> its watchers, held while hidden
@@ -116,7 +121,7 @@ class BuildAhead:
         self.held.pop(page_id, None)
 
     def input_seen(self) -> None:
-        self.quiet_since = time.monotonic()
+        self.quiet_since = self.input_at = time.monotonic()
         self._slicing = False
 
     def next_page(self) -> PageSpec | None:
@@ -138,7 +143,8 @@ class BuildAhead:
             return True
         if self.app.help_ahead():
             return True
-        return explore is not None and explore.build_pane_ahead()
+        reading = time.monotonic() - self.input_at >= PANE_QUIET_S
+        return explore is not None and reading and explore.build_pane_ahead()
 
     def tick(self) -> None:
         app = self.app
@@ -189,7 +195,9 @@ class BuildAhead:
                 return
             self._slicing = False
             if spec is None:
-                if not any(held.holding for held in self.held.values()):
+                explore = app.explore_page()
+                panes_left = explore is not None and explore.panes_unbuilt()
+                if not panes_left and not any(held.holding for held in self.held.values()):
                     self.stop()
                 return
             if quiet < QUIET_S:
