@@ -468,8 +468,8 @@ async def test_a_source_pane_built_ahead_opens_on_the_selection_made_since(run_d
 
 
 async def test_keys_at_a_working_pace_keep_the_panes_from_being_built_ahead(run_dir):
-    """A pane's build is a slice of 20–60 ms: keys half a second apart (a user at work, not
-    one reading) would find it in their way. The panes are built once keys stop."""
+    """A pane's build is work on the app's thread: keys half a second apart (a user at work,
+    not one reading) would find it in their way. The panes are built once keys stop."""
     from tvis.tui.pages.explore import PANES
 
     app = make_app(run_dir)
