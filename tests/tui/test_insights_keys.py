@@ -19,6 +19,12 @@ REST_S = 0.6
 """Longer than ``insights.AHEAD_AFTER_S``."""
 
 
+def _rest_timer_done(page) -> bool:
+    """Whether the page's rest timer has fired (under load, well after ``REST_S``), or is
+    set for a rest no test waits out."""
+    return page._ahead_timer is None or insights.AHEAD_AFTER_S > REST_S
+
+
 async def _embeddings_after_a_rest(pilot, app) -> tuple[list[dict], str]:
     """Insights on its first view, a rest, then `e`: what `e` asked, and the screen."""
     await goto_page(pilot, "insights")
@@ -26,6 +32,7 @@ async def _embeddings_after_a_rest(pilot, app) -> tuple[list[dict], str]:
     await wait_for(pilot, lambda: page.found is not None and page.shown_view, "the first view")
     assert page.shown_view != "embeddings"
     await pilot.pause(REST_S)
+    await wait_for(pilot, lambda: _rest_timer_done(page), "the rest's timer")
     await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
     await wait_for(pilot, lambda: not app.data.busy, "the agent's answers")
     asked = count_requests(app)
@@ -79,8 +86,11 @@ def _drawn(view: GradcamView) -> bool:
 
 async def _rest(pilot, app) -> None:
     await pilot.pause(REST_S)
+    await wait_for(pilot, lambda: _rest_timer_done(app.screen), "the rest's timer")
     await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
     await wait_for(pilot, lambda: not app.data.busy, "the agent's answers")
+    # The status line's "waiting for …" cue of a slow answer goes at the link's next check.
+    await wait_for(pilot, lambda: not app.link_wait, "the link at rest")
 
 
 async def test_m_and_t_after_a_rest_ask_the_agent_nothing(run_dir: Path):
