@@ -49,6 +49,21 @@ def left_by_layouts(page, pending, monkeypatch) -> list[str]:
     return left
 
 
+def count_frames(page, monkeypatch) -> list[None]:
+    """From now on, one entry per frame ``page`` writes (a paint with something to send)."""
+    frames: list[None] = []
+    render_update = Compositor.render_update
+
+    def recorded(compositor, *args, **kwargs):
+        update = render_update(compositor, *args, **kwargs)
+        if compositor is page._compositor and update is not None:
+            frames.append(None)
+        return update
+
+    monkeypatch.setattr(Compositor, "render_update", recorded)
+    return frames
+
+
 async def show_panes(pilot, page, panes) -> None:
     """Press each ``(key, pane)``'s key and wait until that pane has the focus."""
     for key, pane in panes:
@@ -302,9 +317,11 @@ async def test_a_frame_waits_for_the_repaints_the_screen_has_been_told_of(
             assert not page._asks_on_the_way()
 
 
-async def test_the_inspector_s_next_card_scrolls_in_one_frame(run_dir: Path):
+async def test_the_inspector_s_next_card_scrolls_in_one_frame(run_dir: Path, monkeypatch):
     """`j` in the inspector scrolled to the next card in an animation: the inspector sent
-    again in each of ~9 frames (150 KB over 150 ms, traced on a pty) for what one shows."""
+    again in each of ~9 frames (150 KB over 150 ms, traced on a pty) for what one shows.
+    Then the scroll, left to after the next refresh (Textual's default), came a frame
+    after the card's mark."""
     app = make_app(run_dir)
     async with app.run_test(size=(120, 24)) as pilot:
         page = await open_explore(pilot)
@@ -318,8 +335,76 @@ async def test_the_inspector_s_next_card_scrolls_in_one_frame(run_dir: Path):
             animated.append(attribute),
             animate(attribute, *a, **kw),
         )[1]
-        for _ in range(len(inspector.cards) - 1):
-            await pilot.press("j")
-            if inspector.scroll_y > 0:
-                break
+        frames = count_frames(page, monkeypatch)
+        with no_quiet_spell(app):
+            for _ in range(len(inspector.cards) - 1):
+                frames.clear()
+                await pilot.press("j")
+                await pilot.pause(0.2)
+                if inspector.scroll_y > 0:
+                    break
         assert inspector.scroll_y > 0 and animated == []
+        assert len(frames) == 1
+
+
+async def test_a_pane_built_ahead_is_drawn_whole_in_the_frame_that_shows_it(
+    run_dir: Path, monkeypatch
+):
+    """Each pane key after the panes were built ahead writes one frame. A second came
+    ≈ 30 ms later for what the first left: the samples pane's empty picture (laid out at
+    no size, so no visible widget) asked a layout, and with it a scroll bar; the timeline
+    took its scroll width from its size once its Resize came; the inspector, its current
+    card marked while hidden, drew the lines it had before and marked it a frame later."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await wait_for(pilot, lambda: not page.panes_unbuilt(), "the panes built ahead", 30)
+        await pilot.pause(0.3)
+        frames = count_frames(page, monkeypatch)
+        shown = []
+        with no_quiet_spell(app):
+            for key, pane in (("a", "samples"), ("i", "inspector"), ("t", "timeline")):
+                frames.clear()
+                await pilot.press(key)
+                await wait_for(pilot, lambda p=pane: page._focused_pane() == p, key)
+                await pilot.pause(0.3)
+                shown.append((key, len(frames)))
+        assert shown == [("a", 1), ("i", 1), ("t", 1)]
+
+
+async def test_a_cursor_moved_out_of_view_scrolls_in_the_move_s_frame(run_dir: Path, monkeypatch):
+    """The layers table's and Weights' list's `G` and `g` move the cursor out of view:
+    the scroll that follows it, left to after the next refresh (Textual's default), was
+    drawn a frame after the cursor's move (and the layers table, which shows no scroll
+    bar, did not scroll at all)."""
+    from test_loss_weights_pages import _param_list
+
+    from tvis.tui.widgets.layers_table import LayersTable
+
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 24)) as pilot:
+        page = await open_explore(pilot)
+        await show_panes(pilot, page, [("y", "layers")])
+        table = page.query_one(LayersTable)
+        await wait_for(pilot, lambda: table.row_count > table.size.height, "rows to scroll")
+        frames = count_frames(page, monkeypatch)
+        shown = []
+        with no_quiet_spell(app):
+            for key in ("G", "g"):
+                frames.clear()
+                await pilot.press(key)
+                await pilot.pause(0.3)
+                shown.append((key, len(frames), table.scroll_y > 0))
+        assert shown == [("G", 1, True), ("g", 1, False)]
+        weights, params = await _param_list(pilot)
+        params.focus()
+        await pilot.resize_terminal(120, 14)  # fewer rows than the run has parameters
+        await wait_for(pilot, lambda: params.row_count > params.page_rows, "rows to scroll")
+        await pilot.pause(0.3)
+        frames = count_frames(weights, monkeypatch)
+        for key in ("G", "g"):
+            frames.clear()
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            shown.append((key, len(frames), params.scroll_y > 0))
+        assert shown[2:] == [("G", 1, True), ("g", 1, False)]

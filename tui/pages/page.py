@@ -51,6 +51,11 @@ LAYOUT_PASSES = 3
 (a scroll bar that appears once the content is known to overflow)."""
 
 
+def _displayed(widget: Widget) -> bool:
+    """Whether ``widget`` takes part in its screen's layout (it and its ancestors shown)."""
+    return widget.display and all(a.display for a in widget.ancestors if isinstance(a, Widget))
+
+
 def _lay_out_again(widget: Widget) -> None:
     """What Textual does for a widget that asked for a layout before posting it to the
     screen (``Widget._check_refresh``): its arrangement and its auto-sized ancestors' are
@@ -157,11 +162,14 @@ class Page(Screen):
                     super()._refresh_layout(size, scroll)
                 finally:
                     self._frame_held = False
-                asked = [
+                # Not only the visible (scroll bars among them, which are no one's
+                # children): a widget laid out at no size or scrolled out of view (an
+                # empty picture's row) asks too, and would have a frame of its own.
+                asked = {
                     w
-                    for w in self._compositor.visible_widgets
-                    if w._layout_required and w not in waiting
-                ]
+                    for w in (*self._compositor.visible_widgets, *widgets)
+                    if w._layout_required and w not in waiting and _displayed(w)
+                }
                 if not asked or not passes_left:
                     break
                 for widget in asked:

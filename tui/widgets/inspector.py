@@ -498,9 +498,12 @@ class Inspector(PlaceKeys, Asks, FocusStylesSelf, RailScroll, can_focus=True):
         self.current = (self.current + delta) % len(self.cards)
         self._mark_current()
         card = self.lines.card_region(self.current)
-        # At once: an animated scroll drew the inspector again in each of ~9 frames, 150 KB
-        # for one key, where one frame says the same.
-        self.scroll_to_region(card.translate(self.lines.virtual_region.offset), animate=False)
+        # At once, in the key's frame: an animated scroll drew the inspector again in each
+        # of ~9 frames, 150 KB for one key; one deferred to after the next refresh (Textual's
+        # default) drew the card's mark a frame before the scroll.
+        self.scroll_to_region(
+            card.translate(self.lines.virtual_region.offset), animate=False, immediate=True
+        )
 
     def action_index(self, delta: int) -> None:
         if self.cards:

@@ -181,8 +181,10 @@ class InspectorLines(Steady, AgentPane):
         self._update_due = False
         width = self._width()
         if not width:
-            # Hidden (or not laid out yet): the layout that shows it sizes it and draws
-            # every line. Asked here, that layout came a frame after the one showing it.
+            # Hidden (or not laid out yet): the layout that shows it sizes it, and its
+            # paint draws every line, not those it drew before it was hidden. Asked here,
+            # that layout came a frame after the one showing it.
+            self._set_dirty()
             return
         lines = self._lines(width)
         if len(lines) != self.size.height:  # its height is its lines' (height: auto)

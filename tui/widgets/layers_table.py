@@ -428,12 +428,17 @@ class LayersTable(AgentPane, ScrollView, can_focus=True):
             )
 
     def _scroll_to_cursor(self) -> None:
+        # Forced: the table shows no scroll bar (its CSS bases are AgentPane's, not
+        # ScrollView's, so its overflow is hidden), and Textual scrolls such a widget only
+        # when told to; a cursor moved below the last row shown stayed out of view. At
+        # once, in the move's frame (Textual's default waits for the next refresh).
         rows_shown = max(1, self.size.height - HEADER)
         top = self.scroll_offset.y
         if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False)
+            self.scroll_to(y=self.cursor, animate=False, immediate=True, force=True)
         elif self.cursor >= top + rows_shown:
-            self.scroll_to(y=self.cursor - rows_shown + 1, animate=False)
+            y = self.cursor - rows_shown + 1
+            self.scroll_to(y=y, animate=False, immediate=True, force=True)
 
     def action_cursor_down(self) -> None:
         self._move(self.cursor + 1)

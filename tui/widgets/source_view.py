@@ -113,10 +113,12 @@ class SourceView(ScrollView, can_focus=True):
             self._cursor_unplaced = True
         self.refresh()
 
-    def _scroll_to_cursor(self) -> None:
-        """Scroll the cursor's line into view, a third of the way down when it was off."""
+    def _scroll_to_cursor(self, immediate: bool = True) -> None:
+        """Scroll the cursor's line into view, a third of the way down when it was off: at
+        once, in the move's frame, unless a layout is under way."""
         if not (self.scroll_y <= self.cursor < self.scroll_y + self.size.height):
-            self.scroll_to(y=max(0, self.cursor - self.size.height // 3), animate=False)
+            top = max(0, self.cursor - self.size.height // 3)
+            self.scroll_to(y=top, animate=False, immediate=immediate)
 
     def _size_updated(
         self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
@@ -125,7 +127,7 @@ class SourceView(ScrollView, can_focus=True):
         resized = super()._size_updated(size, virtual_size, container_size, layout)
         if self._cursor_unplaced and size.height:
             self._cursor_unplaced = False
-            self._scroll_to_cursor()
+            self._scroll_to_cursor(immediate=False)
         return resized
 
     def render_line(self, y: int) -> Strip:

@@ -101,7 +101,9 @@ class Timeline(Asks, ScrollView, can_focus=True):
         self.cursor = 0 if self.bars else None
         self.message = "" if self.bars else "no timed calls in this batch"
         self.zoom, self.view_t0 = 1.0, 0.0
-        self.virtual_size = Size(self.size.width, HEADER_ROWS + len(self.rows))
+        # Only its height scrolls; a width taken from its size would change with its first
+        # layout and ask a second frame.
+        self.virtual_size = Size(0, HEADER_ROWS + len(self.rows))
         if self.follow is not None:
             self.select_call(self.follow)
         self.refresh()
@@ -209,9 +211,6 @@ class Timeline(Asks, ScrollView, can_focus=True):
                 cells[x] = (label[k] if k < len(label) else " ", style)
         return Strip([Segment(ch, st) for ch, st in cells], width)
 
-    def on_resize(self) -> None:
-        self.virtual_size = Size(self.size.width, HEADER_ROWS + len(self.rows))
-
     # -- moving --------------------------------------------------------------------------
 
     def _move(self, index: int) -> None:
@@ -221,7 +220,7 @@ class Timeline(Asks, ScrollView, can_focus=True):
             self.view_t0 = max(0.0, min(self.total_ms - self.span, bar["t0"] - self.span * 0.1))
         row = self._row_of(index)
         if not (self.scroll_y + HEADER_ROWS <= row < self.scroll_y + self.size.height):
-            self.scroll_to(y=max(0, row - self.size.height // 2), animate=False)
+            self.scroll_to(y=max(0, row - self.size.height // 2), animate=False, immediate=True)
         self.refresh()
 
     def action_bar(self, delta: int) -> None:
