@@ -1,5 +1,6 @@
 """Replay's keys that bring data draw what was fetched while the cursor rested: ``v`` (the
-layer's Neurons and Stats views) and ``end`` (the last batch's cards and layer thumbnails).
+layer's Neurons and Stats views), ``end`` and ``.`` (the last and the next batch's cards and
+layer thumbnails).
 After a rest they ask the agent for nothing they show, and their screen is the screen of the
 same keys without the rest."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import record_example
 from test_replay import open_replay, seek_to
 from viewer_support import count_requests, make_app, screen_text, wait_for
 
@@ -214,4 +216,59 @@ async def test_the_next_sample_drawn_from_the_cache_is_the_screen_of_a_cold_one(
             await _rested(pilot, app)
             screens.append(screen_text(app))
             assert app.internal_errors == []
+    assert screens[0] == screens[1]
+
+
+@pytest.fixture(scope="module")
+def three_batches(tmp_path_factory) -> Path:
+    """The image classifier over 3 steps: the next batch from the first is neither the
+    first nor the last (what ``home`` and ``end`` fetch ahead)."""
+    return record_example(tmp_path_factory.mktemp("three"), "image_classifier", "--steps", "3")
+
+
+async def _next_batch(pilot, app) -> tuple[list[dict], str, int]:
+    """Replay rested on its first screen, then `.`: what `.` asked, its screen once the
+    next batch's cards are drawn, and that batch."""
+    page = await open_replay(pilot)
+    start = page.current_event().batch
+    assert app.batch_indices.index(start) + 2 < len(app.batch_indices)  # not before `end`'s
+    await _rested(pilot, app)
+    asked = count_requests(app)
+    await pilot.press("full_stop")
+    await wait_for(
+        pilot,
+        lambda: (
+            page.current_event().batch != start
+            and page.query_one(InputCard).pipeline is not None
+            and bool(page.query_one(InputCard).target)
+        ),
+        "the next batch drawn",
+    )
+    await _rested(pilot, app)
+    return asked, screen_text(app), page.current_event().batch
+
+
+async def test_the_next_batch_after_a_rest_asks_the_agent_nothing_it_shows(three_batches: Path):
+    """`.` plays the next batch from its start: its cards and layer thumbnails, fetched
+    while the cursor rested, are drawn from the client's cache (asked at the key, they
+    were drawn a frame after it, "loading …" first)."""
+    app = make_app(three_batches)
+    async with app.run_test(size=(120, 40)) as pilot:
+        asked, _, batch = await _next_batch(pilot, app)
+        assert _asked_for(asked, SHOWN_BY_END, batch=batch) == []
+        assert app.internal_errors == []
+
+
+async def test_the_next_batch_s_screen_after_a_rest_is_the_screen_of_a_cold_one(
+    three_batches: Path, monkeypatch: pytest.MonkeyPatch
+):
+    screens = []
+    for rest in (replay.BESIDE_AFTER_S, 3600.0):  # prefetched, then never prefetched
+        monkeypatch.setattr(replay, "BESIDE_AFTER_S", rest)
+        app = make_app(three_batches)
+        async with app.run_test(size=(120, 40)) as pilot:
+            asked, screen, batch = await _next_batch(pilot, app)
+            screens.append(screen)
+            if rest == 3600.0:  # the cold key did ask for the batch's cards
+                assert _asked_for(asked, SHOWN_BY_END, batch=batch)
     assert screens[0] == screens[1]

@@ -582,8 +582,9 @@ class ReplayPage(PlaceKeys, Page):
 
     def _prefetch_beside(self) -> None:
         """Once the cursor rests (not playing, the page shown), fetch in the background what
-        ``v``, ``home`` and ``end`` show from here, so each draws from the client's cache
-        in the key's frame; only warms the cache, so a guess never lands on screen."""
+        ``v``, ``.``, ``,``, ``home`` and ``end`` show from here, so each draws from the
+        client's cache in the key's frame; only warms the cache, so a guess never lands on
+        screen."""
         self._beside_timer = None
         rec, run, data, views = self.recording, self.app.run_name, self.app.data, self._views
         if self.playing or not self.is_current or rec is None or run is None or data is None:
@@ -600,7 +601,7 @@ class ReplayPage(PlaceKeys, Page):
         if event is not None:  # what a step or a phase either way shows (l h n N)
             asked += self._layers_beside(rec, event)
         sample = self.app.sample
-        for seq in (0, rec.total - 1):
+        for seq in dict.fromkeys((*self._batch_starts_beside(rec, event), 0, rec.total - 1)):
             far = rec.event(seq)
             if far is None or event is None or far.batch == event.batch or far.group is not None:
                 continue
@@ -623,6 +624,16 @@ class ReplayPage(PlaceKeys, Page):
                 thread=True,
                 exit_on_error=False,
             )
+
+    def _batch_starts_beside(self, rec: Recording, event: ReplayEvent | None) -> list[int]:
+        """Where `.` and `,` land from ``event``'s batch: the first event of the next
+        recorded batch and of the previous one."""
+        indices = self.app.batch_indices
+        if event is None or event.batch not in indices:
+            return []
+        at = indices.index(event.batch)
+        rows = [rec.batch_row(indices[p]) for p in (at + 1, at - 1) if 0 <= p < len(indices)]
+        return [int(row["start"]) for row in rows if row is not None]
 
     def _layers_beside(
         self, rec: Recording, event: ReplayEvent
