@@ -493,6 +493,11 @@ class TvisApp(Asks, App[None]):
         elif self._switching is None:
             super().delay_update(delay)
 
+    @property
+    def switching_page(self) -> bool:
+        """Whether a page key's ``switch_mode`` is under way (see ``Page._screen_resized``)."""
+        return self._switching is not None
+
     def page_built(self, page_id: str) -> bool:
         """Whether the page's screen exists (visited, or built ahead)."""
         return page_id in self._screen_stacks

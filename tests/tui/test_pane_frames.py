@@ -373,13 +373,37 @@ async def test_a_pane_built_ahead_is_drawn_whole_in_the_frame_that_shows_it(
 
 
 async def test_a_cursor_moved_out_of_view_scrolls_in_the_move_s_frame(run_dir: Path, monkeypatch):
-    """The layers table's and Weights' list's `G` and `g` move the cursor out of view:
-    the scroll that follows it, left to after the next refresh (Textual's default), was
-    drawn a frame after the cursor's move (and the layers table, which shows no scroll
-    bar, did not scroll at all)."""
+    """The layers table's and Weights' list's `G` and `g` move the cursor out of view,
+    and the move's first frame shows the scroll that follows it (the layers table, which
+    shows no scroll bar, did not scroll at all)."""
     from test_loss_weights_pages import _param_list
 
     from tvis.tui.widgets.layers_table import LayersTable
+
+    def first_frames(page, table) -> list[float]:
+        """The table's scroll offset in each frame ``page`` writes from now on."""
+        drawn: list[float] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            update = render_update(compositor, *args, **kwargs)
+            if update is not None and compositor is page._compositor:
+                drawn.append(table.scroll_y)
+            return update
+
+        monkeypatch.setattr(Compositor, "render_update", recorded)
+        return drawn
+
+    async def moves(pilot, table, drawn) -> list[tuple[str, float, float]]:
+        """Per key: the scroll drawn in its first frame, and the scroll it ends at."""
+        shown = []
+        for key in ("G", "g"):
+            drawn.clear()
+            await pilot.press(key)
+            await wait_for(pilot, lambda: drawn, f"{key} drawn")
+            await pilot.pause(0.3)
+            shown.append((key, drawn[0], table.scroll_y))
+        return shown
 
     app = make_app(run_dir)
     async with app.run_test(size=(120, 24)) as pilot:
@@ -387,24 +411,43 @@ async def test_a_cursor_moved_out_of_view_scrolls_in_the_move_s_frame(run_dir: P
         await show_panes(pilot, page, [("y", "layers")])
         table = page.query_one(LayersTable)
         await wait_for(pilot, lambda: table.row_count > table.size.height, "rows to scroll")
-        frames = count_frames(page, monkeypatch)
-        shown = []
         with no_quiet_spell(app):
-            for key in ("G", "g"):
-                frames.clear()
-                await pilot.press(key)
-                await pilot.pause(0.3)
-                shown.append((key, len(frames), table.scroll_y > 0))
-        assert shown == [("G", 1, True), ("g", 1, False)]
+            shown = await moves(pilot, table, first_frames(page, table))
+        assert shown[0][2] > 0 and shown[1][2] == 0
+        assert all(first == final for _, first, final in shown), shown
         weights, params = await _param_list(pilot)
         params.focus()
         await pilot.resize_terminal(120, 14)  # fewer rows than the run has parameters
         await wait_for(pilot, lambda: params.row_count > params.page_rows, "rows to scroll")
         await pilot.pause(0.3)
-        frames = count_frames(weights, monkeypatch)
-        for key in ("G", "g"):
-            frames.clear()
+        shown = await moves(pilot, params, first_frames(weights, params))
+        assert shown[0][2] > 0 and shown[1][2] == 0
+        assert all(first == final for _, first, final in shown), shown
+
+
+async def test_a_page_shown_again_is_drawn_once(run_dir: Path, monkeypatch):
+    """Textual lays a page shown again out and draws it as it switches, then repaints it
+    whole for the ScreenResume that follows: every page key sent its page twice."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_explore(pilot)
+        for key, mode in (("3", "loss"), ("2", "explore")):  # both visited once
             await pilot.press(key)
+            await wait_for(pilot, lambda m=mode: app.current_mode == m, key)
             await pilot.pause(0.3)
-            shown.append((key, len(frames), params.scroll_y > 0))
-        assert shown[2:] == [("G", 1, True), ("g", 1, False)]
+        frames: list[str] = []
+        render_update = Compositor.render_update
+
+        def recorded(compositor, *args, **kwargs):
+            update = render_update(compositor, *args, **kwargs)
+            if update is not None and compositor is app.screen._compositor:
+                frames.append(app.current_mode)
+            return update
+
+        monkeypatch.setattr(Compositor, "render_update", recorded)
+        with no_quiet_spell(app):
+            for key, mode in (("3", "loss"), ("2", "explore")):
+                await pilot.press(key)
+                await wait_for(pilot, lambda m=mode: app.current_mode == m, key)
+                await pilot.pause(0.3)
+        assert frames == ["loss", "explore"]

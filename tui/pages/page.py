@@ -105,6 +105,19 @@ class Page(Screen):
             app.is_inline,
         )
 
+    def _screen_resized(self, size: Size) -> None:
+        # Textual's (private), called by ``switch_mode`` as a page is shown again: it laid
+        # the page out and drew it at once, and the ScreenResume that follows repainted the
+        # whole page a frame later (two writes of the page, 15–17 KB each). At its size
+        # already, the page is laid out and drawn once, in the resume's frame. A terminal
+        # resized goes Textual's way.
+        switching = getattr(self.app, "switching_page", False)
+        if switching and size == self.size and self.is_attached:
+            self._layout_required = True
+            self.check_idle()
+            return
+        super()._screen_resized(size)
+
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         # Runs before Screen's own handler, which restyles the page when this is True.
         state = self._app_state()

@@ -286,9 +286,9 @@ class LineTable(ScrollView, can_focus=True):
     def _scroll_to_cursor(self) -> None:
         top = self.scroll_offset.y
         if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor_row, animate=False)
         elif self.cursor_row >= top + self.page_rows:
-            self.scroll_to(y=self.cursor_row - self.page_rows + 1, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor_row - self.page_rows + 1, animate=False)
 
     def action_cursor_down(self) -> None:
         self.cursor_row += 1
