@@ -56,6 +56,13 @@ def main(args: argparse.Namespace) -> int:
 
     # The decoders of stored values (numcodecs) load on a thread while the agent answers
     # what needs none (hello, runs, run, Replay's event list) and waits for the viewer.
-    threading.Thread(target=codecs, name="tvis-codecs", daemon=True).start()
+    loading = threading.Thread(target=codecs, name="tvis-codecs", daemon=True)
+    loading.start()
     stdin = cast(Readable, sys.stdin.buffer)  # a BufferedReader: it reads into buffers
-    return StdioServer(AgentAPI(root), stdin, out_fd).serve()
+    try:
+        return StdioServer(AgentAPI(root), stdin, out_fd).serve()
+    finally:
+        # A viewer that leaves at once ends the agent while that import is under way, and
+        # an interpreter finalized under an extension module's import can crash (SIGSEGV,
+        # 1 exit in 6 after 64 KiB of random bytes): the import ends first (≈ 60 ms).
+        loading.join()
