@@ -63,6 +63,6 @@ def main(args: argparse.Namespace) -> int:
         return StdioServer(AgentAPI(root), stdin, out_fd).serve()
     finally:
         # A viewer that leaves at once ends the agent while that import is under way, and
-        # an interpreter finalized under an extension module's import can crash (SIGSEGV,
-        # 1 exit in 6 after 64 KiB of random bytes): the import ends first (≈ 60 ms).
+        # an interpreter finalized under an extension module's import can crash (SIGSEGV in
+        # ≈ 1 exit in 13 with an empty input): the import ends first (≈ 60 ms).
         loading.join()
