@@ -10,7 +10,8 @@ before the next page starts. The page's modules are imported on a thread first (
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
 then, as before. Once Explore is built, before the other pages, the quiet spells do in small
 slices what a key would otherwise do on its first use (Explore's highlighter, the help's
-drawing, then Explore's panes, hidden, once no key has come for ``PANE_QUIET_S``), one
+drawing, then Explore's panes, hidden, once no key has come for ``PANE_QUIET_S``, then
+each of them laid out and drawn, still hidden, at the size it will be shown at), one
 after another while nothing happens. No slice starts while a key the terminal sent waits in
 the app's queue (``input_waiting``): the key is handled first.
 
@@ -144,7 +145,11 @@ class BuildAhead:
         if self.app.help_ahead():
             return True
         reading = time.monotonic() - self.input_at >= PANE_QUIET_S
-        return explore is not None and reading and explore.build_pane_ahead()
+        return (
+            explore is not None
+            and reading
+            and (explore.build_pane_ahead() or explore.draw_pane_ahead())
+        )
 
     def tick(self) -> None:
         app = self.app
@@ -196,7 +201,7 @@ class BuildAhead:
             self._slicing = False
             if spec is None:
                 explore = app.explore_page()
-                panes_left = explore is not None and explore.panes_unbuilt()
+                panes_left = explore is not None and explore.panes_left_ahead()
                 if not panes_left and not any(held.holding for held in self.held.values()):
                     self.stop()
                 return

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual import events, messages
 from textual._compositor import Compositor
-from viewer_support import make_app, no_quiet_spell, open_explore, wait_for
+from viewer_support import make_app, no_quiet_spell, open_explore, screen_text, wait_for
 
 from tvis.tui.pages.explore import PaneBar
 from tvis.tui.widgets.inspector_lines import InspectorLines
@@ -358,7 +359,7 @@ async def test_a_pane_built_ahead_is_drawn_whole_in_the_frame_that_shows_it(
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
-        await wait_for(pilot, lambda: not page.panes_unbuilt(), "the panes built ahead", 30)
+        await wait_for(pilot, lambda: not page.panes_left_ahead(), "the panes built ahead", 30)
         await pilot.pause(0.3)
         frames = count_frames(page, monkeypatch)
         shown = []
@@ -451,3 +452,54 @@ async def test_a_page_shown_again_is_drawn_once(run_dir: Path, monkeypatch):
                 await wait_for(pilot, lambda m=mode: app.current_mode == m, key)
                 await pilot.pause(0.3)
         assert frames == ["loss", "explore"]
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24), (200, 60)])
+async def test_a_pane_drawn_ahead_is_shown_from_what_it_drew(run_dir: Path, monkeypatch, size):
+    """Panes built ahead are also laid out and drawn ahead, hidden, at the size they will
+    have (``hidden_layout``): the key that shows one builds none of its rows again but the
+    cursor's (focused now), and the screen is the one a pane drawn at the key shows. Shown
+    at no size before, each of the rows in view was built again under the key (`a`:
+    ≈ 25 ms of its 54–73). In each layout: the slot is the right column, the side
+    column, or the whole screen."""
+    from tvis.tui.pages.explore import ExplorePage
+    from tvis.tui.widgets.layers_table import LayersTable
+    from tvis.tui.widgets.samples_view import SampleTable
+    from tvis.tui.widgets.step_view import ParamTable
+
+    keys = (("a", SampleTable), ("y", LayersTable), ("p", ParamTable))
+
+    async def show_each(drawn_ahead: bool) -> tuple[list[tuple[str, int]], list[str]]:
+        """Per key, the rows its line table built (the layers table keeps its own
+        cache); and each screen."""
+        if not drawn_ahead:
+            monkeypatch.setattr(ExplorePage, "_drawable_ahead", lambda page, name, slot: False)
+        app = make_app(run_dir)
+        built, screens = [], []
+        async with app.run_test(size=size) as pilot:
+            page = await open_explore(pilot)
+            await wait_for(pilot, lambda: not page.panes_left_ahead(), "the panes ahead", 30)
+            await pilot.pause(0.3)
+            with no_quiet_spell(app):
+                for key, kind in keys:
+                    table = page.query_one(kind)
+                    rows: list[int] = []
+                    if kind is not LayersTable:
+                        cells = table.cells
+                        monkeypatch.setattr(
+                            table, "cells", lambda row, c=cells, r=rows: r.append(row) or c(row)
+                        )
+                    await pilot.press(key)
+                    await wait_for(pilot, lambda t=table: t.has_focus, key)
+                    await pilot.pause(0.3)
+                    if kind is not LayersTable:
+                        built.append((key, len(rows)))
+                    screens.append(screen_text(app, styled=True))
+        monkeypatch.undo()
+        return built, screens
+
+    built, screens = await show_each(drawn_ahead=True)
+    assert built == [("a", 1), ("p", 1)]
+    cold_built, cold_screens = await show_each(drawn_ahead=False)
+    assert all(n > 5 for _, n in cold_built), cold_built
+    assert screens == cold_screens

@@ -119,21 +119,22 @@ def showing(app, text: str) -> str:
     return screen if text in screen else ""
 
 
-def screen_text(app) -> str:
-    """The screen as plain text, one line per row (what a user reads)."""
+def screen_text(app, styled: bool = False) -> str:
+    """The screen as plain text, one line per row (what a user reads); ``styled``, with
+    its colours as escape codes."""
     console = Console(
         width=app.size.width,
         height=app.size.height,
         file=io.StringIO(),
         force_terminal=True,
-        color_system=None,
+        color_system="truecolor" if styled else None,
         record=True,
         legacy_windows=False,
     )
     console.print(
         app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     )
-    return console.export_text()
+    return console.export_text(styles=styled)
 
 
 def render_text(renderable, width: int = 120) -> str:

@@ -210,7 +210,8 @@ class LineTable(ScrollView, can_focus=True):
         self.virtual_size = Size(total, self.row_count + self.HEADER)
 
     def on_resize(self) -> None:
-        self._generation += 1  # widths follow the table's width
+        # The lines drawn are kept by width: a table shown again at its size (every
+        # widget shown gets a Resize) draws from them.
         self._resize_virtual()
         self._scroll_to_cursor()
 
