@@ -222,7 +222,10 @@ class ExplorePage(Asks, Page):
         there, hidden (``hidden_layout``), in a quiet spell after the panes are built (the
         app calls this): its first showing then resizes nothing and draws only what
         changed since (`a` 60–73 → 39–44 ms, `p` 33–37 → 26–29). False when every hidden pane
-        is drawn at its slot's size."""
+        is drawn at its slot's size. Only while the page is on screen: a page hidden
+        behind another one keeps its quiet spells for that page's own fetching ahead."""
+        if not self.is_current:
+            return False
         slot = self._slot_size()
         if slot is None:
             return False
