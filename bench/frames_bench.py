@@ -1,6 +1,6 @@
 """What a key costs the terminal, frame by frame: the writes a `tvis tui` makes for it.
 
-    .venv/bin/python bench/frames_bench.py RUN KEY... [--settle 5] [--timeline]
+    .venv/bin/python bench/frames_bench.py RUN KEY... [--settle 5] [--read 0] [--timeline]
 
 Drives a real `tvis tui RUN` on a pseudo-terminal (`tui_bench.PtyViewer`, 120×40) with
 `bench/frames_trace` first on its PYTHONPATH, whose ``sitecustomize`` has the viewer note
@@ -10,8 +10,9 @@ its CPU, and each write to the terminal. Presses each KEY in turn (Textual's nam
 0.6 s of silence each, and prints per key: the time to a settled screen (the last write
 before 150 ms of silence), the writes (frames) and bytes up to then, and the layouts and
 paints; ``--timeline`` adds each event's time after the key (a paint's with the widgets it
-draws). A key drawn in one frame has one write; each frame after the first is a screen
-update (20–40 ms) later.
+draws); ``--read S`` waits S seconds more after each page key (`1`–`9`), a user reading
+the page before the next key (Explore draws its panes ahead only then). A key drawn in
+one frame has one write; each frame after the first is a screen update (20–40 ms) later.
 
 Run it from outside the worktree with ``PYTHONPATH`` naming the sources to measure (the
 tracer's folder is put in front), once per tree, alternated.
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("run", help="a recorded run")
     parser.add_argument("keys", nargs="+", help="keys to press in turn (Textual's names)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds on the first page")
+    parser.add_argument("--read", type=float, default=0.0, help="seconds after a page key")
     parser.add_argument("--timeline", action="store_true", help="each event's time too")
     args = parser.parse_args()
     log = Path(tempfile.mkdtemp()) / "frames.tsv"
@@ -58,6 +60,8 @@ def main() -> None:
         wait_quiet(viewer, 0.6)
         start = viewer.press(KEYS.get(key, key))
         pressed.append((key, start, viewer.wait_settled(start)))
+        if key.isdigit():
+            time.sleep(args.read)
     viewer.close()
     events = []
     for line in log.read_text().splitlines():
