@@ -10,10 +10,10 @@ before the next page starts. The page's modules are imported on a thread first (
 on the app's thread held a key for 20–50 ms). A visit to a page not built yet builds it
 then, as before. Once Explore is built, before the other pages, the quiet spells do in small
 slices what a key would otherwise do on its first use (Explore's highlighter, the help's
-drawing, then Explore's panes, hidden, once no key has come for ``PANE_QUIET_S``, then
-each of them laid out and drawn, still hidden, at the size it will be shown at), one
-after another while nothing happens. No slice starts while a key the terminal sent waits in
-the app's queue (``input_waiting``): the key is handled first.
+drawing, then Explore's panes, hidden, then each of them laid out and drawn, still hidden,
+at the size it will be shown at), one after another while nothing happens. No slice starts
+while a key the terminal sent waits in the app's queue (``input_waiting``): the key is
+handled first.
 
 A page not on screen — built ahead and not visited yet, or left for another — holds what it
 watches of the app (the batch, the sample, the run; ``hidden_pages``): a change calls its
@@ -59,11 +59,6 @@ PART_QUIET_S = 0.15
 """Explore built, the small slices that follow one another (the help's drawing) once this
 long has passed quietly, within one quiet spell: a key starts the wait for ``QUIET_S`` again."""
 
-PANE_QUIET_S = 1.5
-"""Explore's panes are built ahead only this long after the last key: a user reading the
-screen. A pane's build (compose, mount, its answer) is work on the app's thread that a key
-pressed half a second after the last found in its way (the tree's `j` 35 → 46–59 ms)."""
-
 TICK_S = 0.1
 """How often the app looks whether it is quiet."""
 
@@ -90,7 +85,7 @@ class BuildAhead:
         self.app = app
         self.build = build
         self.lay_out = lay_out
-        self.quiet_since = self.input_at = time.monotonic()
+        self.quiet_since = time.monotonic()
         self.built: list[str] = []  # page ids built ahead, in order (for tests and benches)
         self._unlaid: list[str] = []  # built ahead, not laid out yet
         self.held: dict[str, HeldWatches] = {}  # page id -> its watchers, held while hidden
@@ -122,7 +117,7 @@ class BuildAhead:
         self.held.pop(page_id, None)
 
     def input_seen(self) -> None:
-        self.quiet_since = self.input_at = time.monotonic()
+        self.quiet_since = time.monotonic()
         self._slicing = False
 
     def next_page(self) -> PageSpec | None:
@@ -144,12 +139,7 @@ class BuildAhead:
             return True
         if self.app.help_ahead():
             return True
-        reading = time.monotonic() - self.input_at >= PANE_QUIET_S
-        return (
-            explore is not None
-            and reading
-            and (explore.build_pane_ahead() or explore.draw_pane_ahead())
-        )
+        return explore is not None and (explore.build_pane_ahead() or explore.draw_pane_ahead())
 
     def tick(self) -> None:
         app = self.app

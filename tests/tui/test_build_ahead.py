@@ -470,26 +470,3 @@ async def test_a_source_pane_built_ahead_opens_on_the_selection_made_since(run_d
         await wait_for(pilot, lambda: view.file == "train.py", "the loss call's file")
         assert view.cursor + 1 == page.selection.row["site"][1]
         assert app.internal_errors == []
-
-
-async def test_keys_at_a_working_pace_keep_the_panes_from_being_built_ahead(run_dir):
-    """A pane's build is work on the app's thread: keys half a second apart (a user at work,
-    not one reading) would find it in their way. The panes are built once keys stop."""
-    from tvis.tui.pages.explore import PANES
-
-    app = make_app(run_dir)
-    async with app.run_test(size=(120, 40)) as pilot:
-        page = await open_explore(pilot)
-
-        def built() -> int:
-            return sum(page._pane(name) is not None for name in PANES)
-
-        await wait_for(pilot, lambda: built() > 2, "the first pane built ahead", timeout=60)
-        await pilot.press("j")
-        before = built()
-        for key in "kjkjkj":
-            await pilot.pause(0.5)
-            await pilot.press(key)
-        assert built() == before and before < len(PANES)
-        await wait_for(pilot, lambda: built() == len(PANES), "every pane, once keys stop")
-        assert app.internal_errors == []

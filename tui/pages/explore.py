@@ -205,9 +205,8 @@ class ExplorePage(Asks, Page):
 
     def build_pane_ahead(self) -> bool:
         """Build the next pane not built yet, hidden, and load it with this batch, in a
-        quiet spell (the app calls this once the help is drawn, while no key comes for
-        ``build_ahead.PANE_QUIET_S``): a pane's first key then only shows it (`a`, `y`,
-        `s`: 115–160 ms → 30–75 ms). False once every pane is."""
+        quiet spell (the app calls this once the help is drawn): a pane's first key then
+        only shows it (`a`, `y`, `s`: 115–160 ms → 30–75 ms). False once every pane is."""
         name = next((n for n in PANES if self._pane(n) is None), None)
         if name is None or not self.is_mounted:
             return False
