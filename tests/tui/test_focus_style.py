@@ -37,8 +37,13 @@ async def test_the_inspector_s_focus_restyles_the_inspector_alone(run_dir: Path)
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         inspector = page.inspector
-        under = set(inspector.walk_children(with_self=False))
-        assert len(under) > 10  # its lines, cards, pictures, layer views
+        # Its lines, cards, layer views and their pictures: mounted a moment after its
+        # cards are drawn, which on a loaded machine is after `open_explore` returns.
+        under = await wait_for(
+            pilot,
+            lambda: len(found := set(inspector.walk_children(with_self=False))) > 10 and found,
+            "the inspector's widgets",
+        )
         restyled = restyled_nodes(app)
         await pilot.press("i")
         await wait_for(pilot, lambda: inspector.has_focus, "the inspector focused")
