@@ -39,11 +39,12 @@ async def test_the_inspector_s_focus_restyles_the_inspector_alone(run_dir: Path)
         inspector = page.inspector
         # Its lines, cards, layer views and their pictures: mounted a moment after its
         # cards are drawn, which on a loaded machine is after `open_explore` returns.
-        under = await wait_for(
+        await wait_for(
             pilot,
-            lambda: len(found := set(inspector.walk_children(with_self=False))) > 10 and found,
+            lambda: len(inspector.walk_children(with_self=False)) > 10,
             "the inspector's widgets",
         )
+        under = set(inspector.walk_children(with_self=False))
         restyled = restyled_nodes(app)
         await pilot.press("i")
         await wait_for(pilot, lambda: inspector.has_focus, "the inspector focused")

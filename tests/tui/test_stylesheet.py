@@ -3,6 +3,8 @@ pane, a page, the help, a notice) parses its own CSS, not every source again."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from textual.css import stylesheet
 from viewer_support import make_app, open_explore, wait_for
 
@@ -34,7 +36,7 @@ async def test_a_first_pane_page_help_or_notice_parses_no_css_source_again(run_d
         app.notify("a first notice mounts Textual's toast widgets")
         await pilot.pause(0.3)
         assert app.screen.query("Toast")
-        twice = {source[0] for source in parsed if parsed.count(source) > 1}
+        twice = {source[0] for source, n in Counter(parsed).items() if n > 1}
         assert not twice, f"parsed again: {sorted(map(str, twice))[:5]} of {len(parsed)}"
         assert len(app.stylesheet.source) < PARSED_CSS_KEPT / 2  # room to grow
         assert app.internal_errors == []
