@@ -96,7 +96,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tui_bench import SETTLED_S, PtyViewer, pane_cpu  # noqa: E402
+from tui_bench import SETTLED_S, PtyViewer, interpreter_line, pane_cpu  # noqa: E402
 
 NOTHING_S = 1.0
 """A key after which the viewer writes nothing for this long changed nothing on screen."""
@@ -857,6 +857,7 @@ def main() -> int:
         help="each KEY pressed once on PAGE after a rest, in --repeat fresh viewers",
     )
     args = parser.parse_args()
+    print(interpreter_line())
     load = os.getloadavg()[0]
     if args.first_keys:
         for spec in args.first_keys.split(","):

@@ -202,9 +202,15 @@ class Dialer:
         return greet(self._open(), self.target, self.allow_empty)
 
 
+def tune_textual() -> None:
+    """The viewer's frame rate and Escape delay, unless the user set them: Textual reads
+    both when it is imported, so this comes first."""
+    os.environ.setdefault("TEXTUAL_FPS", str(FRAME_RATE))
+    os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))
+
+
 def main(args: argparse.Namespace) -> int:
-    os.environ.setdefault("TEXTUAL_FPS", str(FRAME_RATE))  # read when textual is imported
-    os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))  # likewise
+    tune_textual()
     try:
         mode = images.resolve(args.images)
         live = _live_address(args.live)

@@ -8,6 +8,12 @@ import os
 if os.environ.get("TVIS_FRAMES"):
     import time
 
+    from tvis.tui import command
+
+    # Textual is imported here, before `tvis tui` tunes it: untuned, the viewer traced drew
+    # at 60 frames a second and held a lone ESC for 100 ms — another app's figures.
+    command.tune_textual()
+
     from textual import _compositor, events
     from textual.drivers import linux_driver
 

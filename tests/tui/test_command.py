@@ -172,3 +172,18 @@ def test_the_viewer_draws_up_to_240_frames_a_second_unless_textual_fps_says(
     # A target that is nothing: the command stops before the app starts, after the setting.
     assert main(["tui", str(tmp_path / "no-such-folder")]) == 2
     assert os.environ["TEXTUAL_FPS"] == expected
+
+
+def test_the_frame_tracer_leaves_textual_tuned_as_the_viewer_tunes_it(tmp_path: Path):
+    """bench/frames_trace imports Textual before `tvis tui` runs: it must tune it first, or
+    frames_bench.py times a viewer drawing at 60 frames a second and holding ESC 100 ms."""
+    from tvis.tui import command
+
+    tracer = Path(__file__).resolve().parents[2] / "bench" / "frames_trace"
+    env = {k: v for k, v in os.environ.items() if k not in ("TEXTUAL_FPS", "ESCDELAY")}
+    env.update(TVIS_FRAMES=str(tmp_path / "frames.tsv"), PYTHONPATH=str(tracer))
+    probe = "from textual import constants as c; print(c.MAX_FPS, round(c.ESCAPE_DELAY * 1000))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [str(command.FRAME_RATE), str(command.ESCAPE_DELAY_MS)]
