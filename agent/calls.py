@@ -161,14 +161,19 @@ class CallsAPI:
         return {**arg, "entry": entry}
 
     @rpc
-    def find(self, run: str, batch: int, query: str, limit: int = 50) -> list[dict[str, Any]]:
-        """Calls whose name or class contains ``query`` (any case), in call order."""
+    def find(
+        self, run: str, batch: int, query: str, limit: int = 50, kind: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Calls whose name or class contains ``query`` (any case; "" matches every call)
+        and, with ``kind``, of that kind (module, function, loss…), in call order."""
         require_non_negative(limit=limit)
         tree = self.lookups.tree(run, batch)
         needle = query.lower()
         found = []
         for cid in tree.order:
             call = tree.by_id[cid]
+            if kind is not None and call.get("kind") != kind:
+                continue
             text = f"{call.get('name') or ''}\n{call.get('cls') or ''}".lower()
             if needle in text:
                 found.append({**tree.row(cid), "path": tree.path(cid)})

@@ -91,6 +91,18 @@ def test_find_matches_name_or_class_in_any_case(client, run):
     assert len(client.call("find", run=run.name, batch=0, query="model.")) == 2
 
 
+def test_find_by_kind_lists_every_call_of_that_kind_in_call_order(client, run):
+    """The Explore filter's question: the agent picks the kind, so a deep model's loss call
+    is found wherever it is, and only the hits cross the link."""
+    every = client.call("layers", run=run.name, batch=0, limit=5000)["rows"]
+    for kind in ("module", "function", "loss"):
+        found = client.call("find", run=run.name, batch=0, query="", kind=kind, limit=5000)
+        assert [f["id"] for f in found] == [r["id"] for r in every if r["kind"] == kind]
+        assert found and all(f["kind"] == kind and "path" in f for f in found)
+    (first,) = client.call("find", run=run.name, batch=0, query="", kind="module", limit=1)
+    assert first["id"] == next(r["id"] for r in every if r["kind"] == "module")
+
+
 def test_layers_sort_by_a_column_with_missing_values_last(client, run):
     rows = client.call("layers", run=run.name, batch=0, sort="bwd_ms", desc=True)["rows"]
     values = [r["bwd_ms"] for r in rows]

@@ -159,6 +159,28 @@ async def test_filter_lists_only_calls_of_one_kind(run_dir: Path):
         assert page.calls.filter == "all"
 
 
+async def test_the_loss_filter_finds_the_loss_call_and_enter_reveals_it(run_dir: Path):
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        hits = page.calls.hits
+        await pilot.press("f", "f", "f")  # module, function, loss
+        await wait_for(pilot, lambda: page.calls.filter == "loss" and hits.hit_rows, "loss rows")
+        await wait_for(pilot, lambda: {r["kind"] for r in hits.hit_rows} == {"loss"}, "loss only")
+        assert app.focused is hits
+        loss = hits.hit_rows[0]
+        await wait_for(
+            pilot, lambda: page.inspector.selection.row.get("id") == loss["id"], "its cards"
+        )
+        await pilot.press("enter")
+        tree = page.calls.call_tree
+        await wait_for(
+            pilot,
+            lambda: getattr(tree.cursor_node.data.call, "id", None) == loss["id"],
+            "the loss call revealed in the tree",
+        )
+
+
 async def test_search_then_enter_reveals_a_deep_call_in_the_tree(run_dir: Path):
     app = make_app(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -29,6 +29,10 @@ requests behind each other over ssh."""
 HITS = 200
 """Search results shown; a query matching more is too broad to browse anyway."""
 
+FILTER_HITS = 5000
+"""Calls a filter lists at most (the agent's largest page): every loss or function call of
+a batch, the first 5,000 modules of a very deep model."""
+
 FILTERS = ("all", "module", "function", "loss")
 """Kinds the filter cycles through (data and optimizer calls are a handful of roots)."""
 
@@ -91,6 +95,7 @@ class CallsPane(Asks, Vertical):
         self._timer: Timer | None = None
         self._summary = ""
         self._hits_batch = 0  # the batch the search or filter in flight was asked about
+        self._filtering = False  # which of the two it is
 
     def compose(self) -> ComposeResult:
         yield SearchBox(placeholder="search calls by name or class", id="search")
@@ -141,7 +146,7 @@ class CallsPane(Asks, Vertical):
             self.cancel("search")
             self.close_results(False)
             return
-        self._hits_batch = self.app.batch
+        self._hits_batch, self._filtering = self.app.batch, False
         self.ask(
             "find",
             tag="search",
@@ -162,16 +167,22 @@ class CallsPane(Asks, Vertical):
             self._filter(self.filter)
 
     def _filter(self, kind: str) -> None:
-        self._hits_batch = self.app.batch
-        self.ask("layers", tag="search", run=self.app.run_name, batch=self._hits_batch, limit=5000)
+        self._hits_batch, self._filtering = self.app.batch, True
+        self.ask(
+            "find",
+            tag="search",  # one of search and filter in flight: the last asked
+            run=self.app.run_name,
+            batch=self._hits_batch,
+            query="",
+            kind=kind,
+            limit=FILTER_HITS,
+        )
 
     def answered(self, tag: str, result: Any) -> None:
-        if isinstance(result, tuple):  # find's decoded rows: the list shows them as maps,
-            self._show_hits([dict(r.raw) for r in result], self._hits_batch)  # as layers rows
-            return
-        rows = [r for r in result.get("rows") or [] if r.get("kind") == self.filter]
-        self._show_hits(rows, self._hits_batch)
-        self.hits.focus()
+        # find's decoded rows: the list shows them as the maps they were sent as.
+        self._show_hits([dict(r.raw) for r in result], self._hits_batch)
+        if self._filtering:
+            self.hits.focus()  # a filter's keys move in its list; a search keeps its box
 
     def failed(self, tag: str, message: str) -> None:
         self.set_summary(message)
