@@ -6,6 +6,8 @@ from pathlib import Path
 
 from viewer_support import count_requests, make_app, node_named, open_explore, screen_text, wait_for
 
+from tvis.tui.messages import Selection
+from tvis.tui.widgets.inspector import DEBOUNCE_S
 from tvis.tui.widgets.layer_views import LayerViews, OnImageView
 from tvis.tui.widgets.tensor_card import Card, kept_note
 
@@ -177,6 +179,33 @@ async def test_the_rows_beside_the_cursor_are_fetched_before_the_cursor_gets_the
         # The prefetch of head's neighbours runs through the same client (the spy sees it),
         # before or after head's cards are drawn.
         await wait_for(pilot, lambda: asked, "the prefetch of head's neighbours")
+
+
+async def test_a_call_after_a_pause_is_asked_at_once_and_a_held_key_s_rows_wait(run_dir: Path):
+    """The inspector waits DEBOUNCE_S before asking for a call only when selections come
+    faster than that (a held j): a filter's first hit, a search hit, a move after a pause
+    are asked for at once, not a frame later."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_explore(pilot)
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
+        rows = [r for r in app.data.call("layers", run=app.run_name, batch=0)["rows"]]
+        inspector = page.inspector
+        # Calls far from the cursor: nothing has fetched them ahead.
+        far = [Selection("call", batch=0, call=r["id"], row=r) for r in rows[-3:]]
+        await pilot.pause(2 * DEBOUNCE_S)
+        asked = count_requests(app)
+
+        def calls_asked() -> list[int]:
+            return [a["call"] for a in asked if a["method"] == "call" and not a.get("background")]
+
+        inspector.show(far[0])
+        assert inspector.settled  # asked for, not waiting
+        inspector.show(far[1])  # at once after the first: a held key
+        assert not inspector.settled
+        inspector.show(far[2])
+        await wait_for(pilot, lambda: inspector.shown is inspector.selection, "the last row")
+        assert calls_asked() == [far[0].call, far[2].call]
 
 
 async def test_shift_arrows_pick_a_place_on_the_inspected_layer_and_backspace_forgets_it(

@@ -6,6 +6,7 @@ moves; the tensor cards follow when the agent answers ``call``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -35,8 +36,9 @@ from tvis.tui.widgets.sparkline import hbar
 from tvis.tui.widgets.tensor_card import Card, TensorRef, decoded_text, value_text
 
 DEBOUNCE_S = 0.03
-"""Wait this long after the cursor stops before asking for a call: holding j down then
-costs one request at the end instead of one per row passed."""
+"""A selection that follows another by less than this waits this long before its call is
+asked for: holding j down then costs a request at its first row and one at the end instead
+of one per row passed. A selection after a pause is asked for at once."""
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 
@@ -177,6 +179,7 @@ class Inspector(PlaceKeys, Asks, FocusStylesSelf, RailScroll, can_focus=True):
         self.shown: Selection | None = None  # the selection the cards below belong to
         self.current = 0
         self._timer: Timer | None = None
+        self._shown_at = 0.0  # when the last selection came (time.monotonic)
         self._asked_for: Selection | None = None  # what the replies in flight are for
         self._param_entries: dict[str, dict | None] = {}
         self._param_parts: list[str] = []
@@ -219,7 +222,8 @@ class Inspector(PlaceKeys, Asks, FocusStylesSelf, RailScroll, can_focus=True):
     # -- what to show --------------------------------------------------------------------
 
     def show(self, selection: Selection) -> None:
-        """Show ``selection``: the header at once, the tensors after a short debounce."""
+        """Show ``selection``: the header at once, the tensors at once too unless selections
+        come faster than ``DEBOUNCE_S`` apart (a held key)."""
         if self.selection is not None and selection.key() == self.selection.key():
             return
         self.selection = selection
@@ -239,7 +243,9 @@ class Inspector(PlaceKeys, Asks, FocusStylesSelf, RailScroll, can_focus=True):
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        if self._at_hand(selection):
+        now, previous = time.monotonic(), self._shown_at
+        self._shown_at = now
+        if now - previous >= DEBOUNCE_S or self._at_hand(selection):
             self._load()
         else:
             self._timer = self.set_timer(DEBOUNCE_S, self._load)
