@@ -189,7 +189,7 @@ async def test_a_call_after_a_pause_is_asked_at_once_and_a_held_key_s_rows_wait(
     async with app.run_test(size=(120, 40)) as pilot:
         page = await open_explore(pilot)
         await wait_for(pilot, lambda: all(w.is_finished for w in app.workers), "the prefetch")
-        rows = [r for r in app.data.call("layers", run=app.run_name, batch=0)["rows"]]
+        rows = app.data.call("layers", run=app.run_name, batch=0)["rows"]
         inspector = page.inspector
         # Calls far from the cursor: nothing has fetched them ahead.
         far = [Selection("call", batch=0, call=r["id"], row=r) for r in rows[-3:]]
