@@ -168,6 +168,7 @@ async def test_the_loss_filter_finds_the_loss_call_and_enter_reveals_it(run_dir:
         await wait_for(pilot, lambda: page.calls.filter == "loss" and hits.hit_rows, "loss rows")
         await wait_for(pilot, lambda: {r["kind"] for r in hits.hit_rows} == {"loss"}, "loss only")
         assert app.focused is hits
+        assert "1 call found" in screen_text(app)
         loss = hits.hit_rows[0]
         await wait_for(
             pilot, lambda: page.inspector.selection.row.get("id") == loss["id"], "its cards"

@@ -193,7 +193,7 @@ class CallsPane(Asks, Vertical):
         self.hits.show_rows(rows, batch)
         self.hits.add_class("-shown")
         self.call_tree.add_class("-hidden")
-        self.set_summary(f"{len(rows)} calls found")
+        self.set_summary(f"{len(rows):,} call{'s' if len(rows) != 1 else ''} found")
 
     def close_results(self, focus_tree: bool = True) -> None:
         self.query_one("#search", Input).remove_class("-shown")
