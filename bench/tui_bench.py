@@ -55,7 +55,7 @@ REFERENCE_LOOP = 3_000_000
 def interpreter_line() -> str:
     """Which Python the figures are of, and how fast it runs plain Python code on this
     machine: a build without profile-guided optimisation (pyenv's default, for one) runs
-    the viewer's code ~1.6× slower, which no change of the viewer's shows."""
+    the viewer's code ~1.7× slower, which no change of the viewer's shows."""
     start = time.perf_counter()
     total = 0
     for i in range(REFERENCE_LOOP):
