@@ -3,6 +3,8 @@ only, Normalize remembered, embedding tables and representations noted."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -68,6 +70,16 @@ def test_each_item_holds_the_calls_made_while_fetching_it(tmp_path):
             "Normalize.__call__",
         ]
         assert calls[first]["inputs"][0]["repr"] == str(index)
+
+
+def test_a_dataset_s_items_are_called_from_torch_s_loader_not_from_tvis(tmp_path):
+    """The recorder fetches the kept items in a loop of its own, in place of the fetcher's:
+    the site recorded is the torch code that asked for them (the loader), not tvis's."""
+    run, _ = _picture_run(tmp_path)
+    calls = run.batch(0).record["calls"]
+    sites = {c["site"][0] for c in calls if c["name"] == "Pictures.__getitem__"}
+    loader_file = Path(torch.utils.data.dataloader.__file__).resolve()
+    assert sites and {Path(site).resolve() for site in sites} == {loader_file}
 
 
 def test_pipeline_values_kept_for_the_first_samples_only(tmp_path):

@@ -97,7 +97,6 @@ class FunctionTracer(Extension):
         if batch.full or rec.dropping():
             rec.drop_call(batch, _name(code), None)
             return None
-        back = frame.f_back
         call = Call(
             id=0,
             parent=-1,
@@ -107,12 +106,13 @@ class FunctionTracer(Extension):
             cls=None,
             phase=rec._phase() if not rec.in_loss else "loss",
             definition=[self.project.relpath(code.co_filename), code.co_firstlineno],
-            site=rec.project.where(back.f_code.co_filename, back.f_lineno) if back else None,
+            site=rec.project.caller(frame),
             t0=0.0,
             no_grad=not torch.is_grad_enabled(),
             frame=frame,
             project=True,
         )
+        back = frame.f_back
         if back is not None and rec.project.relpath(back.f_code.co_filename) is not None:
             call.line_key = (back.f_code.co_filename, back.f_lineno)
         n_args = code.co_argcount + code.co_kwonlyargcount

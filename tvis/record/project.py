@@ -12,7 +12,7 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
-from types import CodeType
+from types import CodeType, FrameType
 
 import torch
 
@@ -111,6 +111,14 @@ class Project:
     def where(self, filename: str, line: int) -> list:
         """A [file, line] location, project-relative when possible."""
         return [self.relpath(filename) or filename, line]
+
+    def caller(self, frame: FrameType) -> list | None:
+        """Where the function running in ``frame`` was called from: the first frame outside
+        tvis's own code (the recorder's fetch loop calls the user's dataset for torch's)."""
+        back = frame.f_back
+        while back is not None and back.f_code.co_filename.startswith(_TVIS_DIRS):
+            back = back.f_back
+        return self.where(back.f_code.co_filename, back.f_lineno) if back else None
 
     def _snapshot(self, real: str, rel: str) -> None:
         try:
