@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from support import record_example
 from test_replay import open_replay, seek_to
-from viewer_support import count_requests, make_app, screen_text, wait_for
+from viewer_support import (
+    count_requests,
+    count_requests_from_the_start,
+    make_app,
+    screen_text,
+    wait_for,
+)
 
 from tvis.tui.pages import replay
 from tvis.tui.widgets.layer_stack import LayerStack
@@ -85,12 +91,16 @@ async def _views_then_end(pilot, app, rested: bool) -> tuple[list[list[dict]], l
 
 async def test_v_and_end_after_a_rest_ask_the_agent_nothing_they_show(run_dir: Path):
     app = make_app(run_dir)
+    every = count_requests_from_the_start(app)  # the rest's fetches too: a failure's cause
     async with app.run_test(size=(120, 40)) as pilot:
         (on_neurons, on_stats, on_end), _ = await _views_then_end(pilot, app, rested=True)
         page = app.screen
         last = page.recording.event(page.recording.total - 1).batch
         first = page.recording.event(0).batch  # the layer's, features.1.0's
-        assert _asked_for(on_neurons, ("neurons",), batch=first) == []
+        # Seen in 3 of ~20 CI runs, never alone: `v` asked for Neurons again. The message
+        # holds every neurons request of the test, whole, for whoever catches it next.
+        neurons = [a for a in every if a["method"] == "neurons"]
+        assert _asked_for(on_neurons, ("neurons",), batch=first) == [], neurons
         assert _asked_for(on_stats, ("tensor", "view"), batch=first) == []
         assert _asked_for(on_end, SHOWN_BY_END, batch=last) == []
         assert app.internal_errors == []
