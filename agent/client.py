@@ -19,7 +19,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -268,7 +268,14 @@ class PipeClient(Client):
 
     prefault = True
 
-    def __init__(self, argv: Sequence[str], *, name: str, echo_stderr: bool = True) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        name: str,
+        echo_stderr: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.argv = list(argv)
         self.name = name
         self._echo = echo_stderr
@@ -292,6 +299,7 @@ class PipeClient(Client):
         try:
             self._proc = subprocess.Popen(
                 self.argv,
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -597,12 +605,18 @@ class LocalProcessClient(PipeClient):
     of a big run takes a second or more) would hold the interpreter lock the screen needs;
     in its own process it runs beside the screen on another core."""
 
-    def __init__(self, root: Path | str, *, echo_stderr: bool = True) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        echo_stderr: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         if not Path(root).is_dir():
             raise AgentError(f"{root} is not a folder.", NOT_FOUND)
         self.root = str(root)
         argv = [sys.executable, *SAFE_PATH, "-m", "tvis", "agent", "--stdio", "--root", self.root]
-        super().__init__(argv, name="the local agent", echo_stderr=echo_stderr)
+        super().__init__(argv, name="the local agent", echo_stderr=echo_stderr, env=env)
 
     def describe(self) -> str:
         return f"local {self.root}"
@@ -769,12 +783,14 @@ def open_client(
     control_dir: Path | None = None,
     echo_stderr: bool = True,
     own_process: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> Client:
-    """A client for ``target``, its agent (or ssh) started but not yet spoken to."""
+    """A client for ``target``, its agent (or ssh) started but not yet spoken to; a local
+    agent's process gets ``env`` (default: this process's environment)."""
     if target.is_local and not own_process:
         return LocalClient(target.path)
     if target.is_local:
-        return LocalProcessClient(target.path, echo_stderr=echo_stderr)
+        return LocalProcessClient(target.path, echo_stderr=echo_stderr, env=env)
     return SshClient(
         target, ssh_command=ssh_command, control_dir=control_dir, echo_stderr=echo_stderr
     )

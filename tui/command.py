@@ -94,7 +94,9 @@ def _live_address(flag: str | None) -> str | None:
     return address
 
 
-def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[Callable, str]:
+def _connector(
+    spec: str, args: argparse.Namespace, allow_empty: bool, agent_env: dict[str, str]
+) -> tuple[Callable, str]:
     """How the app gets its agent client, and how the target reads in the status line.
 
     The agent is started here, before the viewer's own imports, which it overlaps: a local
@@ -109,7 +111,7 @@ def _connector(spec: str, args: argparse.Namespace, allow_empty: bool) -> tuple[
     except TargetError as e:
         raise _Refused(str(e), 2) from None
     label = target.describe()
-    dialer = Dialer(target, allow_empty=allow_empty, wanted_run=args.run)
+    dialer = Dialer(target, allow_empty=allow_empty, wanted_run=args.run, agent_env=agent_env)
     if not target.is_local:
         sys.stderr.write(f"tvis: connecting to {label} …\n")
     dialer.start()
@@ -132,8 +134,10 @@ class Dialer:
         ssh_command: list[str] | None = None,
         control_dir: Path | None = None,
         wanted_run: str | None = None,
+        agent_env: dict[str, str] | None = None,
     ) -> None:
         self.target, self.allow_empty = target, allow_empty
+        self.agent_env = agent_env  # a local agent's: the user's, not the viewer's tuning
         self.ssh_command, self.control_dir = ssh_command, control_dir
         self.wanted_run = wanted_run
         self.first: Client | None = None  # connected and greeted
@@ -180,6 +184,7 @@ class Dialer:
             control_dir=self.control_dir,
             echo_stderr=False,
             own_process=True,
+            env=self.agent_env,
         )
 
     def connect_now(self) -> None:
@@ -209,8 +214,18 @@ def tune_textual() -> None:
     os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))
 
 
+def one_blas_thread() -> None:
+    """One OpenBLAS thread for the viewer, unless the user chose: its numpy multiplies
+    nothing worth a pool, and OpenBLAS starts one thread per core as numpy loads, each
+    spinning for a while: ~70 ms of CPU per core during the start (measured on 2 cores),
+    taken from the agent and the training job beside it. Read as numpy loads."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def main(args: argparse.Namespace) -> int:
+    agent_env = dict(os.environ)  # a local agent keeps its BLAS threads (its PCA uses them)
     tune_textual()
+    one_blas_thread()
     try:
         mode = images.resolve(args.images)
         live = _live_address(args.live)
@@ -219,7 +234,7 @@ def main(args: argparse.Namespace) -> int:
             spec = DEFAULT_TARGET if os.path.isdir(DEFAULT_TARGET) else "."
         connector, label = None, "live"
         if spec is not None:
-            connector, label = _connector(spec, args, allow_empty=live is not None)
+            connector, label = _connector(spec, args, live is not None, agent_env)
     except images.ImageModeError as e:
         sys.stderr.write(f"tvis: {e}\n")
         return 2

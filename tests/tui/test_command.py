@@ -174,6 +174,28 @@ def test_the_viewer_draws_up_to_240_frames_a_second_unless_textual_fps_says(
     assert os.environ["TEXTUAL_FPS"] == expected
 
 
+@pytest.mark.parametrize(("preset", "expected"), [(None, "1"), ("8", "8")])
+def test_the_viewer_asks_openblas_for_one_thread_before_numpy_loads(
+    tmp_path: Path, preset: str | None, expected: str
+):
+    """OpenBLAS reads the setting as numpy loads, and starts a thread per core without it
+    (each spinning ~70 ms of CPU through the viewer's start); a user's own setting wins."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    probe = (
+        "import os, sys\n"
+        "from tvis.cli import main\n"
+        f"code = main(['tui', {str(tmp_path / 'no-such-folder')!r}])\n"
+        "print(code, 'numpy' in sys.modules, os.environ['OPENBLAS_NUM_THREADS'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    # Stopped before the app (a target that is nothing), after the setting, numpy unloaded.
+    assert done.stdout.split() == ["2", "False", expected]
+
+
 def test_the_frame_tracer_leaves_textual_tuned_as_the_viewer_tunes_it(tmp_path: Path):
     """bench/frames_trace imports Textual before `tvis tui` runs: it must tune it first, or
     frames_bench.py times a viewer drawing at 60 frames a second and holding ESC 100 ms."""

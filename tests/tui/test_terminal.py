@@ -135,6 +135,49 @@ def test_tvis_tui_over_the_real_sshd_shows_the_same_page(run_dir, tmp_path, no_t
         term.close()
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode(errors="replace").partition("=")[::2] for item in raw if item)
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux's /proc")
+def test_the_local_agent_runs_in_the_users_environment_not_the_viewers_tuning(run_dir, tmp_path):
+    """The viewer runs numpy on one BLAS thread (test_command.py); its agent keeps the
+    user's setting (its PCA of an embedding layer uses the threads), and none of the
+    viewer's other tuning. (/proc shows a process's environment as it started: the
+    agent's is the one it was given.)"""
+    command = f"env -u OPENBLAS_NUM_THREADS -u TEXTUAL_FPS {TVIS} tui {shlex.quote(str(run_dir))}"
+    term = Tmux(tmp_path, command)
+    try:
+        term.wait("1 Replay")
+        shell = int(term.tmux("display-message", "-p", "-t", "main", "#{pane_pid}"))
+        (viewer,) = [p for p in _children(shell) if " tui " in _cmdline(p)]
+        (agent,) = [p for p in _children(viewer) if " agent " in _cmdline(p)]
+        viewer_env, agent_env = _environ(viewer), _environ(agent)
+        assert "OPENBLAS_NUM_THREADS" not in agent_env
+        assert "TEXTUAL_FPS" not in agent_env
+        assert agent_env.get("PATH") == viewer_env.get("PATH")  # the user's environment
+    finally:
+        term.close()
+
+
 def test_the_viewer_process_never_imports_torch(run_dir, no_torch):
     script = textwrap.dedent(f"""
         import asyncio, sys
