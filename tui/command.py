@@ -95,7 +95,10 @@ def _live_address(flag: str | None) -> str | None:
 
 
 def _connector(
-    spec: str, args: argparse.Namespace, allow_empty: bool, agent_env: dict[str, str]
+    spec: str,
+    args: argparse.Namespace,
+    allow_empty: bool,
+    agent_env: dict[str, str] | None = None,
 ) -> tuple[Callable, str]:
     """How the app gets its agent client, and how the target reads in the status line.
 
@@ -234,7 +237,9 @@ def main(args: argparse.Namespace) -> int:
             spec = DEFAULT_TARGET if os.path.isdir(DEFAULT_TARGET) else "."
         connector, label = None, "live"
         if spec is not None:
-            connector, label = _connector(spec, args, live is not None, agent_env)
+            connector, label = _connector(
+                spec, args, allow_empty=live is not None, agent_env=agent_env
+            )
     except images.ImageModeError as e:
         sys.stderr.write(f"tvis: {e}\n")
         return 2
