@@ -13,7 +13,7 @@ from textual.app import App
 from textual.widgets import DataTable
 
 from tvis.tui.live_image import fit
-from tvis.tui.pages.live import LivePage
+from tvis.tui.pages.live import LivePage, View
 from tvis.tui.picture import Picture
 from tvis.tui.widgets.live_bars import LiveBars
 from tvis.tui.widgets.sparkline import sparkline
@@ -126,6 +126,19 @@ async def test_a_page_not_told_to_listen_binds_nothing_until_l():
             pass  # the port is still free
         await pilot.press("L")
         assert page.server is not None and page.server.port == port
+
+
+async def test_a_view_built_while_the_app_closes_lands_on_nothing_and_raises_nothing():
+    """The app removes the page's widgets as it closes; a view built on a worker meanwhile
+    arrives after them (seen in CI: NoMatches on '#live-status' failed the app)."""
+    app = PageApp("127.0.0.1:0", listen=False)
+    async with app.run_test() as pilot:
+        page = app.screen
+        assert isinstance(page, LivePage)
+        await page.remove_children()  # as the closing app does, before the page itself
+        page._apply(View("Live · a late view", [], None, None, None))
+        await pilot.pause()
+    assert app.return_code in (None, 0)
 
 
 def test_sparkline_scales_min_to_max_and_marks_gaps_and_nonfinite():

@@ -267,6 +267,8 @@ class LivePage(Page):
 
     def _apply(self, view: View) -> None:
         self._busy = False
+        if not self.query("#live-status"):
+            return  # the app closed while this view was built: the page's widgets are gone
         self.view = view
         if view.selected == self.selected and self._built_after == self._jumps:
             # Not after a jump made while this view was built: it would put the old pin back.
