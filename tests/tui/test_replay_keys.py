@@ -106,6 +106,30 @@ async def test_v_and_end_after_a_rest_ask_the_agent_nothing_they_show(run_dir: P
         assert app.internal_errors == []
 
 
+async def test_a_rest_that_comes_before_the_layer_views_mount_still_fetches_what_v_shows(
+    run_dir: Path,
+):
+    """On a loaded machine the rest's timer can fire before the layer views, mounted by the
+    frame that set it, exist: the rest waits for them instead of forgetting their views
+    (CI saw `v` ask for Neurons again after such a rest)."""
+    app = make_app(run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        page = await open_replay(pilot)
+        rec = page.recording
+        page.seek(next(s for s in range(rec.total) if rec.event(s).name == "features.1.0"))
+        views = page._views
+        assert not views.ready  # mounted by the frame, composed a moment later
+        page._beside_timer.stop()
+        page._prefetch_beside()  # the rest, fired first
+        await wait_for(pilot, lambda: "mean over channels" in screen_text(app), "On image")
+        await _rested(pilot, app)
+        asked = count_requests(app)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: page.query_one(NeuronsView).last_reply is not None, "v")
+        assert _asked_for(asked, ("neurons",)) == []
+        assert app.internal_errors == []
+
+
 async def test_the_replay_screen_after_prefetched_keys_is_the_screen_of_cold_ones(
     run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ):

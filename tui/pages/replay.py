@@ -591,9 +591,12 @@ class ReplayPage(PlaceKeys, Page):
             return
         if views.parent is None:  # mounted (hidden) at rest: the first layer played shows it
             self.query_one("#right").mount(views)
-        jobs: list[Callable[[Any], None]] = []
         event = self.current_event()
-        if event is not None and event.kind in ("layer", "grad", "loss") and views.ready:
+        if not views.ready:  # still mounting (a loaded machine fires the rest first)
+            self._rest_then_prefetch()  # what `v` shows is asked once they exist
+            return
+        jobs: list[Callable[[Any], None]] = []
+        if event is not None and event.kind in ("layer", "grad", "loss"):
             layer = views.shown_layer
             if layer is not None:
                 jobs.append(views.others_fetcher(layer))
@@ -608,7 +611,7 @@ class ReplayPage(PlaceKeys, Page):
             far_events = rec.batch_events(far.batch)
             asked += card_requests(run, far.batch, sample)
             asked += [("thumbs", p) for _, p in thumb_requests(run, far.batch, sample, far_events)]
-            if far.kind in ("layer", "grad") and views.ready:
+            if far.kind in ("layer", "grad"):
                 request = views.request(self._layer(far))
                 if request is not None:
                     asked.append(request)
