@@ -85,19 +85,25 @@ def item_calls(tree: CallTree, section: dict[str, Any], sample: int) -> list[int
 
 
 def returned_order(tree: CallTree, calls: list[int]) -> list[int]:
-    """``calls`` (a pre-order run of the tree) in the order they returned: children first."""
+    """``calls`` (a pre-order run of the tree) in the order they returned: each after every
+    call of ``calls`` made under it, however deep (a project function's layers under a
+    container it called, which is not in ``calls``, return before it)."""
     inside = set(calls)
+    under: dict[int, list[int]] = {-1: []}  # each call's nearest enclosing call of ``calls``
+    for cid in calls:  # pre-order: each list keeps the order its calls began
+        up, climbed = tree.parent.get(cid, -1), 0
+        while up != -1 and up not in inside and climbed < len(tree.order):  # a corrupt cycle
+            up, climbed = tree.parent.get(up, -1), climbed + 1
+        under.setdefault(up if up in inside else -1, []).append(cid)
     out: list[int] = []
 
     def visit(cid: int) -> None:
-        for child in tree.children.get(cid, []):
-            if child in inside:
-                visit(child)
+        for child in under.get(cid, []):
+            visit(child)
         out.append(cid)
 
-    for cid in calls:
-        if tree.parent.get(cid, -1) not in inside:
-            visit(cid)
+    for cid in under[-1]:
+        visit(cid)
     return out
 
 

@@ -148,6 +148,56 @@ def test_replay_leaves_out_project_code_that_only_builds_the_batch(tmp_path: Pat
         assert loss == ["smoothed_nll"]
 
 
+class Wrapped(torch.nn.Module):
+    """A timm-style model: a method of its own (a project function) runs a container, then
+    a layer of its own, as a ViT's ``forward_features`` runs its blocks, then its norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        self.norm = torch.nn.LayerNorm(8)
+        self.head = torch.nn.Linear(8, 2)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.blocks(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def test_replay_plays_the_layers_under_a_project_function_before_it_returns(tmp_path: Path):
+    """The blocks, reached through a container the layer list leaves out, returned before
+    the norm and the function around them: they play first (the norm and the function
+    played before the first block, in every ViT written this way)."""
+
+    def train() -> None:
+        torch.manual_seed(0)
+        model = Wrapped()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            loss = model(torch.randn(5, 4)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    record(train, Settings(steps=2), Path(__file__).parent, tmp_path / "run")
+    with LocalClient(tmp_path) as client:
+        events = first_batch(all_events(client, "run"))
+        calls = first_batch(all_events(client, "run", detail="call"))
+    forward = [e["name"] for e in events if e["phase"] == "forward"]
+    assert forward == ["blocks.0", "blocks.1", "norm", "Wrapped.features", "head"]
+    every = [e["name"] for e in calls if e["phase"] == "forward"]
+    assert every == [
+        "blocks.0",
+        "blocks.1",
+        "blocks",
+        "norm",
+        "Wrapped.features",
+        "head",
+        "Wrapped",
+    ]
+
+
 class Reverser(torch.nn.Module):
     """An encoder-decoder whose encoder is reached through its final state alone."""
 
