@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import run_tvis
+from textual.widgets import Static
 from viewer_support import goto_page, make_app, screen_text, showing, wait_for
 
 from tvis.tui.pages.loss import LossView
@@ -93,6 +94,10 @@ async def test_replay_shows_a_segmentation_target_as_a_mask_not_numbers(seg_runs
         assert mask.display and mask.has_data and _grey(app) in _colours(mask)
         text = await wait_for(pilot, lambda: showing(app, "target mask 32×32"), "the mask")
         assert "0 0 0 0" not in text
+        # Sample 0's mask holds class 0 and class 1 only (train.py: `i % 4 + 1`); its legend
+        # names those, not the other classes the model predicted somewhere.
+        legend = card.query_one(".mask-legend", Static).render()
+        assert legend.plain.split() == ["■0", "■1", "■", "ignored"], legend.plain
         rec = page.recording
         page.seek(next(s for s in range(rec.total) if (e := rec.event(s)) and e.kind == "loss"))
         await wait_for(pilot, lambda: "pixel accuracy" in screen_text(app), "the result card")

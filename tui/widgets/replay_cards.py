@@ -190,7 +190,12 @@ class InputCard(AgentPane):
         ignored = mask["ignored"].astype(bool)
         picture.show_labels(mask["target"], ignored)
         depth = depth_of(self.app.console.color_system)
-        text = label_legend(mask.get("present") or [], mask.get("names") or [], depth)
+        # The reply names the classes of the prediction too (the Loss page draws both):
+        # this card draws the target alone.
+        drawn = set(mask["target"][~ignored].tolist())
+        named = zip(mask.get("present") or [], mask.get("names") or [], strict=False)
+        shown = [(c, n) for c, n in named if c in drawn]
+        text = label_legend([c for c, _ in shown], [n for _, n in shown], depth)
         if ignored.any():
             text.append("  ")
             text.append_text(label_legend([], [], depth, ignored=True))
