@@ -122,3 +122,22 @@ async def test_a_gans_embeddings_are_coloured_by_its_real_or_fake_target_and_off
         legend = text.split("coloured by", 1)[1]
         assert "class" in legend and "■ " in legend
         assert "finds a token" not in text and " rows" not in text
+
+
+async def test_a_diffusion_models_noise_loss_lists_each_samples_loss_without_columns_of_dashes(
+    recorded,
+):
+    """An MSE on predicted noise has no probability of a target: the Loss page's table
+    lists sample and loss, not a p(target) and a −log p column of "—" on every row."""
+    from tvis.tui.pages.loss import WorstTable
+
+    app = make_app(recorded("ddpm_noise"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "loss")
+        table = app.screen.query_one(WorstTable)
+        await wait_for(pilot, lambda: len(table.rows) == 8, "each sample's loss")
+        assert [column.label for column in table.columns] == ["", "sample", "loss"]
+        text = screen_text(app)
+        assert "p(target)" not in text and "log p" not in text
+        assert all(str(cell).strip() not in ("", "—") for cell in table.cells(0)[1:])
+        assert app.internal_errors == []

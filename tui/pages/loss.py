@@ -231,6 +231,10 @@ CTC_COLUMNS = (
 )
 """The per-sample table's columns for a CTC loss."""
 
+LOSS_COLUMNS = (LineColumn(""), LineColumn("sample"), LineColumn("loss", right=True))
+"""The per-sample table's columns for a loss with no probability of a target (a regression's,
+a diffusion model's noise MSE): each sample's loss alone, no columns of dashes."""
+
 
 def fit_texts(widths: list[int], width: int) -> list[int]:
     """A CTC table's widths in ``width`` cells (each column padded by one cell a side): the
@@ -258,7 +262,7 @@ class WorstTable(LineTable):
     if TYPE_CHECKING:
         app = getters.app(TvisApp)  # tvis's app, for the type checker
 
-    columns = (
+    columns: tuple[LineColumn, ...] = (
         LineColumn(""),
         LineColumn("sample"),
         LineColumn("p(target)", right=True),
@@ -284,13 +288,19 @@ class WorstTable(LineTable):
         self.rows, self.followed = rows, followed
         # A CTC loss has no p(target): each sample's target and transcription instead.
         texts = any("target_ids" in row for row in rows)
-        self.columns = CTC_COLUMNS if texts else WorstTable.columns
+        probs = not texts and any(row.get("p_target") is not None for row in rows)
+        self.columns = CTC_COLUMNS if texts else WorstTable.columns if probs else LOSS_COLUMNS
+
+        def between(row: dict[str, Any]) -> tuple[Text | str, ...]:
+            if texts:
+                return ctc_cells(row)
+            return (fmt.num(row.get("p_target")), fmt.num(row.get("neg_log_p"))) if probs else ()
+
         self._cells = [
             (
                 Text("●" if row["sample"] == followed else " ", style=colors.PHASE["data"]),
                 str(row["sample"]),
-                *(ctc_cells(row) if texts else (fmt.num(row.get("p_target")),)),
-                *(() if texts else (fmt.num(row.get("neg_log_p")),)),
+                *between(row),
                 Text(fmt.num(row.get("loss")), style=colors.PHASE["loss"]),
             )
             for row in rows
