@@ -127,17 +127,23 @@ async def test_a_gans_embeddings_are_coloured_by_its_real_or_fake_target_and_off
 async def test_a_diffusion_models_noise_loss_lists_each_samples_loss_without_columns_of_dashes(
     recorded,
 ):
-    """An MSE on predicted noise has no probability of a target: the Loss page's table
-    lists sample and loss, not a p(target) and a −log p column of "—" on every row."""
+    """An MSE on predicted noise has no class and no probability of a target: the Loss
+    page's table and Explore's samples list sample and loss, not columns of "—" on every
+    row (target, prediction, p(target), −log p)."""
     from tvis.tui.pages.loss import WorstTable
+    from tvis.tui.widgets.samples_view import SampleTable
 
     app = make_app(recorded("ddpm_noise"))
     async with app.run_test(size=(120, 40)) as pilot:
         await goto_page(pilot, "loss")
-        table = app.screen.query_one(WorstTable)
-        await wait_for(pilot, lambda: len(table.rows) == 8, "each sample's loss")
-        assert [column.label for column in table.columns] == ["", "sample", "loss"]
-        text = screen_text(app)
-        assert "p(target)" not in text and "log p" not in text
-        assert all(str(cell).strip() not in ("", "—") for cell in table.cells(0)[1:])
+        worst = app.screen.query_one(WorstTable)
+        await wait_for(pilot, lambda: len(worst.rows) == 8, "each sample's loss")
+        await goto_page(pilot, "explore")
+        await pilot.press("a")
+        samples = app.screen.query_one(SampleTable)
+        await wait_for(pilot, lambda: samples.row_count == 8, "the samples")
+        for table in (worst, samples):
+            assert [column.label for column in table.columns] == ["", "sample", "loss"]
+            assert all(str(cell).strip() not in ("", "—") for cell in table.cells(0)[1:])
+        assert "p(target)" not in screen_text(app)
         assert app.internal_errors == []

@@ -37,7 +37,7 @@ from tvis.tui.picture import SIGNED, VALUES, Picture, Scale, to_rgb
 from tvis.tui.picture.colormaps import Depth
 from tvis.tui.picture.widget import depth_of
 from tvis.tui.widgets.histogram import histogram
-from tvis.tui.widgets.lists import LineColumn, LineTable
+from tvis.tui.widgets.lists import LineColumn, LineTable, without_empty_columns
 from tvis.tui.widgets.pixel_loss import PixelLossView
 from tvis.tui.widgets.sparkline import sparkline
 from tvis.tui.widgets.watch_curve import WatchCurve
@@ -231,10 +231,6 @@ CTC_COLUMNS = (
 )
 """The per-sample table's columns for a CTC loss."""
 
-LOSS_COLUMNS = (LineColumn(""), LineColumn("sample"), LineColumn("loss", right=True))
-"""The per-sample table's columns for a loss with no probability of a target (a regression's,
-a diffusion model's noise MSE): each sample's loss alone, no columns of dashes."""
-
 
 def fit_texts(widths: list[int], width: int) -> list[int]:
     """A CTC table's widths in ``width`` cells (each column padded by one cell a side): the
@@ -277,6 +273,7 @@ class WorstTable(LineTable):
         self.followed: int | None = None
         self._cells: list[tuple[Text | str, ...]] = []
         self._widths = [len(c.label) for c in self.columns]
+        self._texts = False  # a CTC loss's transcriptions: their columns share the width
 
     def fill(self, rows: list[dict[str, Any]], followed: int) -> None:
         """List ``rows``, ● on the ``followed`` sample. The cursor starts on the followed
@@ -287,24 +284,19 @@ class WorstTable(LineTable):
             was = followed
         self.rows, self.followed = rows, followed
         # A CTC loss has no p(target): each sample's target and transcription instead.
-        texts = any("target_ids" in row for row in rows)
-        probs = not texts and any(row.get("p_target") is not None for row in rows)
-        self.columns = CTC_COLUMNS if texts else WorstTable.columns if probs else LOSS_COLUMNS
-
-        def between(row: dict[str, Any]) -> tuple[Text | str, ...]:
-            if texts:
-                return ctc_cells(row)
-            return (fmt.num(row.get("p_target")), fmt.num(row.get("neg_log_p"))) if probs else ()
-
-        self._cells = [
+        self._texts = texts = any("target_ids" in row for row in rows)
+        cells: list[tuple[Text | str, ...]] = [
             (
                 Text("●" if row["sample"] == followed else " ", style=colors.PHASE["data"]),
                 str(row["sample"]),
-                *between(row),
+                *(ctc_cells(row) if texts else (fmt.num(row.get("p_target")),)),
+                *(() if texts else (fmt.num(row.get("neg_log_p")),)),
                 Text(fmt.num(row.get("loss")), style=colors.PHASE["loss"]),
             )
             for row in rows
         ]
+        columns = CTC_COLUMNS if texts else WorstTable.columns
+        self.columns, self._cells = without_empty_columns(columns, cells, kept=2)
         self._widths = [
             max([len(c.label), *(len(cells[i]) for cells in self._cells)])
             for i, c in enumerate(self.columns)
@@ -316,9 +308,7 @@ class WorstTable(LineTable):
         self.fill([], self.followed or 0)
 
     def column_widths(self, width: int) -> list[int]:
-        if self.columns is not CTC_COLUMNS:
-            return self._widths
-        return fit_texts(self._widths, width)
+        return fit_texts(self._widths, width) if self._texts else self._widths
 
     def cells(self, row: int) -> tuple[Text | str, ...]:
         return self._cells[row]

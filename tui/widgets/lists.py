@@ -64,6 +64,26 @@ CACHED_LINES = 1024
 """Drawn lines a ``LineTable`` keeps: a few screens either way of the cursor."""
 
 
+MISSING = "—"
+"""A cell with no value (``fmt.num(None)``)."""
+
+
+def without_empty_columns(
+    columns: Sequence[LineColumn], rows: list[tuple[Text | str, ...]], kept: int
+) -> tuple[tuple[LineColumn, ...], list[tuple[Text | str, ...]]]:
+    """``columns`` and ``rows`` less each column after the first ``kept`` that has no value
+    on any row: a regression's samples have no class and no p(target), and a column of
+    dashes only pushes the loss away."""
+    if not rows:
+        return tuple(columns), rows
+    shown = [
+        i
+        for i in range(len(columns))
+        if i < kept or any(str(cells[i]).strip() != MISSING for cells in rows)
+    ]
+    return tuple(columns[i] for i in shown), [tuple(cells[i] for i in shown) for cells in rows]
+
+
 def content_widths(
     columns: Sequence[LineColumn], rows: Sequence[Sequence[Text | str]]
 ) -> list[int]:

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from tvis.tui import colors, fmt
 from tvis.tui.pane import Asks
 from tvis.tui.picture import Picture, Scale
-from tvis.tui.widgets.lists import LineColumn, LineTable, content_widths
+from tvis.tui.widgets.lists import LineColumn, LineTable, content_widths, without_empty_columns
 
 PREVIEW_CELLS = 34
 """Width of the preview's pictures beside the table (its column, less the padding)."""
@@ -52,7 +52,7 @@ class SampleTable(LineTable):
     """The batch's samples, one row each, drawn line by line: a ``DataTable`` rendered
     every cell of every row through Rich on the pane's first frame (~40 ms of `a`)."""
 
-    columns = CLASS_COLUMNS  # TEXT_COLUMNS for a language model
+    columns: tuple[LineColumn, ...] = CLASS_COLUMNS  # TEXT_COLUMNS for a language model
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -72,8 +72,9 @@ class SampleTable(LineTable):
         where it was when None); the cursor's row is announced (``Highlighted``) either way,
         so the preview shows the row it is on."""
         self.per_token = per_token
-        self.columns = TEXT_COLUMNS if per_token else CLASS_COLUMNS
-        self._cells = [sample_cells(row, classes, followed, per_token) for row in rows]
+        cells = [sample_cells(row, classes, followed, per_token) for row in rows]
+        columns = TEXT_COLUMNS if per_token else CLASS_COLUMNS
+        self.columns, self._cells = without_empty_columns(columns, cells, kept=2)
         self._widths = content_widths(self.columns, self._cells)
         self.set_rows(len(rows), cursor)
         if rows:
