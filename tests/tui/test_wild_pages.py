@@ -147,3 +147,20 @@ async def test_a_diffusion_models_noise_loss_lists_each_samples_loss_without_col
             assert all(str(cell).strip() not in ("", "—") for cell in table.cells(0)[1:])
         assert "p(target)" not in screen_text(app)
         assert app.internal_errors == []
+
+
+async def test_a_diffusion_models_replay_result_names_no_prediction_it_has_not(recorded):
+    """Replay's result card of a noise MSE: the sample's loss, no "predicted None" and no
+    "p(target) —" (a classifier's lines)."""
+    app = make_app(recorded("ddpm_noise"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "replay")
+        page = app.screen
+        await wait_for(pilot, lambda: page.recording and page.current_event(), "the events")
+        rec = page.recording
+        page.seek(next(s for s in range(rec.total) if rec.event(s).kind == "loss"))
+        text = await wait_for(
+            pilot, lambda: "sample loss" in (t := screen_text(app)) and t, "the result card"
+        )
+        assert "None" not in text and "p(target)" not in text and "predicted" not in text
+        assert app.internal_errors == []

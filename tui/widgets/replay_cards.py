@@ -296,13 +296,17 @@ def _result_text(table: SampleTableReply, sample: int) -> Text:
     if row is None:
         text.append("\nno per-sample result recorded", style=colors.MUTED)
         return text
-    correct = row.get("correct")
-    text.append("\npredicted ", style=colors.MUTED)
-    text.append(
-        str(row.get("pred_name") or row.get("pred")),
-        style=f"bold {colors.GOOD if correct else colors.BAD}" if correct is not None else "bold",
-    )
-    text.append(f"\np(target) {fmt.num(row.get('p_target'))}", style="")
+    correct, pred = row.get("correct"), row.get("pred_name") or row.get("pred")
+    if pred is not None:  # a regression's sample has no class predicted, nor p(target)
+        text.append("\npredicted ", style=colors.MUTED)
+        text.append(
+            str(pred),
+            style=f"bold {colors.GOOD if correct else colors.BAD}"
+            if correct is not None
+            else "bold",
+        )
+    if row.get("p_target") is not None:
+        text.append(f"\np(target) {fmt.num(row.get('p_target'))}", style="")
     text.append("\nsample loss ", style=colors.MUTED)
     text.append(fmt.num(row.get("loss")), style=colors.PHASE["loss"])
     return text
