@@ -164,3 +164,35 @@ async def test_a_diffusion_models_replay_result_names_no_prediction_it_has_not(r
         )
         assert "None" not in text and "p(target)" not in text and "predicted" not in text
         assert app.internal_errors == []
+
+
+async def test_a_language_model_without_a_vocabulary_shows_its_predicted_ids_not_none(recorded):
+    """Replay's result card of a token model whose run has no vocabulary: the predicted
+    token ids, as its target shows them, never "predicted None"."""
+    app = make_app(recorded("gqa_llama"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "replay")
+        page = app.screen
+        await wait_for(pilot, lambda: page.recording and page.current_event(), "the events")
+        rec = page.recording
+        page.seek(next(s for s in range(rec.total) if rec.event(s).kind == "loss"))
+        text = await wait_for(
+            pilot, lambda: "token accuracy" in (t := screen_text(app)) and t, "the result card"
+        )
+        assert "None" not in text
+        assert re.search(r"predicted\s+\d+ \d+ \d+", text), text
+        assert app.internal_errors == []
+
+
+async def test_a_script_without_batches_says_no_sample_count_rather_than_none(recorded):
+    """PyTorch's autograd.Function tutorial feeds whole tensors, no batch of samples:
+    Explore's samples pane names the batch and says nothing was recorded per sample."""
+    app = make_app(recorded("autograd_function"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await goto_page(pilot, "explore")
+        await pilot.press("a")
+        text = await wait_for(
+            pilot, lambda: "were not recorded" in (t := screen_text(app)) and t, "the pane"
+        )
+        assert "None" not in text and "batch 0 · enter follows a sample" in text
+        assert app.internal_errors == []

@@ -283,8 +283,11 @@ def _result_text(table: SampleTableReply, sample: int) -> Text:
         return text
     if table.get("kind") == "tokens":
         texts = table.get("text")
+        predicted = texts.get("pred") if texts else None
+        if predicted is None:  # no vocabulary: the ids, as the target shows them
+            predicted = fmt.token_ids(table.get("rows") or [], "pred")
         text.append("\npredicted ", style=colors.MUTED)
-        text.append(fmt.clip(str(texts["pred"] if texts else ""), TEXT_CHARS))
+        text.append(fmt.clip(predicted, TEXT_CHARS))
         text.append(f"\ntoken accuracy {fmt.pct(table.get('accuracy'))}", style=colors.MUTED)
         losses = [r.get("loss") for r in table.get("rows") or [] if not r.get("pad")]
         finite = [v for v in losses if isinstance(v, (int, float))]

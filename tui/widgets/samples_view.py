@@ -228,9 +228,12 @@ class SamplesView(Asks, Vertical):
 
     def _show(self, result: dict[str, Any]) -> None:
         self.rows = result.get("rows") or []
-        header = Text(
-            f"batch {self.batch_index} · {result.get('batch_size', len(self.rows))} samples · "
-        )
+        size = result.get("batch_size")  # None where no batch of samples was recorded
+        if size is None and self.rows:
+            size = len(self.rows)
+        header = Text(f"batch {self.batch_index} · ")
+        if size is not None:
+            header.append(f"{size} samples · ")
         header.append("enter follows a sample everywhere ([ and ] too)")
         if not any(r.get(k) is not None for r in self.rows for k in ("target", "pred", "loss")):
             header.append(
