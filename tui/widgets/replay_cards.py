@@ -301,13 +301,9 @@ def _result_text(table: SampleTableReply, sample: int) -> Text:
         return text
     correct, pred = row.get("correct"), row.get("pred_name") or row.get("pred")
     if pred is not None:  # a regression's sample has no class predicted, nor p(target)
+        verdict = "" if correct is None else colors.GOOD if correct else colors.BAD
         text.append("\npredicted ", style=colors.MUTED)
-        text.append(
-            str(pred),
-            style=f"bold {colors.GOOD if correct else colors.BAD}"
-            if correct is not None
-            else "bold",
-        )
+        text.append(str(pred), style=f"bold {verdict}".strip())
     if row.get("p_target") is not None:
         text.append(f"\np(target) {fmt.num(row.get('p_target'))}", style="")
     text.append("\nsample loss ", style=colors.MUTED)
