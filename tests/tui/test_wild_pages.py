@@ -149,19 +149,25 @@ async def test_a_diffusion_models_noise_loss_lists_each_samples_loss_without_col
         assert app.internal_errors == []
 
 
+async def _result_card(pilot, shown: str) -> str:
+    """Replay on the first batch's loss, once its result card shows ``shown``: the screen."""
+    app = pilot.app
+    await goto_page(pilot, "replay")
+    page = app.screen
+    await wait_for(pilot, lambda: page.recording and page.current_event(), "the events")
+    rec = page.recording
+    page.seek(next(s for s in range(rec.total) if rec.event(s).kind == "loss"))
+    return await wait_for(
+        pilot, lambda: shown in (t := screen_text(app)) and t, f"{shown} on the result card"
+    )
+
+
 async def test_a_diffusion_models_replay_result_names_no_prediction_it_has_not(recorded):
     """Replay's result card of a noise MSE: the sample's loss, no "predicted None" and no
     "p(target) —" (a classifier's lines)."""
     app = make_app(recorded("ddpm_noise"))
     async with app.run_test(size=(120, 40)) as pilot:
-        await goto_page(pilot, "replay")
-        page = app.screen
-        await wait_for(pilot, lambda: page.recording and page.current_event(), "the events")
-        rec = page.recording
-        page.seek(next(s for s in range(rec.total) if rec.event(s).kind == "loss"))
-        text = await wait_for(
-            pilot, lambda: "sample loss" in (t := screen_text(app)) and t, "the result card"
-        )
+        text = await _result_card(pilot, "sample loss")
         assert "None" not in text and "p(target)" not in text and "predicted" not in text
         assert app.internal_errors == []
 
@@ -171,14 +177,7 @@ async def test_a_language_model_without_a_vocabulary_shows_its_predicted_ids_not
     token ids, as its target shows them, never "predicted None"."""
     app = make_app(recorded("gqa_llama"))
     async with app.run_test(size=(120, 40)) as pilot:
-        await goto_page(pilot, "replay")
-        page = app.screen
-        await wait_for(pilot, lambda: page.recording and page.current_event(), "the events")
-        rec = page.recording
-        page.seek(next(s for s in range(rec.total) if rec.event(s).kind == "loss"))
-        text = await wait_for(
-            pilot, lambda: "token accuracy" in (t := screen_text(app)) and t, "the result card"
-        )
+        text = await _result_card(pilot, "token accuracy")
         assert "None" not in text
         assert re.search(r"predicted\s+\d+ \d+ \d+", text), text
         assert app.internal_errors == []
